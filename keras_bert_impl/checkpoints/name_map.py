@@ -1,0 +1,104 @@
+"""Which of our Keras variables is which original checkpoint variable.
+
+The maps are data: original names (google-research/bert's scopes) on the left,
+the attribute path from our layer on the right. Every loader and writer goes
+through `original_variable_map`, so there is one place that knows the layout.
+"""
+
+# Relative to the `BertModel`.
+EMBEDDING_VARIABLES = {
+    "bert/embeddings/word_embeddings": "word_embedding.embeddings",
+    "bert/embeddings/token_type_embeddings": "embedding_postprocessor.token_type_embeddings",
+    "bert/embeddings/position_embeddings": "embedding_postprocessor.position_embeddings",
+    "bert/embeddings/LayerNorm/gamma": "embedding_postprocessor.layer_norm.gamma",
+    "bert/embeddings/LayerNorm/beta": "embedding_postprocessor.layer_norm.beta",
+}
+
+# Relative to one `TransformerLayer`, under `bert/encoder/layer_{N}/`.
+TRANSFORMER_LAYER_VARIABLES = {
+    "attention/self/query/kernel": "attention.query.kernel",
+    "attention/self/query/bias": "attention.query.bias",
+    "attention/self/key/kernel": "attention.key.kernel",
+    "attention/self/key/bias": "attention.key.bias",
+    "attention/self/value/kernel": "attention.value.kernel",
+    "attention/self/value/bias": "attention.value.bias",
+    "attention/output/dense/kernel": "attention_output.kernel",
+    "attention/output/dense/bias": "attention_output.bias",
+    "attention/output/LayerNorm/gamma": "attention_layer_norm.gamma",
+    "attention/output/LayerNorm/beta": "attention_layer_norm.beta",
+    "intermediate/dense/kernel": "intermediate.kernel",
+    "intermediate/dense/bias": "intermediate.bias",
+    "output/dense/kernel": "output_dense.kernel",
+    "output/dense/bias": "output_dense.bias",
+    "output/LayerNorm/gamma": "output_layer_norm.gamma",
+    "output/LayerNorm/beta": "output_layer_norm.beta",
+}
+
+POOLER_VARIABLES = {
+    "bert/pooler/dense/kernel": "pooler.dense.kernel",
+    "bert/pooler/dense/bias": "pooler.dense.bias",
+}
+
+# Relative to the task model.
+MASKED_LM_VARIABLES = {
+    "cls/predictions/transform/dense/kernel": "masked_lm_head.transform.kernel",
+    "cls/predictions/transform/dense/bias": "masked_lm_head.transform.bias",
+    "cls/predictions/transform/LayerNorm/gamma": "masked_lm_head.layer_norm.gamma",
+    "cls/predictions/transform/LayerNorm/beta": "masked_lm_head.layer_norm.beta",
+    "cls/predictions/output_bias": "masked_lm_head.output_bias",
+}
+NEXT_SENTENCE_VARIABLES = {
+    "cls/seq_relationship/output_weights": "next_sentence_head.output_weights",
+    "cls/seq_relationship/output_bias": "next_sentence_head.output_bias",
+}
+# run_classifier.create_model creates these at the top level, unscoped.
+CLASSIFIER_VARIABLES = {
+    "output_weights": "head.output_weights",
+    "output_bias": "head.output_bias",
+}
+
+# Heads, keyed by the attribute a task model holds them under.
+HEAD_VARIABLES = {
+    "masked_lm_head": MASKED_LM_VARIABLES,
+    "next_sentence_head": NEXT_SENTENCE_VARIABLES,
+    "head": CLASSIFIER_VARIABLES,
+}
+
+
+def _resolve(obj, path):
+    for attribute in path.split("."):
+        obj = getattr(obj, attribute)
+    return obj
+
+
+def bert_variable_map(bert_model):
+    """Original name -> variable for a `BertModel` (embeddings, encoder, pooler)."""
+    names = {}
+    for name, path in EMBEDDING_VARIABLES.items():
+        names[name] = _resolve(bert_model, path)
+    for index, block in enumerate(bert_model.encoder.blocks):
+        for name, path in TRANSFORMER_LAYER_VARIABLES.items():
+            names[f"bert/encoder/layer_{index}/{name}"] = _resolve(block, path)
+    for name, path in POOLER_VARIABLES.items():
+        names[name] = _resolve(bert_model, path)
+    return names
+
+
+def original_variable_map(model):
+    """Original checkpoint name -> Keras variable, for any of our models.
+
+    Args:
+        model: A `BertModel`, or a task model holding one as `.bert` together
+            with any of the heads in `HEAD_VARIABLES`. The model must be built.
+
+    Returns:
+        Dict from names such as `bert/encoder/layer_0/attention/self/query/kernel`
+        to the Keras variables holding them, in the original's order.
+    """
+    bert_model = getattr(model, "bert", model)
+    names = bert_variable_map(bert_model)
+    for attribute, variables in HEAD_VARIABLES.items():
+        if hasattr(model, attribute):
+            for name, path in variables.items():
+                names[name] = _resolve(model, path)
+    return names

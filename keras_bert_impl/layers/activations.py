@@ -1,0 +1,56 @@
+"""The activations a `bert_config.json` can name, resolved to functions.
+
+The original `modeling.py` defines `gelu` as the tanh approximation
+`0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`; HF-trained weights use the
+exact erf form, which we call `gelu_exact`. Keeping the two names distinct is
+what lets converted checkpoints reproduce the numbers they were trained with.
+"""
+
+import math
+
+import keras
+from keras import ops
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+def gelu(x):
+    """The original BERT GELU (tanh approximation).
+
+    Example:
+    >>> float(gelu(keras.ops.convert_to_tensor(1.0)))  # doctest: +ELLIPSIS
+    0.841...
+    """
+    cdf = 0.5 * (1.0 + ops.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * ops.power(x, 3))))
+    return x * cdf
+
+
+def gelu_exact(x):
+    """GELU with the exact Gaussian CDF: `0.5 x (1 + erf(x / sqrt(2)))`."""
+    return 0.5 * x * (1.0 + ops.erf(x / math.sqrt(2.0)))
+
+
+_ACTIVATIONS = {
+    "gelu": gelu,
+    "gelu_exact": gelu_exact,
+    "relu": keras.activations.relu,
+    "tanh": keras.activations.tanh,
+    "linear": None,
+}
+
+
+def get_activation(name):
+    """Maps an activation name from `bert_config.json` to a callable (or None).
+
+    Args:
+        name: One of `gelu`, `gelu_exact`, `relu`, `tanh`, `linear`.
+
+    Raises:
+        ValueError: for an unknown name.
+    """
+    try:
+        return _ACTIVATIONS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown activation {name!r}; known: {', '.join(_ACTIVATIONS)}"
+        ) from None

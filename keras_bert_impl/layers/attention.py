@@ -1,0 +1,132 @@
+"""The original `attention_layer` (scope `attention/self`) as a Keras layer."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_bert_impl.layers.embeddings import truncated_normal
+
+_PACKAGE = "keras_bert_impl"
+
+# The original adds this to the scores of masked positions; softmax then gives
+# them ~0 weight. Kept as is (not -inf) so padded rows match the original too.
+MASK_ADDER = -10000.0
+
+
+def attention_mask_adder(input_mask, dtype="float32"):
+    """Turns a [batch, seq] 0/1 mask into the original's additive bias.
+
+    Returns:
+        [batch_size, 1, 1, seq_length]: 0 where attended, -10000 where masked.
+    """
+    mask = ops.cast(input_mask, dtype)
+    return (1.0 - mask)[:, None, None, :] * MASK_ADDER
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class SelfAttention(keras.layers.Layer):
+    """Multi-head scaled dot-product self-attention with the original's weights.
+
+    Holds `query`, `key` and `value` dense layers (kernels [H, H]) exactly as
+    the original `attention/self` scope, works on the [batch*seq, H] matrix
+    form that the original uses, and applies the -10000 additive mask.
+
+    Args:
+        num_attention_heads: Number of heads `N`.
+        size_per_head: Width of each head `D` (`H = N * D`).
+        dropout_rate: `attention_probs_dropout_prob`.
+        initializer_range: Stddev of the truncated-normal initializer.
+
+    Call args:
+        hidden_states: [batch_size, seq_length, H].
+        mask_adder: [batch_size, 1, 1, seq_length] from `attention_mask_adder`.
+        training: Enables dropout.
+
+    Returns:
+        `(context, probs)`: [batch_size, seq_length, H] and
+        [batch_size, N, seq_length, seq_length].
+
+    Example:
+    >>> layer = SelfAttention(num_attention_heads=2, size_per_head=4)
+    >>> x = keras.ops.ones((1, 3, 8))
+    >>> context, probs = layer(x, attention_mask_adder(keras.ops.ones((1, 3))))
+    >>> tuple(context.shape), tuple(probs.shape)
+    ((1, 3, 8), (1, 2, 3, 3))
+    """
+
+    def __init__(
+        self,
+        num_attention_heads,
+        size_per_head,
+        dropout_rate=0.1,
+        initializer_range=0.02,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_attention_heads = num_attention_heads
+        self.size_per_head = size_per_head
+        self.dropout_rate = dropout_rate
+        self.initializer_range = initializer_range
+        width = num_attention_heads * size_per_head
+        dense = lambda name: keras.layers.Dense(  # noqa: E731
+            width,
+            kernel_initializer=truncated_normal(initializer_range),
+            dtype=self.dtype_policy,
+            name=name,
+        )
+        self.query = dense("query")
+        self.key = dense("key")
+        self.value = dense("value")
+        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+
+    def build(self, hidden_states_shape, mask_adder_shape=None):
+        for layer in (self.query, self.key, self.value):
+            layer.build((None, hidden_states_shape[-1]))
+
+    def _split_heads(self, x, batch_size, seq_length):
+        # [batch*seq, N*D] -> [batch, N, seq, D]
+        x = ops.reshape(
+            x, (batch_size, seq_length, self.num_attention_heads, self.size_per_head)
+        )
+        return ops.transpose(x, (0, 2, 1, 3))
+
+    def call(self, hidden_states, mask_adder=None, training=None):
+        shape = ops.shape(hidden_states)
+        batch_size, seq_length, width = shape[0], shape[1], hidden_states.shape[-1]
+        # [batch_size * seq_length, H]: the original's reshape_to_matrix.
+        matrix = ops.reshape(hidden_states, (-1, width))
+        query = self._split_heads(self.query(matrix), batch_size, seq_length)
+        key = self._split_heads(self.key(matrix), batch_size, seq_length)
+        value = self._split_heads(self.value(matrix), batch_size, seq_length)
+
+        # [batch, N, seq, seq]
+        scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))
+        scores = scores * ops.cast(1.0 / math.sqrt(self.size_per_head), scores.dtype)
+        if mask_adder is not None:
+            scores = scores + ops.cast(mask_adder, scores.dtype)
+        # Softmax in float32 even under mixed precision: -10000 and exp() need it.
+        probs = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), scores.dtype)
+        dropped = self.dropout(probs, training=training)
+
+        # [batch, N, seq, D] -> [batch, seq, N, D] -> [batch, seq, H]
+        context = ops.transpose(ops.matmul(dropped, value), (0, 2, 1, 3))
+        context = ops.reshape(context, (batch_size, seq_length, width))
+        return context, probs
+
+    def compute_output_shape(self, hidden_states_shape, mask_adder_shape=None):
+        batch, seq = hidden_states_shape[0], hidden_states_shape[1]
+        return (
+            tuple(hidden_states_shape),
+            (batch, self.num_attention_heads, seq, seq),
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_attention_heads=self.num_attention_heads,
+            size_per_head=self.size_per_head,
+            dropout_rate=self.dropout_rate,
+            initializer_range=self.initializer_range,
+        )
+        return config

@@ -1,0 +1,169 @@
+"""The original `embedding_lookup` and `embedding_postprocessor` as Keras layers."""
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from keras_bert_impl.errors import SequenceLengthError
+
+_PACKAGE = "keras_bert_impl"
+LAYER_NORM_EPSILON = 1e-12  # what tf.contrib.layers.layer_norm used in the original
+
+
+def truncated_normal(initializer_range):
+    """The original's `create_initializer`: truncated normal, given stddev."""
+    return keras.initializers.TruncatedNormal(stddev=initializer_range)
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class WordEmbedding(keras.layers.Layer):
+    """Word embeddings (`bert/embeddings/word_embeddings`), the original `embedding_lookup`.
+
+    The same table is the MLM output projection (`cls/predictions` is tied to
+    it), so the layer exposes it as `self.embeddings`.
+
+    Args:
+        vocab_size: Number of WordPiece ids.
+        hidden_size: Embedding width.
+        initializer_range: Stddev of the truncated-normal initializer.
+
+    Example:
+    >>> layer = WordEmbedding(vocab_size=10, hidden_size=4)
+    >>> layer(keras.ops.convert_to_tensor([[1, 2, 3]])).shape
+    TensorShape([1, 3, 4])
+    """
+
+    def __init__(self, vocab_size, hidden_size, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.initializer_range = initializer_range
+
+    def build(self, input_shape):
+        self.embeddings = self.add_weight(
+            name="word_embeddings",
+            shape=(self.vocab_size, self.hidden_size),
+            initializer=truncated_normal(self.initializer_range),
+        )
+
+    def call(self, input_ids):
+        # [batch_size, seq_length] -> [batch_size, seq_length, hidden_size]
+        return ops.take(self.embeddings, ops.cast(input_ids, "int32"), axis=0)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape) + (self.hidden_size,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            vocab_size=self.vocab_size,
+            hidden_size=self.hidden_size,
+            initializer_range=self.initializer_range,
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class EmbeddingPostprocessor(keras.layers.Layer):
+    """Adds token-type and position embeddings, then LayerNorm and dropout.
+
+    Mirrors the original `embedding_postprocessor` (`bert/embeddings/...`):
+    `token_type_embeddings` [type_vocab_size, H], `position_embeddings`
+    [max_position_embeddings, H] sliced to the sequence length, and
+    `LayerNorm` (epsilon 1e-12).
+
+    Args:
+        hidden_size: Embedding width.
+        type_vocab_size: Number of segment ids.
+        max_position_embeddings: Longest sequence accepted; longer input raises
+            `SequenceLengthError`.
+        dropout_rate: `hidden_dropout_prob`.
+        initializer_range: Stddev of the truncated-normal initializer.
+
+    Example:
+    >>> layer = EmbeddingPostprocessor(hidden_size=4, type_vocab_size=2,
+    ...                                max_position_embeddings=8)
+    >>> word = keras.ops.ones((1, 3, 4))
+    >>> layer(word, keras.ops.convert_to_tensor([[0, 0, 1]])).shape
+    TensorShape([1, 3, 4])
+    """
+
+    def __init__(
+        self,
+        hidden_size,
+        type_vocab_size=16,
+        max_position_embeddings=512,
+        dropout_rate=0.1,
+        initializer_range=0.02,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.type_vocab_size = type_vocab_size
+        self.max_position_embeddings = max_position_embeddings
+        self.dropout_rate = dropout_rate
+        self.initializer_range = initializer_range
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="LayerNorm"
+        )
+        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+
+    def build(self, word_embeddings_shape, segment_ids_shape=None):
+        initializer = truncated_normal(self.initializer_range)
+        self.token_type_embeddings = self.add_weight(
+            name="token_type_embeddings",
+            shape=(self.type_vocab_size, self.hidden_size),
+            initializer=initializer,
+        )
+        self.position_embeddings = self.add_weight(
+            name="position_embeddings",
+            shape=(self.max_position_embeddings, self.hidden_size),
+            initializer=initializer,
+        )
+        self.layer_norm.build(word_embeddings_shape)
+
+    def _check_length(self, seq_length):
+        if isinstance(seq_length, int):
+            if seq_length > self.max_position_embeddings:
+                raise SequenceLengthError(
+                    f"sequence length {seq_length} exceeds max_position_embeddings "
+                    f"{self.max_position_embeddings}"
+                )
+            return []
+        return [
+            tf.debugging.assert_less_equal(
+                seq_length,
+                self.max_position_embeddings,
+                message="sequence length exceeds max_position_embeddings",
+            )
+        ]
+
+    def call(self, word_embeddings, segment_ids, training=None):
+        seq_length = word_embeddings.shape[1]
+        if seq_length is None:
+            seq_length = ops.shape(word_embeddings)[1]
+        checks = self._check_length(seq_length)
+        with tf.control_dependencies(checks):
+            # [seq_length, hidden_size], broadcast over the batch.
+            positions = self.position_embeddings[:seq_length]
+        # [batch_size, seq_length, hidden_size]
+        token_types = ops.take(
+            self.token_type_embeddings, ops.cast(segment_ids, "int32"), axis=0
+        )
+        output = word_embeddings + token_types + positions
+        output = self.layer_norm(output)
+        return self.dropout(output, training=training)
+
+    def compute_output_shape(self, word_embeddings_shape, segment_ids_shape=None):
+        return word_embeddings_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            hidden_size=self.hidden_size,
+            type_vocab_size=self.type_vocab_size,
+            max_position_embeddings=self.max_position_embeddings,
+            dropout_rate=self.dropout_rate,
+            initializer_range=self.initializer_range,
+        )
+        return config

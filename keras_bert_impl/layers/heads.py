@@ -1,0 +1,141 @@
+"""Task heads with the original variable names: MLM, NSP and classifier."""
+
+import keras
+from keras import ops
+
+from keras_bert_impl.layers.activations import get_activation
+from keras_bert_impl.layers.embeddings import LAYER_NORM_EPSILON, truncated_normal
+
+_PACKAGE = "keras_bert_impl"
+
+
+def gather_indexes(sequence_output, positions):
+    """The original `gather_indexes`: hidden states at the given positions.
+
+    Args:
+        sequence_output: [batch_size, seq_length, H].
+        positions: [batch_size, num_positions] integer positions.
+
+    Returns:
+        [batch_size, num_positions, H].
+    """
+    positions = ops.cast(positions, "int32")
+    return ops.take_along_axis(sequence_output, positions[:, :, None], axis=1)
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class MaskedLMHead(keras.layers.Layer):
+    """`cls/predictions`: transform, LayerNorm, then logits tied to the embeddings.
+
+    The decoder is the word-embedding table (transposed), owned by the
+    `WordEmbedding` layer passed in; only `output_bias` [vocab_size] is
+    this head's own. Because the tie is a reference to another layer, the head
+    is rebuilt by the model that owns both (its config omits the embedding).
+
+    Args:
+        word_embedding: The model's `WordEmbedding` layer.
+        hidden_act: Activation of the transform (the encoder's `hidden_act`).
+        initializer_range: Stddev of the truncated-normal initializer.
+
+    Call args:
+        sequence_output: [batch_size, seq_length, H].
+        masked_lm_positions: [batch_size, max_predictions_per_seq].
+
+    Returns:
+        Logits [batch_size, max_predictions_per_seq, vocab_size].
+
+    Example:
+    >>> from keras_bert_impl.layers.embeddings import WordEmbedding
+    >>> embedding = WordEmbedding(vocab_size=10, hidden_size=4)
+    >>> embedding.build((None, None))
+    >>> head = MaskedLMHead(embedding)
+    >>> head(keras.ops.ones((2, 5, 4)), keras.ops.zeros((2, 3), "int32")).shape
+    TensorShape([2, 3, 10])
+    """
+
+    def __init__(self, word_embedding, hidden_act="gelu", initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.word_embedding = word_embedding
+        self.hidden_act = hidden_act
+        self.initializer_range = initializer_range
+        self.hidden_size = word_embedding.hidden_size
+        self.vocab_size = word_embedding.vocab_size
+        self.transform = keras.layers.Dense(
+            self.hidden_size,
+            activation=get_activation(hidden_act),
+            kernel_initializer=truncated_normal(initializer_range),
+            dtype=self.dtype_policy,
+            name="transform_dense",
+        )
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="transform_LayerNorm"
+        )
+
+    def build(self, sequence_output_shape, masked_lm_positions_shape=None):
+        self.transform.build((None, self.hidden_size))
+        self.layer_norm.build((None, self.hidden_size))
+        self.output_bias = self.add_weight(
+            name="output_bias", shape=(self.vocab_size,), initializer="zeros"
+        )
+
+    def call(self, sequence_output, masked_lm_positions):
+        # [batch_size, num_positions, H]
+        hidden = gather_indexes(sequence_output, masked_lm_positions)
+        hidden = self.layer_norm(self.transform(hidden))
+        # [batch_size, num_positions, vocab_size]
+        logits = ops.matmul(hidden, ops.transpose(ops.cast(self.word_embedding.embeddings, hidden.dtype)))
+        return logits + ops.cast(self.output_bias, logits.dtype)
+
+    def compute_output_shape(self, sequence_output_shape, masked_lm_positions_shape=None):
+        return (sequence_output_shape[0], masked_lm_positions_shape[1], self.vocab_size)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_act=self.hidden_act, initializer_range=self.initializer_range)
+        return config
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class OutputProjection(keras.layers.Layer):
+    """`logits = x · output_weightsᵀ + output_bias`, the original heads' layout.
+
+    The original NSP head (`cls/seq_relationship`) and the run_classifier head
+    store `output_weights` as [num_outputs, H] (transposed w.r.t. a Keras
+    Dense kernel) next to `output_bias` [num_outputs]; this layer keeps that
+    layout so checkpoints map one to one.
+
+    Args:
+        num_outputs: Number of logits (2 for NSP, `num_labels` for a classifier).
+        initializer_range: Stddev of the truncated-normal initializer.
+
+    Example:
+    >>> OutputProjection(num_outputs=2)(keras.ops.ones((3, 4))).shape
+    TensorShape([3, 2])
+    """
+
+    def __init__(self, num_outputs, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.num_outputs = num_outputs
+        self.initializer_range = initializer_range
+
+    def build(self, inputs_shape):
+        self.output_weights = self.add_weight(
+            name="output_weights",
+            shape=(self.num_outputs, inputs_shape[-1]),
+            initializer=truncated_normal(self.initializer_range),
+        )
+        self.output_bias = self.add_weight(
+            name="output_bias", shape=(self.num_outputs,), initializer="zeros"
+        )
+
+    def call(self, inputs):
+        # [batch_size, H] -> [batch_size, num_outputs]
+        return ops.matmul(inputs, ops.transpose(self.output_weights)) + self.output_bias
+
+    def compute_output_shape(self, inputs_shape):
+        return tuple(inputs_shape[:-1]) + (self.num_outputs,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(num_outputs=self.num_outputs, initializer_range=self.initializer_range)
+        return config

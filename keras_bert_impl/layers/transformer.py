@@ -1,0 +1,242 @@
+"""One original `layer_N` block and the `transformer_model` stack."""
+
+import keras
+from keras import ops
+
+from keras_bert_impl.layers.activations import get_activation
+from keras_bert_impl.layers.attention import SelfAttention, attention_mask_adder
+from keras_bert_impl.layers.embeddings import LAYER_NORM_EPSILON, truncated_normal
+
+_PACKAGE = "keras_bert_impl"
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class TransformerLayer(keras.layers.Layer):
+    """A post-LayerNorm transformer block with the original's sub-scopes.
+
+    `attention/self` (query/key/value), `attention/output` (dense, dropout,
+    residual, LayerNorm), `intermediate` (dense + activation) and `output`
+    (dense, dropout, residual, LayerNorm), computed on the [batch*seq, H]
+    matrix as the original does.
+
+    Args:
+        hidden_size: `H`.
+        num_attention_heads: `N`; must divide `H`.
+        intermediate_size: Feed-forward width.
+        hidden_act: Activation name (see `activations.get_activation`).
+        hidden_dropout_prob: Dropout on sub-layer outputs.
+        attention_probs_dropout_prob: Dropout on attention probabilities.
+        initializer_range: Stddev of the truncated-normal initializer.
+
+    Call args:
+        hidden_states: [batch_size, seq_length, H].
+        mask_adder: [batch_size, 1, 1, seq_length] additive mask or None.
+
+    Returns:
+        `(layer_output, attention_probs)`.
+
+    Example:
+    >>> layer = TransformerLayer(hidden_size=8, num_attention_heads=2,
+    ...                          intermediate_size=16)
+    >>> output, probs = layer(keras.ops.ones((1, 3, 8)))
+    >>> tuple(output.shape)
+    (1, 3, 8)
+    """
+
+    def __init__(
+        self,
+        hidden_size,
+        num_attention_heads,
+        intermediate_size,
+        hidden_act="gelu",
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+        initializer_range=0.02,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.num_attention_heads = num_attention_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.initializer_range = initializer_range
+
+        policy = self.dtype_policy
+        initializer = truncated_normal(initializer_range)
+        self.attention = SelfAttention(
+            num_attention_heads,
+            hidden_size // num_attention_heads,
+            dropout_rate=attention_probs_dropout_prob,
+            initializer_range=initializer_range,
+            dtype=policy,
+            name="self",
+        )
+        self.attention_output = keras.layers.Dense(
+            hidden_size,
+            kernel_initializer=initializer,
+            dtype=policy,
+            name="attention_output_dense",
+        )
+        self.attention_layer_norm = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, dtype=policy, name="attention_output_LayerNorm"
+        )
+        self.intermediate = keras.layers.Dense(
+            intermediate_size,
+            activation=get_activation(hidden_act),
+            kernel_initializer=initializer,
+            dtype=policy,
+            name="intermediate_dense",
+        )
+        self.output_dense = keras.layers.Dense(
+            hidden_size, kernel_initializer=initializer, dtype=policy, name="output_dense"
+        )
+        self.output_layer_norm = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, dtype=policy, name="output_LayerNorm"
+        )
+        self.dropout = keras.layers.Dropout(hidden_dropout_prob, dtype=policy)
+
+    def build(self, hidden_states_shape, mask_adder_shape=None):
+        matrix_shape = (None, self.hidden_size)
+        self.attention.build(hidden_states_shape)
+        self.attention_output.build(matrix_shape)
+        self.attention_layer_norm.build(matrix_shape)
+        self.intermediate.build(matrix_shape)
+        self.output_dense.build((None, self.intermediate_size))
+        self.output_layer_norm.build(matrix_shape)
+
+    def call(self, hidden_states, mask_adder=None, training=None):
+        shape = ops.shape(hidden_states)
+        # [batch_size, seq_length, H] -> [batch_size * seq_length, H]
+        matrix = ops.reshape(hidden_states, (-1, self.hidden_size))
+        context, probs = self.attention(hidden_states, mask_adder, training=training)
+        context = ops.reshape(context, (-1, self.hidden_size))
+
+        attention_output = self.dropout(self.attention_output(context), training=training)
+        attention_output = self.attention_layer_norm(attention_output + matrix)
+
+        # [batch_size * seq_length, intermediate_size]
+        intermediate = self.intermediate(attention_output)
+        # [batch_size * seq_length, H]
+        layer_output = self.dropout(self.output_dense(intermediate), training=training)
+        layer_output = self.output_layer_norm(layer_output + attention_output)
+        return ops.reshape(layer_output, shape), probs
+
+    def compute_output_shape(self, hidden_states_shape, mask_adder_shape=None):
+        batch, seq = hidden_states_shape[0], hidden_states_shape[1]
+        return (
+            tuple(hidden_states_shape),
+            (batch, self.num_attention_heads, seq, seq),
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            hidden_size=self.hidden_size,
+            num_attention_heads=self.num_attention_heads,
+            intermediate_size=self.intermediate_size,
+            hidden_act=self.hidden_act,
+            hidden_dropout_prob=self.hidden_dropout_prob,
+            attention_probs_dropout_prob=self.attention_probs_dropout_prob,
+            initializer_range=self.initializer_range,
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class TransformerEncoder(keras.layers.Layer):
+    """The original `transformer_model`: `num_hidden_layers` blocks (`layer_N`).
+
+    Args:
+        num_hidden_layers: Number of `TransformerLayer`s.
+        (the remaining args are those of `TransformerLayer`)
+
+    Call args:
+        hidden_states: [batch_size, seq_length, H] embeddings output.
+        input_mask: [batch_size, seq_length], 1 for real tokens, 0 for padding
+            (or None: attend everywhere).
+
+    Returns:
+        `(all_layer_outputs, all_attention_probs)`: lists with one
+        [batch_size, seq_length, H] and one [batch, N, seq, seq] tensor per layer.
+
+    Example:
+    >>> encoder = TransformerEncoder(num_hidden_layers=2, hidden_size=8,
+    ...                              num_attention_heads=2, intermediate_size=16)
+    >>> outputs, probs = encoder(keras.ops.ones((1, 3, 8)))
+    >>> len(outputs), tuple(outputs[-1].shape)
+    (2, (1, 3, 8))
+    """
+
+    def __init__(
+        self,
+        num_hidden_layers,
+        hidden_size,
+        num_attention_heads,
+        intermediate_size,
+        hidden_act="gelu",
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+        initializer_range=0.02,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_hidden_layers = num_hidden_layers
+        self.hidden_size = hidden_size
+        self.num_attention_heads = num_attention_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.initializer_range = initializer_range
+        self.blocks = [
+            TransformerLayer(
+                hidden_size,
+                num_attention_heads,
+                intermediate_size,
+                hidden_act=hidden_act,
+                hidden_dropout_prob=hidden_dropout_prob,
+                attention_probs_dropout_prob=attention_probs_dropout_prob,
+                initializer_range=initializer_range,
+                dtype=self.dtype_policy,
+                name=f"layer_{i}",
+            )
+            for i in range(num_hidden_layers)
+        ]
+
+    def build(self, hidden_states_shape, input_mask_shape=None):
+        for block in self.blocks:
+            block.build(hidden_states_shape)
+
+    def call(self, hidden_states, input_mask=None, training=None):
+        mask_adder = None
+        if input_mask is not None:
+            # [batch_size, 1, 1, seq_length]
+            mask_adder = attention_mask_adder(input_mask, self.compute_dtype)
+        all_outputs, all_probs = [], []
+        for block in self.blocks:
+            hidden_states, probs = block(hidden_states, mask_adder, training=training)
+            all_outputs.append(hidden_states)
+            all_probs.append(probs)
+        return all_outputs, all_probs
+
+    def compute_output_shape(self, hidden_states_shape, input_mask_shape=None):
+        batch, seq = hidden_states_shape[0], hidden_states_shape[1]
+        probs = (batch, self.num_attention_heads, seq, seq)
+        n = self.num_hidden_layers
+        return [tuple(hidden_states_shape)] * n, [probs] * n
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_hidden_layers=self.num_hidden_layers,
+            hidden_size=self.hidden_size,
+            num_attention_heads=self.num_attention_heads,
+            intermediate_size=self.intermediate_size,
+            hidden_act=self.hidden_act,
+            hidden_dropout_prob=self.hidden_dropout_prob,
+            attention_probs_dropout_prob=self.attention_probs_dropout_prob,
+            initializer_range=self.initializer_range,
+        )
+        return config

@@ -1,0 +1,141 @@
+"""`BertModel`: the original `modeling.BertModel` as a functional Keras model."""
+
+import keras
+
+from keras_bert_impl.config import BertConfig
+from keras_bert_impl.layers.embeddings import EmbeddingPostprocessor, WordEmbedding
+from keras_bert_impl.layers.pooler import Pooler
+from keras_bert_impl.layers.transformer import TransformerEncoder
+
+_PACKAGE = "keras_bert_impl"
+
+
+def as_bert_config(bert_config):
+    """Accepts a `BertConfig`, or the dict form stored in Keras configs."""
+    if isinstance(bert_config, BertConfig):
+        return bert_config
+    return BertConfig.from_dict(dict(bert_config))
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class BertModel(keras.Model):
+    """The BERT encoder: embeddings, transformer stack and pooler.
+
+    Inputs are a dict of `input_ids`, `input_mask` and `segment_ids`, each
+    [batch_size, seq_length] int; outputs a dict with `sequence_output`
+    [batch_size, seq_length, H], `pooled_output` [batch_size, H] and, when
+    asked, `encoder_outputs` (one [batch, seq, H] per layer, as the
+    original's `get_all_encoder_layers`) and `attention_probs` (one
+    [batch, heads, seq, seq] per layer).
+
+    Args:
+        bert_config: A `BertConfig` (or its dict).
+        output_all_encoder_layers: Also output every layer's hidden states.
+        output_attention_probs: Also output every layer's attention
+            probabilities.
+        dtype: Keras dtype policy, e.g. `"mixed_bfloat16"`.
+
+    Example:
+    >>> import numpy as np
+    >>> config = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=2,
+    ...                     num_attention_heads=2, intermediate_size=16)
+    >>> model = BertModel(config)
+    >>> outputs = model({"input_ids": np.ones((1, 5), "int32"),
+    ...                  "input_mask": np.ones((1, 5), "int32"),
+    ...                  "segment_ids": np.zeros((1, 5), "int32")})
+    >>> tuple(outputs["pooled_output"].shape)
+    (1, 8)
+    """
+
+    def __init__(
+        self,
+        bert_config,
+        output_all_encoder_layers=False,
+        output_attention_probs=False,
+        dtype=None,
+        name="bert",
+        **kwargs,
+    ):
+        config = as_bert_config(bert_config)
+
+        # === Layers ===
+        word_embedding = WordEmbedding(
+            config.vocab_size,
+            config.hidden_size,
+            initializer_range=config.initializer_range,
+            dtype=dtype,
+            name="word_embeddings",
+        )
+        embedding_postprocessor = EmbeddingPostprocessor(
+            config.hidden_size,
+            type_vocab_size=config.type_vocab_size,
+            max_position_embeddings=config.max_position_embeddings,
+            dropout_rate=config.hidden_dropout_prob,
+            initializer_range=config.initializer_range,
+            dtype=dtype,
+            name="embeddings",
+        )
+        encoder = TransformerEncoder(
+            config.num_hidden_layers,
+            config.hidden_size,
+            config.num_attention_heads,
+            config.intermediate_size,
+            hidden_act=config.hidden_act,
+            hidden_dropout_prob=config.hidden_dropout_prob,
+            attention_probs_dropout_prob=config.attention_probs_dropout_prob,
+            initializer_range=config.initializer_range,
+            dtype=dtype,
+            name="encoder",
+        )
+        pooler = Pooler(
+            config.hidden_size,
+            initializer_range=config.initializer_range,
+            dtype=dtype,
+            name="pooler",
+        )
+
+        # === Functional model ===
+        inputs = {
+            key: keras.Input(shape=(None,), dtype="int32", name=key)
+            for key in ("input_ids", "input_mask", "segment_ids")
+        }
+        # [batch_size, seq_length, H]
+        embedded = word_embedding(inputs["input_ids"])
+        embedded = embedding_postprocessor(embedded, inputs["segment_ids"])
+        all_outputs, all_probs = encoder(embedded, inputs["input_mask"])
+        sequence_output = all_outputs[-1]
+        outputs = {
+            "sequence_output": sequence_output,
+            "pooled_output": pooler(sequence_output),
+        }
+        if output_all_encoder_layers:
+            outputs["encoder_outputs"] = all_outputs
+        if output_attention_probs:
+            outputs["attention_probs"] = all_probs
+        super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
+
+        # === Config ===
+        self.bert_config = config
+        self.output_all_encoder_layers = output_all_encoder_layers
+        self.output_attention_probs = output_attention_probs
+        self.word_embedding = word_embedding
+        self.embedding_postprocessor = embedding_postprocessor
+        self.encoder = encoder
+        self.pooler = pooler
+
+    def get_config(self):
+        return {
+            "bert_config": self.bert_config.to_dict(),
+            "output_all_encoder_layers": self.output_all_encoder_layers,
+            "output_attention_probs": self.output_attention_probs,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            "name": self.name,
+            "trainable": self.trainable,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(**config)

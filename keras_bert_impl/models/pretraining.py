@@ -1,0 +1,163 @@
+"""The pretraining model: BERT with the original `cls/predictions` and
+`cls/seq_relationship` heads, trained on MLM + NSP with `model.fit`."""
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from keras_bert_impl.layers.heads import MaskedLMHead, OutputProjection
+from keras_bert_impl.models.bert_model import BertModel, as_bert_config
+from keras_bert_impl.models.pretraining_losses import masked_lm_loss, next_sentence_loss
+
+_PACKAGE = "keras_bert_impl"
+
+PRETRAINING_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
+PRETRAINING_LABELS = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+
+
+def split_pretraining_features(features):
+    """Splits a parsed pretraining TFRecord into Keras `(x, y)`.
+
+    Args:
+        features: Dict with the original schema's seven keys.
+
+    Returns:
+        `(x, y)`: the model inputs and the dict of labels `compute_loss` reads.
+    """
+    x = {key: features[key] for key in PRETRAINING_INPUTS}
+    y = {key: features[key] for key in PRETRAINING_LABELS}
+    return x, y
+
+
+def _scale_for_replicas(loss):
+    # Keras sums replica gradients, so each replica's loss is divided by the
+    # replica count, as the built-in losses do.
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    return loss / replicas if replicas > 1 else loss
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class BertPretrainingModel(keras.Model):
+    """BERT + masked-LM and next-sentence heads, with the original losses.
+
+    Inputs: `input_ids`, `input_mask`, `segment_ids` [batch, seq] and
+    `masked_lm_positions` [batch, max_predictions_per_seq]. Outputs:
+    `masked_lm_logits` [batch, max_predictions, vocab] and
+    `next_sentence_logits` [batch, 2].
+
+    `fit`/`evaluate` take `y` = dict of `masked_lm_ids`, `masked_lm_weights`
+    and `next_sentence_labels` (see `split_pretraining_features`); the loss is
+    the original's `masked_lm_loss + next_sentence_loss`, and the metrics are
+    those of the original `metric_fn`: `masked_lm_accuracy` and
+    `masked_lm_loss` (weighted by `masked_lm_weights`), `next_sentence_accuracy`
+    and `next_sentence_loss`, accumulated over every evaluated example.
+
+    Args:
+        bert_config: A `BertConfig` (or its dict).
+        dtype: Keras dtype policy.
+
+    Example:
+    >>> import numpy as np
+    >>> from keras_bert_impl.config import BertConfig
+    >>> config = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
+    ...                     num_attention_heads=2, intermediate_size=16)
+    >>> model = BertPretrainingModel(config)
+    >>> out = model({"input_ids": np.ones((2, 6), "int32"),
+    ...              "input_mask": np.ones((2, 6), "int32"),
+    ...              "segment_ids": np.zeros((2, 6), "int32"),
+    ...              "masked_lm_positions": np.ones((2, 3), "int32")})
+    >>> tuple(out["masked_lm_logits"].shape), tuple(out["next_sentence_logits"].shape)
+    ((2, 3, 30), (2, 2))
+    """
+
+    def __init__(self, bert_config, dtype=None, name="bert_pretraining", **kwargs):
+        config = as_bert_config(bert_config)
+
+        # === Layers ===
+        bert = BertModel(config, dtype=dtype, name="bert")
+        masked_lm_head = MaskedLMHead(
+            bert.word_embedding,
+            hidden_act=config.hidden_act,
+            initializer_range=config.initializer_range,
+            dtype=dtype,
+            name="predictions",
+        )
+        next_sentence_head = OutputProjection(
+            2,
+            initializer_range=config.initializer_range,
+            dtype=dtype,
+            name="seq_relationship",
+        )
+
+        # === Functional model ===
+        inputs = {
+            "input_ids": keras.Input(shape=(None,), dtype="int32", name="input_ids"),
+            "input_mask": keras.Input(shape=(None,), dtype="int32", name="input_mask"),
+            "segment_ids": keras.Input(shape=(None,), dtype="int32", name="segment_ids"),
+            "masked_lm_positions": keras.Input(
+                shape=(None,), dtype="int32", name="masked_lm_positions"
+            ),
+        }
+        encoded = bert({key: inputs[key] for key in ("input_ids", "input_mask", "segment_ids")})
+        outputs = {
+            "masked_lm_logits": masked_lm_head(
+                encoded["sequence_output"], inputs["masked_lm_positions"]
+            ),
+            "next_sentence_logits": next_sentence_head(encoded["pooled_output"]),
+        }
+        super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
+
+        # === Config ===
+        self.bert_config = config
+        self.bert = bert
+        self.masked_lm_head = masked_lm_head
+        self.next_sentence_head = next_sentence_head
+        self.masked_lm_accuracy = keras.metrics.Mean(name="masked_lm_accuracy")
+        self.masked_lm_mean_loss = keras.metrics.Mean(name="masked_lm_loss")
+        self.next_sentence_accuracy = keras.metrics.Mean(name="next_sentence_accuracy")
+        self.next_sentence_mean_loss = keras.metrics.Mean(name="next_sentence_loss")
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        mlm_logits = y_pred["masked_lm_logits"]
+        nsp_logits = y_pred["next_sentence_logits"]
+        weights = ops.cast(y["masked_lm_weights"], "float32")
+        mlm_loss, mlm_per_example = masked_lm_loss(
+            mlm_logits, y["masked_lm_ids"], weights
+        )
+        nsp_labels = ops.reshape(y["next_sentence_labels"], (-1,))
+        nsp_loss, nsp_per_example = next_sentence_loss(nsp_logits, nsp_labels)
+
+        mlm_correct = ops.cast(
+            ops.cast(ops.argmax(mlm_logits, axis=-1), "int32")
+            == ops.cast(y["masked_lm_ids"], "int32"),
+            "float32",
+        )
+        self.masked_lm_accuracy.update_state(mlm_correct, sample_weight=weights)
+        self.masked_lm_mean_loss.update_state(mlm_per_example, sample_weight=weights)
+        nsp_correct = ops.cast(
+            ops.cast(ops.argmax(nsp_logits, axis=-1), "int32")
+            == ops.cast(nsp_labels, "int32"),
+            "float32",
+        )
+        self.next_sentence_accuracy.update_state(nsp_correct)
+        self.next_sentence_mean_loss.update_state(nsp_per_example)
+
+        total = mlm_loss + nsp_loss
+        if self.losses:
+            total = total + ops.sum(self.losses)
+        return _scale_for_replicas(total)
+
+    def get_config(self):
+        return {
+            "bert_config": self.bert_config.to_dict(),
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            "name": self.name,
+            "trainable": self.trainable,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(**config)

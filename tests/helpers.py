@@ -1,0 +1,48 @@
+"""Small shared pieces for tests: tiny configs, random weights and inputs."""
+
+import numpy as np
+
+from keras_bert_impl.config import BertConfig
+
+
+def tiny_config(**overrides):
+    values = dict(
+        vocab_size=50,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=32,
+        hidden_act="gelu",
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+        max_position_embeddings=24,
+        type_vocab_size=2,
+        initializer_range=0.02,
+    )
+    values.update(overrides)
+    return BertConfig(**values)
+
+
+def randomize(model, seed=0, scale=0.3):
+    """Gives every variable distinct, non-trivial values (gammas around 1)."""
+    rng = np.random.default_rng(seed)
+    for variable in model.weights:
+        shape = tuple(variable.shape)
+        value = rng.normal(0.0, scale, shape)
+        if variable.path.endswith("gamma"):
+            value += 1.0
+        variable.assign(value.astype(variable.dtype))
+
+
+def random_inputs(config, batch=3, seq=10, seed=1, pad=True):
+    """Random ids with a padded tail on some rows and two segments."""
+    rng = np.random.default_rng(seed)
+    input_ids = rng.integers(1, config.vocab_size, (batch, seq)).astype("int32")
+    input_mask = np.ones((batch, seq), "int32")
+    segment_ids = np.zeros((batch, seq), "int32")
+    for row in range(batch):
+        length = seq - (row * 2 if pad else 0)
+        input_mask[row, length:] = 0
+        input_ids[row, length:] = 0
+        segment_ids[row, length // 2 : length] = 1
+    return {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}

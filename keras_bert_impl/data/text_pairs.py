@@ -1,0 +1,111 @@
+"""Text (pair) examples -> BERT input features, as the original scripts build them.
+
+`extract_features.py` and `run_classifier.py` in google-research/bert share one
+layout: `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, segment ids 0 then 1, the
+pair truncated one token at a time from the longer side, zero padding.
+"""
+
+import dataclasses
+import re
+
+from keras_bert_impl.errors import InputFileError
+
+_PAIR_SEPARATOR = re.compile(r"^(.*) \|\|\| (.*)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class TextPairExample:
+    """One input line: `unique_id` counts lines from 0, `text_b` may be None."""
+
+    unique_id: int
+    text_a: str
+    text_b: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class InputFeatures:
+    """Model inputs for one example, padded to `max_seq_length`."""
+
+    unique_id: int
+    tokens: list
+    input_ids: list
+    input_mask: list
+    segment_ids: list
+
+
+def parse_text_pair_line(line):
+    """Splits `text_a ||| text_b` (the original's format) into `(a, b or None)`."""
+    line = line.strip()
+    match = _PAIR_SEPARATOR.match(line)
+    if match is None:
+        return line, None
+    return match.group(1), match.group(2)
+
+
+def read_text_pair_examples(path):
+    """Reads one example per line (`text_a` or `text_a ||| text_b`).
+
+    Unlike the original, which silently drops undecodable bytes, invalid UTF-8
+    is an error naming the line, so no input is quietly altered.
+
+    Raises:
+        InputFileError: missing file or invalid UTF-8, with `path:line`.
+    """
+    examples = []
+    try:
+        with open(path, "rb") as f:
+            for line_number, raw in enumerate(f, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise InputFileError(
+                        f"{path}:{line_number}: not valid UTF-8 (byte {e.start}: {raw[e.start:e.start + 1]!r})"
+                    ) from None
+                text_a, text_b = parse_text_pair_line(line)
+                examples.append(TextPairExample(len(examples), text_a, text_b))
+    except FileNotFoundError:
+        raise InputFileError(f"{path}: input file not found") from None
+    except IsADirectoryError:
+        raise InputFileError(f"{path}: is a directory, expected a text file") from None
+    return examples
+
+
+def truncate_seq_pair(tokens_a, tokens_b, max_length):
+    """Truncates in place, always from the currently longer list (the original rule)."""
+    while len(tokens_a) + len(tokens_b) > max_length:
+        longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+        longer.pop()
+
+
+def convert_example_to_features(example, tokenizer, max_seq_length):
+    """Tokenizes, truncates, adds [CLS]/[SEP], and zero-pads one example.
+
+    Args:
+        example: A `TextPairExample`.
+        tokenizer: A `FullTokenizer`.
+        max_seq_length: Padded length (including [CLS]/[SEP]); at least 3 for pairs.
+
+    Returns:
+        `InputFeatures`.
+    """
+    tokens_a = tokenizer.tokenize(example.text_a)
+    tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
+    if tokens_b:
+        truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)  # [CLS] a [SEP] b [SEP]
+    else:
+        tokens_a = tokens_a[: max_seq_length - 2]  # [CLS] a [SEP]
+    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
+    segment_ids = [0] * len(tokens)
+    if tokens_b:
+        tokens += tokens_b + ["[SEP]"]
+        segment_ids += [1] * (len(tokens_b) + 1)
+    input_ids = tokenizer.convert_tokens_to_ids(tokens)
+    input_mask = [1] * len(input_ids)
+    padding = [0] * (max_seq_length - len(input_ids))
+    return InputFeatures(
+        example.unique_id,
+        tokens,
+        input_ids + padding,
+        input_mask + padding,
+        segment_ids + padding,
+    )

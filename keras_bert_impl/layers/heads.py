@@ -55,7 +55,9 @@ class MaskedLMHead(keras.layers.Layer):
 
     def __init__(self, word_embedding, hidden_act="gelu", initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
-        self.word_embedding = word_embedding
+        # Held without Keras tracking: the table belongs to the encoder, and
+        # tracking it here would save it twice and list it under both owners.
+        object.__setattr__(self, "word_embedding", word_embedding)
         self.hidden_act = hidden_act
         self.initializer_range = initializer_range
         self.hidden_size = word_embedding.hidden_size

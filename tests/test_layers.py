@@ -1,0 +1,94 @@
+"""Each layer is serializable (get_config mirrors __init__) and computes what
+the original block computes."""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+
+from keras_bert_impl.layers.activations import gelu, gelu_exact, get_activation
+from keras_bert_impl.layers.attention import SelfAttention, attention_mask_adder
+from keras_bert_impl.layers.embeddings import EmbeddingPostprocessor, WordEmbedding
+from keras_bert_impl.layers.heads import MaskedLMHead, OutputProjection, gather_indexes
+from keras_bert_impl.layers.pooler import Pooler
+from keras_bert_impl.layers.transformer import TransformerEncoder, TransformerLayer
+from keras_bert_impl.models.bert_model import BertModel
+from tests.helpers import random_inputs, randomize, tiny_config
+
+
+def test_gelu_forms_against_hand_values():
+    x = np.array([-3.0, -1.0, 0.0, 0.5, 2.0], "float32")
+    tanh_form = [0.5 * v * (1 + math.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3))) for v in x]
+    erf_form = [0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x]
+    np.testing.assert_allclose(gelu(x), tanh_form, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(gelu_exact(x), erf_form, rtol=1e-6, atol=1e-7)
+    assert abs(float(gelu(np.float32(-3.0))) - float(gelu_exact(np.float32(-3.0)))) > 1e-4
+    with pytest.raises(ValueError, match="unknown activation 'swish'"):
+        get_activation("swish")
+
+
+def test_attention_mask_adder_is_the_originals():
+    adder = np.asarray(attention_mask_adder(np.array([[1, 1, 0]])))
+    assert adder.shape == (1, 1, 1, 3)
+    np.testing.assert_array_equal(adder[0, 0, 0], [0.0, 0.0, -10000.0])
+
+
+def test_gather_indexes_matches_numpy():
+    x = np.arange(2 * 4 * 3, dtype="float32").reshape(2, 4, 3)
+    positions = np.array([[3, 0], [1, 1]])
+    np.testing.assert_array_equal(gather_indexes(x, positions), np.take_along_axis(x, positions[:, :, None], 1))
+
+
+LAYERS = [
+    (WordEmbedding(vocab_size=11, hidden_size=8), lambda: (np.array([[1, 2, 10]]),)),
+    (
+        EmbeddingPostprocessor(hidden_size=8, type_vocab_size=2, max_position_embeddings=5),
+        lambda: (np.ones((1, 3, 8), "float32"), np.array([[0, 1, 1]])),
+    ),
+    (SelfAttention(num_attention_heads=2, size_per_head=4), lambda: (np.random.rand(2, 3, 8).astype("float32"),)),
+    (TransformerLayer(8, 2, 16, hidden_act="gelu_exact"), lambda: (np.random.rand(2, 3, 8).astype("float32"),)),
+    (TransformerEncoder(2, 8, 2, 16), lambda: (np.random.rand(2, 3, 8).astype("float32"), np.array([[1, 1, 0], [1, 1, 1]]))),
+    (Pooler(hidden_size=8), lambda: (np.random.rand(2, 3, 8).astype("float32"),)),
+    (OutputProjection(num_outputs=3), lambda: (np.random.rand(2, 8).astype("float32"),)),
+]
+
+
+@pytest.mark.parametrize("layer, make_inputs", LAYERS, ids=lambda v: type(v).__name__)
+def test_get_config_round_trip(layer, make_inputs):
+    inputs = make_inputs()
+    expected = layer(*inputs)
+    clone = type(layer).from_config(layer.get_config())
+    assert clone.get_config() == layer.get_config()
+    clone(*inputs)
+    clone.set_weights(layer.get_weights())
+    keras.tree.map_structure(
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6), expected, clone(*inputs)
+    )
+    # Registered: the serialized form names our package.
+    assert keras.saving.serialize_keras_object(layer)["registered_name"].startswith("keras_bert_impl>")
+
+
+def test_masked_lm_head_is_tied_and_serializable_with_its_embedding():
+    embedding = WordEmbedding(vocab_size=7, hidden_size=4)
+    embedding.build((None, None))
+    head = MaskedLMHead(embedding, hidden_act="gelu")
+    logits = head(np.random.rand(1, 3, 4).astype("float32"), np.array([[0, 2]]))
+    assert logits.shape == (1, 2, 7)
+    assert [w.path for w in head.weights if "embeddings" in w.path] == []  # not its own weight
+    config = head.get_config()
+    assert config["hidden_act"] == "gelu" and "word_embedding" not in config
+
+
+def test_mixed_bfloat16_runs_close_to_float32():
+    config = tiny_config()
+    fp32 = BertModel(config)
+    randomize(fp32, seed=1, scale=0.1)
+    bf16 = BertModel(config, dtype="mixed_bfloat16")
+    bf16.set_weights(fp32.get_weights())
+    assert bf16.word_embedding.embeddings.dtype == "float32"  # variables stay fp32
+    inputs = random_inputs(config)
+    a = np.asarray(fp32(inputs)["pooled_output"])
+    b = np.asarray(keras.ops.cast(bf16(inputs)["pooled_output"], "float32"))
+    assert np.abs(a - b).max() < 0.05
+    assert bf16(inputs)["sequence_output"].dtype == "bfloat16"

@@ -1,0 +1,150 @@
+"""The original `optimization.py`: AdamW without bias correction, linear warmup
+then linear decay to zero, global-norm clipping at 1.0, as Keras 3 objects."""
+
+import re
+
+import keras
+from keras import ops
+
+_PACKAGE = "keras_bert_impl"
+
+# The original excludes variables whose name contains any of these.
+EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """The original learning rate: `init_lr * step / warmup` while
+    `step < num_warmup_steps`, then `init_lr * (1 - step / num_train_steps)`
+    (polynomial decay of power 1 to 0, counted from step 0, as the original).
+
+    Args:
+        init_lr: Peak learning rate.
+        num_train_steps: Step at which the rate reaches 0.
+        num_warmup_steps: Steps of linear warmup (0 for none).
+
+    Example:
+    >>> schedule = WarmupLinearDecay(1e-4, num_train_steps=100, num_warmup_steps=10)
+    >>> [round(float(schedule(s)), 8) for s in (0, 5, 10, 100)]
+    [0.0, 5e-05, 9e-05, 0.0]
+    """
+
+    def __init__(self, init_lr, num_train_steps, num_warmup_steps=0):
+        self.init_lr = init_lr
+        self.num_train_steps = num_train_steps
+        self.num_warmup_steps = num_warmup_steps
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        decay_steps = float(max(self.num_train_steps, 1))
+        decayed = self.init_lr * (1.0 - ops.minimum(step, decay_steps) / decay_steps)
+        if not self.num_warmup_steps:
+            return decayed
+        warmup = self.init_lr * step / float(self.num_warmup_steps)
+        return ops.where(step < float(self.num_warmup_steps), warmup, decayed)
+
+    def get_config(self):
+        return {
+            "init_lr": self.init_lr,
+            "num_train_steps": self.num_train_steps,
+            "num_warmup_steps": self.num_warmup_steps,
+        }
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class AdamWeightDecay(keras.optimizers.Optimizer):
+    """The original `AdamWeightDecayOptimizer` as a Keras 3 optimizer.
+
+    For each variable: `m = b1 m + (1-b1) g`, `v = b2 v + (1-b2) g²`,
+    `update = m / (sqrt(v) + eps) + wd * param` (decay only where the
+    variable's path matches none of `exclude_from_weight_decay`),
+    `param -= lr * update`. No bias correction, as in the original. Gradients
+    are clipped by global norm (`global_clipnorm`, 1.0 in the original) by
+    the Keras base class, which also provides `gradient_accumulation_steps`
+    and loss scaling for float16.
+
+    Args:
+        learning_rate: Float or schedule (e.g. `WarmupLinearDecay`).
+        weight_decay_rate: 0.01 in the original.
+        beta_1, beta_2, epsilon: 0.9, 0.999, 1e-6 in the original.
+        exclude_from_weight_decay: Substrings of variable paths to not decay.
+        global_clipnorm: 1.0 in the original.
+
+    Example:
+    >>> optimizer = AdamWeightDecay(WarmupLinearDecay(5e-5, 1000, 100))
+    >>> optimizer.get_config()["weight_decay_rate"]
+    0.01
+    """
+
+    def __init__(
+        self,
+        learning_rate=1e-4,
+        weight_decay_rate=0.01,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-6,
+        exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY,
+        global_clipnorm=1.0,
+        name="adam_weight_decay",
+        **kwargs,
+    ):
+        super().__init__(
+            learning_rate=learning_rate, global_clipnorm=global_clipnorm, name=name, **kwargs
+        )
+        self.weight_decay_rate = weight_decay_rate
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.exclude_from_weight_decay_patterns = tuple(exclude_from_weight_decay or ())
+
+    def decays(self, variable):
+        """Whether `variable` gets weight decay (the original's `_do_use_weight_decay`)."""
+        if not self.weight_decay_rate:
+            return False
+        path = getattr(variable, "path", variable.name)
+        return not any(re.search(p, path) for p in self.exclude_from_weight_decay_patterns)
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        self._m, self._v = self.add_optimizer_variables(var_list, ["adam_m", "adam_v"])
+
+    def update_step(self, gradient, variable, learning_rate):
+        lr = ops.cast(learning_rate, variable.dtype)
+        gradient = ops.cast(gradient, variable.dtype)
+        index = self._get_variable_index(variable)
+        m, v = self._m[index], self._v[index]
+        next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
+        next_v = self.beta_2 * v + (1.0 - self.beta_2) * ops.square(gradient)
+        update = next_m / (ops.sqrt(next_v) + self.epsilon)
+        if self.decays(variable):
+            update = update + self.weight_decay_rate * variable
+        self.assign(m, next_m)
+        self.assign(v, next_v)
+        self.assign_sub(variable, lr * update)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            weight_decay_rate=self.weight_decay_rate,
+            beta_1=self.beta_1,
+            beta_2=self.beta_2,
+            epsilon=self.epsilon,
+            exclude_from_weight_decay=list(self.exclude_from_weight_decay_patterns),
+        )
+        return config
+
+
+def create_optimizer(init_lr, num_train_steps, num_warmup_steps, **kwargs):
+    """The original `create_optimizer`: AdamW + warmup/linear decay + clipping.
+
+    Args:
+        init_lr: Peak learning rate (`--learning_rate`).
+        num_train_steps: Total optimizer steps.
+        num_warmup_steps: Warmup steps.
+        **kwargs: Passed to `AdamWeightDecay` (e.g. `gradient_accumulation_steps`).
+    """
+    return AdamWeightDecay(
+        WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps), **kwargs
+    )

@@ -1,0 +1,84 @@
+"""The optimizer and schedule against a NumPy transcription of the original
+`optimization.py` (AdamWeightDecayOptimizer, polynomial decay + warmup,
+clip_by_global_norm)."""
+
+import re
+
+import keras
+import numpy as np
+import pytest
+
+from keras_bert_impl.training.optimization import AdamWeightDecay, WarmupLinearDecay, create_optimizer
+
+
+def original_learning_rate(step, init_lr, num_train_steps, num_warmup_steps):
+    lr = init_lr * (1.0 - min(step, num_train_steps) / num_train_steps)  # polynomial_decay, power 1
+    if num_warmup_steps and step < num_warmup_steps:
+        lr = init_lr * step / num_warmup_steps
+    return lr
+
+
+def original_adamw_steps(params, names, grads_per_step, init_lr, num_train_steps, num_warmup_steps):
+    params = {k: v.astype(np.float64) for k, v in params.items()}
+    m = {k: np.zeros_like(v) for k, v in params.items()}
+    v = {k: np.zeros_like(v) for k, v in params.items()}
+    for step, grads in enumerate(grads_per_step):
+        global_norm = np.sqrt(sum((g.astype(np.float64) ** 2).sum() for g in grads.values()))
+        scale = 1.0 / max(global_norm, 1.0)
+        lr = original_learning_rate(step, init_lr, num_train_steps, num_warmup_steps)
+        for name in params:
+            g = grads[name] * scale
+            m[name] = 0.9 * m[name] + 0.1 * g
+            v[name] = 0.999 * v[name] + 0.001 * g * g
+            update = m[name] / (np.sqrt(v[name]) + 1e-6)
+            if not any(re.search(p, names[name]) for p in ("LayerNorm", "layer_norm", "bias")):
+                update += 0.01 * params[name]
+            params[name] = params[name] - lr * update
+    return params
+
+
+@pytest.mark.parametrize("steps, warmup", [(6, 3), (5, 0)])
+def test_schedule_matches_original(steps, warmup):
+    schedule = WarmupLinearDecay(2e-3, num_train_steps=steps, num_warmup_steps=warmup)
+    for step in range(steps + 2):
+        np.testing.assert_allclose(float(schedule(step)), original_learning_rate(step, 2e-3, steps, warmup), rtol=1e-6, atol=1e-12)
+
+
+def test_updates_match_numpy_original_for_several_steps():
+    rng = np.random.default_rng(0)
+    layer_norm = keras.layers.LayerNormalization(name="output_LayerNorm")
+    dense = keras.layers.Dense(3, name="dense")
+    model = keras.Sequential([keras.Input((4,)), dense, layer_norm])
+    variables = {v.path: v for v in model.trainable_variables}
+    for v in variables.values():
+        v.assign(rng.normal(size=v.shape).astype("float32"))
+    initial = {k: v.numpy() for k, v in variables.items()}
+    # Large gradients so that clipping at global norm 1.0 is exercised.
+    grads = [{k: rng.normal(0, 2.0, v.shape).astype("float32") for k, v in initial.items()} for _ in range(6)]
+
+    optimizer = create_optimizer(0.05, num_train_steps=6, num_warmup_steps=2)
+    for step_grads in grads:
+        optimizer.apply_gradients([(step_grads[k], variables[k]) for k in variables])
+    expected = original_adamw_steps(initial, {k: k for k in initial}, grads, 0.05, 6, 2)
+    for name, variable in variables.items():
+        np.testing.assert_allclose(variable.numpy(), expected[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    # Decay applied to kernels only, as the original's name rule says.
+    assert optimizer.decays(dense.kernel) and not optimizer.decays(dense.bias)
+    assert not optimizer.decays(layer_norm.gamma) and not optimizer.decays(layer_norm.beta)
+
+
+def test_first_step_with_warmup_has_zero_learning_rate():
+    variable = keras.Variable(np.ones(3, "float32"), name="kernel")
+    optimizer = create_optimizer(0.1, num_train_steps=10, num_warmup_steps=5)
+    optimizer.apply_gradients([(np.ones(3, "float32"), variable)])
+    np.testing.assert_array_equal(variable.numpy(), np.ones(3))
+
+
+def test_serializable():
+    optimizer = create_optimizer(3e-5, 100, 10, gradient_accumulation_steps=2)
+    clone = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
+    assert isinstance(clone, AdamWeightDecay)
+    assert clone.gradient_accumulation_steps == 2
+    assert isinstance(clone._learning_rate, WarmupLinearDecay)
+    assert clone._learning_rate.get_config() == {"init_lr": 3e-5, "num_train_steps": 100, "num_warmup_steps": 10}
+    assert clone.get_config()["exclude_from_weight_decay"] == ["LayerNorm", "layer_norm", "bias"]

@@ -1,0 +1,66 @@
+"""`tf.distribute` strategies by name, for the tools' `--strategy` flag."""
+
+import json
+import os
+
+import tensorflow as tf
+
+from keras_bert_impl.errors import BertError
+
+STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
+
+
+class StrategyError(BertError, ValueError):
+    """An unknown strategy name, or a batch size the replicas cannot share."""
+
+
+def get_strategy(name="default", tpu_address=None):
+    """Builds the named distribution strategy.
+
+    Args:
+        name: `default` (no distribution), `one_device`, `mirrored` (all local
+            devices), `multi_worker_mirrored` (cluster from `TF_CONFIG`), or
+            `tpu`.
+        tpu_address: TPU name or grpc address for `tpu` (optional on a TPU VM).
+
+    Returns:
+        A `tf.distribute.Strategy`.
+
+    Raises:
+        StrategyError: unknown name or a malformed `TF_CONFIG`.
+
+    Example:
+    >>> get_strategy("default").num_replicas_in_sync
+    1
+    """
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "one_device":
+        device = "/gpu:0" if tf.config.list_logical_devices("GPU") else "/cpu:0"
+        return tf.distribute.OneDeviceStrategy(device)
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "multi_worker_mirrored":
+        raw = os.environ.get("TF_CONFIG")
+        if not raw:
+            raise StrategyError("--strategy=multi_worker_mirrored needs TF_CONFIG (cluster and task) in the environment")
+        try:
+            json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise StrategyError(f"TF_CONFIG is not valid JSON ({e.msg})") from None
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if name == "tpu":
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address or "")
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+    raise StrategyError(f"--strategy {name!r} is unknown; choose one of {', '.join(STRATEGIES)}")
+
+
+def check_batch_size(batch_size, strategy, flag="--train_batch_size"):
+    """Raises `StrategyError` unless `batch_size` splits evenly over the replicas."""
+    replicas = strategy.num_replicas_in_sync
+    if batch_size % replicas:
+        raise StrategyError(
+            f"{flag}={batch_size} is not divisible by the {replicas} replicas of the strategy"
+        )

@@ -187,12 +187,23 @@ def write_checkpoint_tensors(tensors, checkpoint_prefix):
         for suffix in (".index", ".data-00000-of-00001"):
             if os.path.exists(tmp_prefix + suffix):
                 os.remove(tmp_prefix + suffix)
-    state = os.path.join(directory, "checkpoint")
-    with open(state + ".tmp", "w", encoding="utf-8") as f:
-        base = os.path.basename(prefix)
-        f.write(f'model_checkpoint_path: "{base}"\nall_model_checkpoint_paths: "{base}"\n')
-    os.replace(state + ".tmp", state)
+    write_checkpoint_state(directory, [os.path.basename(prefix)])
     return prefix
+
+
+def write_checkpoint_state(directory, prefixes):
+    """Writes the `checkpoint` state file (`tf.train.latest_checkpoint` reads it).
+
+    Args:
+        directory: Where the checkpoints are.
+        prefixes: Checkpoint basenames, oldest first; the last is the latest.
+    """
+    state = os.path.join(directory, "checkpoint")
+    lines = [f'model_checkpoint_path: "{prefixes[-1]}"']
+    lines += [f'all_model_checkpoint_paths: "{p}"' for p in prefixes]
+    with open(state + ".tmp", "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(state + ".tmp", state)
 
 
 def original_weights(model):

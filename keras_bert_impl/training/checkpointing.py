@@ -1,0 +1,131 @@
+"""Resumable training checkpoints in the original `run_pretraining` layout.
+
+The original's `model.ckpt-<step>` holds every weight under its original name,
+the Adam slots as `<name>/adam_m` and `<name>/adam_v`, and `global_step`. We
+write exactly that (plus the float16 loss-scale state when there is one), so a
+checkpoint is both a training state we resume from after a crash and an
+original-format checkpoint any BERT tool can read.
+"""
+
+import glob
+import os
+import re
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_bert_impl.checkpoints.name_map import original_variable_map
+from keras_bert_impl.checkpoints.original import (
+    assign_original_weights,
+    write_checkpoint_state,
+    write_checkpoint_tensors,
+)
+from keras_bert_impl.errors import CheckpointError
+
+CHECKPOINT_PREFIX = "model.ckpt"
+_STEP = re.compile(r"model\.ckpt-(\d+)\.index$")
+
+
+def _adam(optimizer):
+    """The AdamWeightDecay inside an optional LossScaleOptimizer."""
+    return getattr(optimizer, "inner_optimizer", optimizer)
+
+
+def training_state_tensors(model, optimizer):
+    """`{original name: array}` of weights, Adam slots and `global_step`."""
+    adam = _adam(optimizer)
+    tensors = {}
+    for name, variable in original_variable_map(model).items():
+        tensors[name] = variable.numpy()
+        if adam.built and variable.trainable:
+            index = adam._get_variable_index(variable)
+            tensors[f"{name}/adam_m"] = adam._m[index].numpy()
+            tensors[f"{name}/adam_v"] = adam._v[index].numpy()
+    tensors["global_step"] = np.asarray(int(adam.iterations.numpy()), np.int64)
+    if adam is not optimizer:
+        tensors["loss_scale/dynamic_scale"] = optimizer.dynamic_scale.numpy()
+        tensors["loss_scale/step_counter"] = optimizer.step_counter.numpy()
+    return tensors
+
+
+def checkpoint_steps(directory):
+    """Steps of the complete `model.ckpt-<step>` checkpoints in `directory`, ascending."""
+    steps = []
+    for path in glob.glob(os.path.join(glob.escape(directory), "model.ckpt-*.index")):
+        match = _STEP.search(os.path.basename(path))
+        if match:
+            steps.append(int(match.group(1)))
+    return sorted(steps)
+
+
+def save_training_checkpoint(model, optimizer, directory, keep=5):
+    """Writes `directory/model.ckpt-<global_step>` atomically, keeps the last `keep`.
+
+    Returns:
+        The checkpoint prefix written.
+    """
+    tensors = training_state_tensors(model, optimizer)
+    step = int(tensors["global_step"])
+    prefix = write_checkpoint_tensors(tensors, os.path.join(directory, f"{CHECKPOINT_PREFIX}-{step}"))
+    steps = checkpoint_steps(directory)
+    for old in steps[:-keep] if keep else []:
+        for path in glob.glob(os.path.join(glob.escape(directory), f"{CHECKPOINT_PREFIX}-{old}.*")):
+            os.remove(path)
+    write_checkpoint_state(directory, [f"{CHECKPOINT_PREFIX}-{s}" for s in checkpoint_steps(directory)])
+    return prefix
+
+
+def restore_training_checkpoint(model, optimizer, prefix):
+    """Restores weights, Adam slots, step (and loss scale) from a training checkpoint.
+
+    The optimizer is built on the model's trainable variables first. A
+    checkpoint without slots (e.g. a released `bert_model.ckpt`) restores the
+    weights and leaves the optimizer fresh at step 0.
+
+    Returns:
+        The restored global step.
+    """
+    reader = tf.train.load_checkpoint(prefix)
+    shapes = reader.get_variable_to_shape_map()
+    assign_original_weights(model, reader.get_tensor, shapes, source=prefix)
+    adam = _adam(optimizer)
+    if not adam.built:
+        optimizer.build(model.trainable_variables)
+    step = int(reader.get_tensor("global_step")) if "global_step" in shapes else 0
+    for name, variable in original_variable_map(model).items():
+        if not variable.trainable:
+            continue
+        index = adam._get_variable_index(variable)
+        for slot, store in (("adam_m", adam._m), ("adam_v", adam._v)):
+            key = f"{name}/{slot}"
+            if key in shapes:
+                store[index].assign(reader.get_tensor(key))
+            elif step:
+                raise CheckpointError(f"{prefix}: has global_step {step} but no {key}")
+    adam.iterations.assign(step)
+    if adam is not optimizer and "loss_scale/dynamic_scale" in shapes:
+        optimizer.dynamic_scale.assign(reader.get_tensor("loss_scale/dynamic_scale"))
+        optimizer.step_counter.assign(reader.get_tensor("loss_scale/step_counter"))
+    return step
+
+
+class TrainingCheckpoint(keras.callbacks.Callback):
+    """Saves a training checkpoint every `every_n_steps` optimizer steps.
+
+    Args:
+        directory: The `--output_dir`.
+        every_n_steps: `--save_checkpoints_steps`.
+        keep: How many recent checkpoints to keep.
+    """
+
+    def __init__(self, directory, every_n_steps, keep=5):
+        super().__init__()
+        self.directory = directory
+        self.every_n_steps = every_n_steps
+        self.keep = keep
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(_adam(self.model.optimizer).iterations.numpy())
+        if step and step % self.every_n_steps == 0 and step not in checkpoint_steps(self.directory):
+            save_training_checkpoint(self.model, self.model.optimizer, self.directory, self.keep)

@@ -1,0 +1,274 @@
+"""The original BERT tokenizer as TensorFlow graph ops, exact to `FullTokenizer`.
+
+TF Text's `BertTokenizer` is close to the original but not equal to it: it
+case-folds (`ß` -> `ss`, `ς` -> `σ`) where the original lower-cases, uses ICU's
+(newer) Unicode tables, and counts the WordPiece word limit in bytes. Serving
+raw text must give the ids the model was trained on, so this module rebuilds
+the original's `BasicTokenizer` from per-code-point tables computed here in
+Python from the very functions the Python tokenizer uses (`unicodedata` of this
+interpreter, `str.lower`, `str.isspace`), and uses TF Text only for its
+`WordpieceTokenizer` op (greedy longest-match-first, as the original). All ops
+are core TensorFlow or TF Text, which the standard TF Serving binary bundles.
+
+Pipeline (batch of strings -> ragged word-piece ids):
+  1. decode UTF-8 (invalid bytes dropped, as `decode("utf-8", "ignore")` and
+     the original's removal of U+FFFD do);
+  2. drop NUL, U+FFFD and control characters; whitespace -> space;
+  3. put spaces around CJK ideographs;
+  4. uncased only: lower-case (with Python's final-sigma rule), canonical
+     decomposition (NFD, incl. canonical reordering) and removal of `Mn` marks;
+  5. put spaces around punctuation, split on spaces;
+  6. words over 200 characters -> [UNK]; WordPiece.
+"""
+
+import unicodedata
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from keras_bert_impl.tokenization.full_tokenizer import is_cjk_char, is_control, is_punctuation, is_whitespace
+
+MAX_CODE_POINT = 0x110000
+
+# Bits of the per-code-point class table.
+REMOVE = 1  # dropped by the original's _clean_text
+SPACE = 2  # a word separator
+CJK = 4  # split into its own word (before lower-casing)
+PUNCT = 8  # split into its own word (after accent stripping)
+MARK = 16  # category Mn: removed after NFD when lower-casing
+CASED = 32  # for Python's final-sigma rule
+CASE_IGNORABLE = 64  # for Python's final-sigma rule
+
+_SPACE_CP = 32
+_CAPITAL_SIGMA, _SMALL_SIGMA, _FINAL_SIGMA = 0x3A3, 0x3C3, 0x3C2
+_MAX_DECOMPOSITION = 4
+
+
+def _is_cased(char):
+    return char.islower() or char.isupper() or char.istitle()
+
+
+def _is_case_ignorable(char):
+    # Python decides 'Σ' -> 'ς' by skipping case-ignorable characters back to
+    # the nearest other one, which must be cased. Probe that rule directly
+    # (after a cased 'A' and after an uncased '1') rather than re-deriving
+    # Unicode's Case_Ignorable property.
+    after_cased = ("A" + char + "\u03a3").lower()[-1] == "\u03c2"
+    after_uncased = ("1" + char + "\u03a3").lower()[-1] == "\u03c2"
+    return after_cased and not after_uncased
+
+
+def build_tables():
+    """Per-code-point tables, from the Python tokenizer's own definitions.
+
+    Returns:
+        dict of numpy arrays: `classes` uint8 [0x110000]; `lower_keys` /
+        `lower_values` (code points whose `str.lower` differs); `nfd_keys` /
+        `nfd_values` [n, 4] (-1 padded canonical decompositions); `ccc`
+        (canonical combining class, uint8 [0x110000]).
+    """
+    classes = np.zeros(MAX_CODE_POINT, np.uint8)
+    ccc = np.zeros(MAX_CODE_POINT, np.uint8)
+    lower_keys, lower_values, nfd_keys, nfd_values = [], [], [], []
+    for cp in range(MAX_CODE_POINT):
+        if 0xD800 <= cp <= 0xDFFF:  # surrogates never come out of UTF-8 decoding
+            classes[cp] = REMOVE
+            continue
+        char = chr(cp)
+        bits = 0
+        if cp == 0 or cp == 0xFFFD or is_control(char):
+            bits |= REMOVE
+        elif is_whitespace(char) or char.isspace():
+            bits |= SPACE  # `str.split()` also splits on e.g. U+2028
+        if is_cjk_char(cp):
+            bits |= CJK
+        if is_punctuation(char):
+            bits |= PUNCT
+        category = unicodedata.category(char)
+        if category == "Mn":
+            bits |= MARK
+        if _is_cased(char):
+            bits |= CASED
+        if _is_case_ignorable(char):
+            bits |= CASE_IGNORABLE
+        classes[cp] = bits
+        ccc[cp] = unicodedata.combining(char)
+        lowered = char.lower()
+        if lowered != char:
+            # Only U+0130 lowers to two code points (i + U+0307); the U+0307 is
+            # an Mn mark that accent stripping removes right after, so 'i' is exact.
+            lower_keys.append(cp)
+            lower_values.append(ord(lowered[0]))
+        decomposed = unicodedata.normalize("NFD", char)
+        if decomposed != char:
+            nfd_keys.append(cp)
+            row = [ord(c) for c in decomposed]
+            nfd_values.append(row + [-1] * (_MAX_DECOMPOSITION - len(row)))
+    return {
+        "classes": classes,
+        "ccc": ccc,
+        "lower_keys": np.array(lower_keys, np.int32),
+        "lower_values": np.array(lower_values, np.int32),
+        "nfd_keys": np.array(nfd_keys, np.int32),
+        "nfd_values": np.array(nfd_values, np.int32),
+    }
+
+
+def _rebuild(ragged, flat_values):
+    return tf.RaggedTensor.from_row_splits(flat_values, ragged.row_splits, validate=False)
+
+
+def _keep(cps, keep):
+    """Ragged boolean mask on the flat values (row structure kept)."""
+    row_ids = cps.value_rowids()
+    values = tf.boolean_mask(cps.flat_values, keep)
+    rows = tf.boolean_mask(row_ids, keep)
+    return tf.RaggedTensor.from_value_rowids(values, rows, nrows=cps.nrows(), validate=False)
+
+
+def _surround_with_spaces(cps, selected):
+    """Replaces each selected code point c by ' ', c, ' ' (others unchanged)."""
+    values = cps.flat_values
+    spaces = tf.fill(tf.shape(values), _SPACE_CP)
+    triples = tf.stack([spaces, values, spaces], axis=1)  # [n, 3]
+    keep = tf.stack([selected, tf.ones_like(selected), selected], axis=1)
+    row_ids = tf.repeat(cps.value_rowids()[:, None], 3, axis=1)
+    return tf.RaggedTensor.from_value_rowids(
+        tf.boolean_mask(triples, keep), tf.boolean_mask(row_ids, keep), nrows=cps.nrows(), validate=False
+    )
+
+
+class InGraphTokenizer(tf.Module):
+    """`FullTokenizer` in TensorFlow ops, for SavedModels that take raw text.
+
+    Args:
+        vocab: Token list in id order (e.g. `FullTokenizer(...).inv_vocab` values).
+        do_lower_case: As the Python tokenizer.
+        max_input_chars_per_word: 200 in the original.
+        tables: Optional precomputed `build_tables()` (they take a few seconds).
+
+    Example:
+    >>> tokenizer = InGraphTokenizer(["[PAD]", "[UNK]", "hello", "!"])  # doctest: +SKIP
+    >>> tokenizer.tokenize(tf.constant(["Hello!"]))  # doctest: +SKIP
+    <tf.RaggedTensor [[2, 3]]>
+    """
+
+    def __init__(self, vocab, do_lower_case=True, max_input_chars_per_word=200, unk_token="[UNK]", tables=None, name=None):
+        super().__init__(name=name)
+        tables = tables or build_tables()
+        self.do_lower_case = do_lower_case
+        self.max_input_chars_per_word = max_input_chars_per_word
+        self.unk_token = unk_token
+        # The original's vocab dict keeps the last id of a duplicated token.
+        last_id = {token: index for index, token in enumerate(vocab)}
+        self.vocab_table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(
+                tf.constant(list(last_id)), tf.constant(list(last_id.values()), tf.int64)
+            ),
+            default_value=-1,
+        )
+        self.classes = tf.Variable(tables["classes"].astype(np.int32), trainable=False, name="char_classes")
+        self.ccc = tf.Variable(tables["ccc"].astype(np.int32), trainable=False, name="combining_classes")
+        self.lower_table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(tables["lower_keys"], tables["lower_values"]), default_value=-1
+        )
+        self.nfd_index = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(
+                tables["nfd_keys"], tf.range(len(tables["nfd_keys"]), dtype=tf.int32)
+            ),
+            default_value=-1,
+        )
+        self.nfd_values = tf.Variable(tables["nfd_values"], trainable=False, name="nfd_values")
+        self.wordpiece = tf_text.WordpieceTokenizer(
+            self.vocab_table,
+            suffix_indicator="##",
+            # Bytes, not characters: generous so that only our character limit applies.
+            max_bytes_per_word=4 * max_input_chars_per_word + 4,
+            token_out_type=tf.int64,
+            unknown_token=unk_token,
+            split_unknown_characters=False,
+        )
+
+    # -- the basic tokenizer, on ragged code points --------------------------
+
+    def _classes_of(self, values):
+        return tf.gather(self.classes, values)
+
+    def _lower(self, cps):
+        values = cps.flat_values
+        classes = self._classes_of(values)
+        lowered = self.lower_table.lookup(values)
+        lowered = tf.where(lowered >= 0, lowered, values)
+        sigma = tf.equal(values, _CAPITAL_SIGMA)
+
+        def with_final_sigma():
+            # Python: 'Σ' -> 'ς' when the nearest non-case-ignorable character
+            # before it is cased and the nearest one after it is not.
+            count = tf.shape(values)[0]
+            positions = tf.range(count)
+            row_starts = tf.cast(tf.gather(cps.row_splits, cps.value_rowids()), tf.int32)
+            row_ends = tf.cast(tf.gather(cps.row_splits[1:], cps.value_rowids()), tf.int32)
+            relevant = tf.equal(tf.bitwise.bitwise_and(classes, CASE_IGNORABLE), 0)
+            relevant_positions = tf.boolean_mask(positions, relevant)
+            before = tf.cumsum(tf.cast(relevant, tf.int32), exclusive=True)
+            upto = tf.cumsum(tf.cast(relevant, tf.int32))
+            cased = tf.not_equal(tf.bitwise.bitwise_and(classes, CASED), 0)
+            prev = tf.gather(relevant_positions, tf.maximum(before - 1, 0))
+            has_prev = (before > 0) & (prev >= row_starts) & tf.gather(cased, tf.maximum(prev, 0))
+            next_ = tf.gather(relevant_positions, tf.minimum(upto, tf.size(relevant_positions) - 1))
+            has_next = (upto < tf.size(relevant_positions)) & (next_ < row_ends) & tf.gather(cased, tf.minimum(next_, count - 1))
+            final = sigma & has_prev & ~has_next
+            return tf.where(final, _FINAL_SIGMA, lowered)
+
+        lowered = tf.cond(tf.reduce_any(sigma), with_final_sigma, lambda: lowered)
+        return _rebuild(cps, lowered)
+
+    def _nfd_without_marks(self, cps):
+        values = cps.flat_values
+        index = self.nfd_index.lookup(values)
+        own = tf.stack([values] + [tf.fill(tf.shape(values), -1)] * (_MAX_DECOMPOSITION - 1), axis=1)
+        rows = tf.where((index >= 0)[:, None], tf.gather(self.nfd_values, tf.maximum(index, 0)), own)
+        valid = rows >= 0
+        row_ids = tf.repeat(cps.value_rowids()[:, None], _MAX_DECOMPOSITION, axis=1)
+        decomposed = tf.boolean_mask(rows, valid)
+        decomposed_rows = tf.boolean_mask(row_ids, valid)
+        # Canonical ordering: stable sort of each run of non-starters by
+        # combining class (starters, class 0, never move).
+        ccc = tf.gather(self.ccc, decomposed)
+        count = tf.shape(decomposed)[0]
+        positions = tf.range(count, dtype=tf.int64)
+        row_start = tf.concat([[True], decomposed_rows[1:] != decomposed_rows[:-1]], axis=0)
+        group = tf.cumsum(tf.cast((ccc == 0) | row_start, tf.int64))
+        key = group * (1 << 40) + tf.cast(ccc, tf.int64) * (1 << 32) + positions
+        order = tf.argsort(key, stable=True)
+        decomposed = tf.gather(decomposed, order)
+        keep = tf.equal(tf.bitwise.bitwise_and(tf.gather(self.classes, decomposed), MARK), 0)
+        return tf.RaggedTensor.from_value_rowids(
+            tf.boolean_mask(decomposed, keep), tf.boolean_mask(decomposed_rows, keep), nrows=cps.nrows(), validate=False
+        )
+
+    def basic_tokenize(self, texts):
+        """[batch] strings -> ragged [batch, (words)] strings, as `BasicTokenizer`."""
+        cps = tf.strings.unicode_decode(texts, "UTF-8", errors="ignore")
+        classes = self._classes_of(cps.flat_values)
+        cps = _keep(cps, tf.equal(tf.bitwise.bitwise_and(classes, REMOVE), 0))
+        classes = self._classes_of(cps.flat_values)
+        cps = _rebuild(
+            cps, tf.where(tf.bitwise.bitwise_and(classes, SPACE) > 0, _SPACE_CP, cps.flat_values)
+        )
+        cps = _surround_with_spaces(cps, tf.bitwise.bitwise_and(classes, CJK) > 0)
+        if self.do_lower_case:
+            cps = self._nfd_without_marks(self._lower(cps))
+        classes = self._classes_of(cps.flat_values)
+        cps = _surround_with_spaces(cps, tf.bitwise.bitwise_and(classes, PUNCT) > 0)
+        text = tf.strings.unicode_encode(cps, "UTF-8")
+        return tf.strings.split(text)
+
+    def tokenize(self, texts):
+        """[batch] strings -> ragged [batch, (pieces)] int64 word-piece ids."""
+        words = self.basic_tokenize(texts)
+        too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > self.max_input_chars_per_word
+        words = _rebuild(words, tf.where(too_long, self.unk_token, words.flat_values))
+        pieces = self.wordpiece.tokenize(words)  # [batch, (words), (pieces)]
+        return pieces.merge_dims(1, 2)

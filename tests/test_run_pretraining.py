@@ -1,0 +1,207 @@
+"""tools/run_pretraining.py: trains with model.fit on original-schema
+TFRecords, writes the original outputs, resumes after kill -9, and runs under
+MirroredStrategy (2 logical CPUs) and a 2-process MultiWorkerMirroredStrategy."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bert_impl.checkpoints.original import save_original_checkpoint
+from keras_bert_impl.models.pretraining import BertPretrainingModel
+from tests.helpers import tiny_config
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SEQ, PREDICTIONS = 16, 3
+
+
+def write_records(path, count, vocab_size, seed=0):
+    """Original-schema pretraining examples, written with tf.train.Example directly."""
+    rng = np.random.default_rng(seed)
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for _ in range(count):
+            length = int(rng.integers(8, SEQ + 1))
+            ids = np.zeros(SEQ, np.int64)
+            ids[:length] = rng.integers(5, vocab_size, length)
+            mask = (np.arange(SEQ) < length).astype(np.int64)
+            segments = ((np.arange(SEQ) >= length // 2) & (mask == 1)).astype(np.int64)
+            positions = np.sort(rng.choice(np.arange(1, length), PREDICTIONS, replace=False)).astype(np.int64)
+            labels = ids[positions].copy()
+            weights = np.ones(PREDICTIONS, np.float32)
+            # No padded prediction slots: with them, per-replica MLM
+            # normalisation (as on the original's TPU cores) legitimately
+            # differs from one device, and the mirrored test compares the two.
+            ids[positions[weights > 0]] = 4  # [MASK]
+            int_feature = lambda v: tf.train.Feature(int64_list=tf.train.Int64List(value=list(v)))  # noqa: E731
+            feature = {
+                "input_ids": int_feature(ids),
+                "input_mask": int_feature(mask),
+                "segment_ids": int_feature(segments),
+                "masked_lm_positions": int_feature(positions),
+                "masked_lm_ids": int_feature(labels),
+                "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(value=list(weights))),
+                "next_sentence_labels": int_feature([int(rng.integers(0, 2))]),
+            }
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pretraining")
+    config = tiny_config(vocab_size=40, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, max_position_embeddings=SEQ)
+    config.to_json_file(root / "bert_config.json")
+    write_records(root / "a.tfrecord", 48, config.vocab_size, seed=1)
+    write_records(root / "b.tfrecord", 48, config.vocab_size, seed=2)
+    init = BertPretrainingModel(config)
+    save_original_checkpoint(init, str(root / "init" / "bert_model.ckpt"))
+    return root, config
+
+
+def command(root, output_dir, *extra, steps=12, save=4):
+    return [
+        sys.executable, "-m", "tools.run_pretraining",
+        f"--input_file={root}/a.tfrecord,{root}/b*.tfrecord",
+        f"--output_dir={output_dir}",
+        f"--bert_config_file={root}/bert_config.json",
+        f"--init_checkpoint={root}/init/bert_model.ckpt",
+        "--do_train", "--do_eval",
+        "--train_batch_size=4", "--eval_batch_size=4",
+        f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PREDICTIONS}",
+        f"--num_train_steps={steps}", "--num_warmup_steps=2", "--learning_rate=1e-3",
+        f"--save_checkpoints_steps={save}", "--max_eval_steps=5", "--summary_steps=2",
+        *extra,
+    ]
+
+
+def run(args, **kwargs):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **kwargs.pop("env", {}))
+    return subprocess.run(args, capture_output=True, text=True, cwd=REPO, env=env, timeout=300, **kwargs)
+
+
+def read_results(path):
+    return dict(line.split(" = ") for line in path.read_text().splitlines())
+
+
+def final_weights(output_dir, step):
+    reader = tf.train.load_checkpoint(str(output_dir / f"model.ckpt-{step}"))
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(setup):
+    root, _ = setup
+    output_dir = root / "straight"
+    result = run(command(root, output_dir))
+    assert result.returncode == 0, result.stderr
+    return output_dir
+
+
+def test_outputs_like_the_original(uninterrupted):
+    results = read_results(uninterrupted / "eval_results.txt")
+    assert sorted(results) == sorted(
+        ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy", "next_sentence_loss"]
+    )
+    assert results["global_step"] == "12"
+    assert 0 < float(results["masked_lm_loss"]) < np.log(40) + 1
+    assert sorted(os.listdir(uninterrupted)).count("model.ckpt-12.index") == 1
+    names = dict(tf.train.list_variables(str(uninterrupted / "model.ckpt-12")))
+    assert names["bert/embeddings/word_embeddings"] == [40, 16]
+    assert "bert/embeddings/word_embeddings/adam_m" in names
+    # TensorBoard event files with the learning rate.
+    events = [f for f in os.listdir(uninterrupted / "train") if f.startswith("events")]
+    assert events
+
+
+def test_kill_9_then_rerun_finishes_the_same_run(setup, uninterrupted, tmp_path):
+    root, _ = setup
+    output_dir = tmp_path / "killed"
+    args = command(root, output_dir)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    process = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while not (output_dir / "model.ckpt-4.index").exists():
+        assert process.poll() is None and time.time() < deadline, "no checkpoint before the process ended"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (output_dir / "model.ckpt-12.index").exists()
+
+    result = run(args)
+    assert result.returncode == 0, result.stderr
+    assert "resuming from" in result.stderr
+    assert read_results(output_dir / "eval_results.txt")["global_step"] == "12"
+    resumed, straight = final_weights(output_dir, 12), final_weights(uninterrupted, 12)
+    assert resumed.keys() == straight.keys()
+    for name in straight:
+        np.testing.assert_allclose(resumed[name], straight[name], rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_mirrored_on_two_logical_cpus_matches_one_device(setup, uninterrupted, tmp_path):
+    root, _ = setup
+    output_dir = tmp_path / "mirrored"
+    result = run(command(root, output_dir, "--strategy=mirrored", "--num_cpu_devices=2"))
+    assert result.returncode == 0, result.stderr
+    mirrored, straight = final_weights(output_dir, 12), final_weights(uninterrupted, 12)
+    for name in straight:
+        if not name.endswith(("adam_m", "adam_v")):
+            np.testing.assert_allclose(mirrored[name], straight[name], rtol=1e-3, atol=1e-4, err_msg=name)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def test_two_process_multi_worker_mirrored(setup, tmp_path):
+    root, _ = setup
+    ports = [free_port(), free_port()]
+    cluster = {"worker": [f"localhost:{p}" for p in ports]}
+    output_dir = tmp_path / "multi"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    processes = []
+    for index in range(2):
+        worker_env = dict(env, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
+        processes.append(subprocess.Popen(
+            command(root, output_dir, "--strategy=multi_worker_mirrored", steps=4, save=2),
+            cwd=REPO, env=worker_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        ))
+    outputs = [p.communicate(timeout=300) for p in processes]
+    for process, (_, stderr) in zip(processes, outputs):
+        assert process.returncode == 0, stderr
+    assert read_results(output_dir / "eval_results.txt")["global_step"] == "4"
+    assert (output_dir / "model.ckpt-4.index").exists()
+
+
+@pytest.mark.parametrize(
+    "extra, fragment",
+    [
+        (["--train_batch_size=3", "--strategy=mirrored", "--num_cpu_devices=2"], "--train_batch_size=3 is not divisible by the 2 replicas"),
+        (["--strategy=warp"], "--strategy 'warp' is unknown"),
+        (["--max_seq_length=64"], "--max_seq_length 64 exceeds max_position_embeddings 16"),
+    ],
+)
+def test_bad_flags_are_one_line_errors(setup, tmp_path, extra, fragment):
+    root, _ = setup
+    result = run(command(root, tmp_path / "out", *extra))
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0], result.stderr
+
+
+def test_init_checkpoint_of_another_size(setup, tmp_path):
+    root, _ = setup
+    other = BertPretrainingModel(tiny_config(vocab_size=40, hidden_size=8, num_attention_heads=2, max_position_embeddings=SEQ))
+    save_original_checkpoint(other, str(tmp_path / "other" / "bert_model.ckpt"))
+    args = [a if not a.startswith("--init_checkpoint") else f"--init_checkpoint={tmp_path}/other/bert_model.ckpt" for a in command(root, tmp_path / "out")]
+    result = run(args)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode != 0 and len(lines) == 1
+    assert "shape-mismatched" in lines[0] and "bert/embeddings/word_embeddings: checkpoint [40, 8] vs model [40, 16]" in lines[0]

@@ -27,17 +27,27 @@ setup(
         # tensorflow-datasets imports it without declaring it.
         "importlib_resources",
         "tf-models-official==2.20.*",
+        # PredictionLog / PredictionService protos for warmup files and the client.
+        "tensorflow-serving-api~=2.20.0",
         "numpy",
     ],
     extras_require={
         # safetensors: keras-hub needs it to read HF checkpoints (test oracle).
-        "test": ["pytest", "hypothesis", "safetensors", "scipy"],
+        # seqeval: oracle of the NER entity scores.
+        "test": ["pytest", "hypothesis", "safetensors", "scipy", "seqeval"],
+        # create_pretraining_data --beam (DirectRunner here; Dataflow/Flink/Spark by options).
+        "beam": ["apache-beam>=2.50"],
     },
     entry_points={
         "console_scripts": [
             "bert-extract-features=keras_bert_impl_tools.extract_features:console_main",
             "bert-convert-hf=keras_bert_impl_tools.convert_hf_checkpoint:console_main",
             "bert-demo=keras_bert_impl_tools.demo:console_main",
+            "bert-run-squad=keras_bert_impl_tools.run_squad:console_main",
+            "bert-run-ner=keras_bert_impl_tools.run_ner:console_main",
+            "bert-run-pretraining=keras_bert_impl_tools.run_pretraining:console_main",
+            "bert-export=keras_bert_impl_tools.export_saved_model:console_main",
+            "bert-create-pretraining-data=keras_bert_impl_tools.create_pretraining_data:console_main",
         ],
     },
 )

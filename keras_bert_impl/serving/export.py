@@ -1,0 +1,157 @@
+"""Versioned SavedModel export for TF Serving: `saved_models/<name>/<version>/`.
+
+A version directory is written under a temporary name and renamed into place
+only when complete (SavedModel, `assets/labels.txt`,
+`assets.extra/tf_serving_warmup_requests`), so TF Serving, which watches the
+base path for new integer versions, never loads half an export, and an
+existing version is never overwritten.
+"""
+
+import os
+import shutil
+import tempfile
+import uuid
+
+import tensorflow as tf
+
+from keras_bert_impl.errors import BertError
+from keras_bert_impl.serving.signatures import TASKS, BertServingModule
+from keras_bert_impl.tokenization import check_special_tokens, load_vocab
+from keras_bert_impl.tokenization.in_graph import InGraphTokenizer
+
+WARMUP_FILE = "tf_serving_warmup_requests"
+
+
+class ExportError(BertError, ValueError):
+    """An export request that cannot be honoured (bad version, task, labels)."""
+
+
+def existing_versions(export_dir):
+    """Integer version directories present under `export_dir`, ascending."""
+    if not os.path.isdir(export_dir):
+        return []
+    return sorted(int(name) for name in os.listdir(export_dir) if name.isdigit())
+
+
+def next_version(export_dir):
+    """The next free integer version (1 for a new model)."""
+    versions = existing_versions(export_dir)
+    return versions[-1] + 1 if versions else 1
+
+
+def warmup_requests(model_name, texts, text_b=None):
+    """PredictionLog records (serialized) that TF Serving replays on load."""
+    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
+    request = predict_pb2.PredictRequest(
+        model_spec=model_pb2.ModelSpec(name=model_name, signature_name="serving_default")
+    )
+    request.inputs["text"].CopyFrom(tf.make_tensor_proto(list(texts), dtype=tf.string))
+    records = [prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))]
+    if text_b is not None:
+        pair = predict_pb2.PredictRequest(
+            model_spec=model_pb2.ModelSpec(name=model_name, signature_name="serve_text_pair")
+        )
+        pair.inputs["text"].CopyFrom(tf.make_tensor_proto(list(texts), dtype=tf.string))
+        pair.inputs["text_b"].CopyFrom(tf.make_tensor_proto(list(text_b), dtype=tf.string))
+        records.append(prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=pair)))
+    return [record.SerializeToString() for record in records]
+
+
+def write_models_config(export_dir, model_name):
+    """`models.config` (TF Serving --model_config_file) naming this model's base path."""
+    path = os.path.join(export_dir, "models.config")
+    text = (
+        "model_config_list {\n"
+        "  config {\n"
+        f'    name: "{model_name}"\n'
+        f'    base_path: "/models/{model_name}"\n'
+        '    model_platform: "tensorflow"\n'
+        "  }\n"
+        "}\n"
+    )
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def export_saved_model(
+    model,
+    task,
+    vocab_file,
+    export_dir,
+    do_lower_case=True,
+    max_seq_length=128,
+    label_names=None,
+    version=None,
+    warmup_texts=("The weather is lovely today.", "He drove to the stadium."),
+    tables=None,
+):
+    """Exports `model` as `export_dir/<version>/` for TF Serving.
+
+    Args:
+        model: A built task model (see `BertServingModule`).
+        task: One of `TASKS`.
+        vocab_file: The model's `vocab.txt` (tokenization happens in-graph).
+        export_dir: `saved_models/<model_name>`; the model name is its basename.
+        do_lower_case: As for the Python tokenizer.
+        max_seq_length: Every request is padded/truncated to this.
+        label_names: Class names for a classifier (default "0".."n-1").
+        version: Integer version; default the next free one. An existing
+            version is never overwritten.
+        warmup_texts: Real requests stored in `assets.extra` for warmup.
+        tables: Optional precomputed `in_graph.build_tables()`.
+
+    Returns:
+        The path of the version directory written.
+
+    Raises:
+        ExportError: existing version, unknown task, label count mismatch.
+    """
+    if task not in TASKS:
+        raise ExportError(f"--task {task!r} is not one of {', '.join(TASKS)}")
+    export_dir = os.path.abspath(export_dir)
+    model_name = os.path.basename(export_dir.rstrip("/"))
+    version = next_version(export_dir) if version is None else int(version)
+    final = os.path.join(export_dir, str(version))
+    if os.path.exists(final):
+        raise ExportError(f"{final}: version {version} already exists; versions are never overwritten")
+    vocab = load_vocab(vocab_file)
+    check_special_tokens(vocab, vocab_file, required=("[UNK]", "[CLS]", "[SEP]") + (("[MASK]",) if task == "fill_mask" else ()))
+    tokens = [""] * (max(vocab.values()) + 1)
+    for token, index in vocab.items():
+        tokens[index] = token
+
+    os.makedirs(export_dir, exist_ok=True)
+    staging = os.path.join(export_dir, f".tmp-{uuid.uuid4().hex}")
+    work = tempfile.mkdtemp(prefix="export-assets-")
+    try:
+        labels_path = None
+        if task == "classifier":
+            num_labels = int(model.outputs[0].shape[-1]) if hasattr(model, "outputs") else None
+            names = list(label_names) if label_names else [str(i) for i in range(num_labels)]
+            if num_labels is not None and len(names) != num_labels:
+                raise ExportError(f"--label_names has {len(names)} names for a {num_labels}-label classifier")
+            labels_path = os.path.join(work, "labels.txt")
+            with open(labels_path, "w", encoding="utf-8") as f:
+                f.write("\n".join(names) + "\n")
+        tokenizer = InGraphTokenizer(tokens, do_lower_case=do_lower_case, tables=tables)
+        module = BertServingModule(
+            model, task, tokenizer, max_seq_length,
+            {"cls": vocab["[CLS]"], "sep": vocab["[SEP]"], "mask": vocab.get("[MASK]", 0)},
+            labels_path=labels_path,
+        )
+        tf.saved_model.save(module, staging, signatures=module.signatures())
+        extra = os.path.join(staging, "assets.extra")
+        os.makedirs(extra, exist_ok=True)
+        texts = [t + " [MASK] ." if task == "fill_mask" else t for t in warmup_texts]
+        with tf.io.TFRecordWriter(os.path.join(extra, WARMUP_FILE)) as writer:
+            for record in warmup_requests(model_name, texts, text_b=texts if task == "span_qa" else None):
+                writer.write(record)
+        os.rename(staging, final)  # fails rather than overwrite
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+    write_models_config(export_dir, model_name)
+    return final

@@ -1,0 +1,264 @@
+"""SavedModel export: signatures served without any Python of ours, equal to
+the in-memory Keras model; in-graph tokenization equal to FullTokenizer;
+versioning, warmup, bad requests; the REST/gRPC client against a loopback
+test fixture."""
+
+import json
+import os
+import subprocess
+import sys
+
+import hypothesis
+import numpy as np
+import pytest
+import tensorflow as tf
+from hypothesis import strategies as st
+
+from keras_bert_impl.data.text_pairs import TextPairExample, convert_example_to_features, truncate_seq_pair
+from keras_bert_impl.models.bert_model import BertModel
+from keras_bert_impl.models.classifier import BertClassifier
+from keras_bert_impl.models.pretraining import BertPretrainingModel
+from keras_bert_impl.serving.client import GrpcClient, RestClient, ServingError
+from keras_bert_impl.serving.export import ExportError, export_saved_model
+from keras_bert_impl.serving.signatures import truncated_pair_lengths
+from keras_bert_impl.tokenization import FullTokenizer
+from keras_bert_impl.tokenization.in_graph import InGraphTokenizer, build_tables
+from tests.helpers import randomize, tiny_config
+from tests.serving_fixture import LoopbackServingFixture
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SEQ = 24
+SENTENCES = [
+    "The weather is lovely today.",
+    "It's so sunny outside!",
+    "Ünïcödé café, 東京 and ΟΔΥΣΣΕΥΣ.",
+    "",
+    "word " * 60,  # far longer than max_seq_length: truncated
+]
+PAIRS = ["What is the weather?", "", "Short.", "b " * 40, "x"]
+
+
+@pytest.fixture(scope="module")
+def tables():
+    return build_tables()
+
+
+@pytest.fixture(scope="module")
+def tokenizers(bert_vocab_file, tables):
+    python = FullTokenizer(str(bert_vocab_file), do_lower_case=True)
+    vocab = [python.inv_vocab[i] for i in range(len(python.inv_vocab))]
+    return python, InGraphTokenizer(vocab, do_lower_case=True, tables=tables)
+
+
+def python_features(tokenizer, texts, texts_b=None):
+    features = [
+        convert_example_to_features(TextPairExample(i, a, texts_b[i] if texts_b else None), tokenizer, SEQ)
+        for i, a in enumerate(texts)
+    ]
+    return {key: np.array([getattr(f, key) for f in features], "int32") for key in ("input_ids", "input_mask", "segment_ids")}
+
+
+def probe(saved_model_dir, requests):
+    """Runs signatures in a fresh process without keras_bert_impl or Keras."""
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO, "tests", "serving_probe.py"), saved_model_dir],
+        input=json.dumps(requests), capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd="/",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    payload = json.loads(result.stdout)
+    assert payload["blocked_modules_loaded"] == []
+    return payload["results"]
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory, bert_vocab_file, tables):
+    """One export per task from tiny random models (real vocab)."""
+    root = tmp_path_factory.mktemp("saved_models")
+    config = tiny_config(vocab_size=30522, max_position_embeddings=64)
+    models = {
+        "classifier": BertClassifier(config, num_labels=3),
+        "regression": BertClassifier(config, num_labels=1),
+        "embeddings": BertModel(config),
+        "fill_mask": BertPretrainingModel(config),
+    }
+    paths = {}
+    for seed, (task, model) in enumerate(models.items()):
+        randomize(model, seed=seed, scale=0.1)
+        paths[task] = export_saved_model(
+            model, task, bert_vocab_file, root / task, max_seq_length=SEQ,
+            label_names=["negative", "neutral", "positive"] if task == "classifier" else None, tables=tables,
+        )
+    return root, models, paths
+
+
+def test_classifier_signatures_match_keras_model_without_our_python(exports, tokenizers):
+    _, models, paths = exports
+    python, _ = tokenizers
+    model = models["classifier"]
+    results = probe(paths["classifier"], [
+        {"signature": "serving_default", "inputs": {"text": SENTENCES}},
+        {"signature": "serve_text_pair", "inputs": {"text": SENTENCES, "text_b": PAIRS}},
+    ])
+    single = python_features(python, SENTENCES)
+    expected = tf.nn.softmax(model(single)).numpy()
+    np.testing.assert_allclose(results[0]["probabilities"], expected, atol=1e-5)
+    assert results[0]["label_ids"] == expected.argmax(-1).tolist()
+    assert results[0]["labels"] == [["negative", "neutral", "positive"][i] for i in expected.argmax(-1)]
+    pair = python_features(python, SENTENCES, PAIRS)
+    np.testing.assert_allclose(results[1]["probabilities"], tf.nn.softmax(model(pair)).numpy(), atol=1e-5)
+
+
+def test_ids_and_examples_signatures(exports, tokenizers):
+    _, models, paths = exports
+    python, _ = tokenizers
+    features = python_features(python, SENTENCES[:2])
+    example = tf.train.Example(features=tf.train.Features(feature={
+        name: tf.train.Feature(int64_list=tf.train.Int64List(value=features[key][0].tolist()))
+        for name, key in (("input_word_ids", "input_ids"), ("input_mask", "input_mask"), ("input_type_ids", "segment_ids"))
+    }))
+    results = probe(paths["regression"], [
+        {"signature": "serve_ids", "inputs": {k: v.tolist() for k, v in features.items()}},
+        {"signature": "serve_examples", "inputs": {"examples": [example.SerializeToString().decode("latin-1")]}},
+    ])
+    expected = models["regression"](features).numpy()[:, 0]
+    np.testing.assert_allclose(results[0]["predictions"], expected, atol=1e-5)
+
+
+def test_embeddings_and_fill_mask(exports, tokenizers):
+    _, models, paths = exports
+    python, _ = tokenizers
+    results = probe(paths["embeddings"], [{"signature": "serving_default", "inputs": {"text": SENTENCES[:3]}}])
+    features = python_features(python, SENTENCES[:3])
+    outputs = models["embeddings"](features)
+    np.testing.assert_allclose(results[0]["pooled_output"], outputs["pooled_output"], atol=1e-5)
+    mask = features["input_mask"][:, :, None]
+    mean = (np.asarray(outputs["sequence_output"]) * mask).sum(1) / mask.sum(1)
+    np.testing.assert_allclose(results[0]["mean_pooled"], mean, atol=1e-5)
+
+    text = "The capital of France is [MASK] and of Italy [MASK]."
+    results = probe(paths["fill_mask"], [{"signature": "serving_default", "inputs": {"text": [text, "no mask here"]}}])
+    assert results[0]["mask_count"] == [2, 0]
+    tokens = ["[CLS]"] + python.tokenize("The capital of France is") + ["[MASK]"] + python.tokenize("and of Italy") + ["[MASK]"] + python.tokenize(".") + ["[SEP]"]
+    ids = python.convert_tokens_to_ids(tokens)
+    inputs = {
+        "input_ids": np.array([ids + [0] * (SEQ - len(ids))], "int32"),
+        "input_mask": np.array([[1] * len(ids) + [0] * (SEQ - len(ids))], "int32"),
+        "segment_ids": np.zeros((1, SEQ), "int32"),
+        "masked_lm_positions": np.array([[tokens.index("[MASK]"), len(tokens) - 3, 0, 0, 0, 0, 0, 0]], "int32"),
+    }
+    probabilities = tf.nn.softmax(models["fill_mask"](inputs)["masked_lm_logits"]).numpy()[0]
+    top = np.argsort(-probabilities[0])[:5]
+    assert results[0]["top_k_ids"][0][0] == top.tolist()
+    assert results[0]["top_k_tokens"][0][0] == python.convert_ids_to_tokens(top.tolist())
+    np.testing.assert_allclose(results[0]["top_k_scores"][0][0], probabilities[0][top], atol=1e-5)
+    assert results[0]["top_k_ids"][1][0] == [-1] * 5  # the second text has no mask
+
+
+def test_bad_requests_have_defined_results(exports):
+    _, _, paths = exports
+    invalid_utf8 = b"caf\xc3 ok \xff".decode("latin-1")
+    results = probe(paths["classifier"], [
+        {"signature": "serving_default", "inputs": {"text": []}},
+        {"signature": "serving_default", "inputs": {"text": ["", invalid_utf8]}},
+        {"signature": "serve_text_pair", "inputs": {"text": ["a", "b"], "text_b": ["c"]}},
+    ])
+    assert results[0] == {"probabilities": [], "label_ids": [], "labels": []}
+    assert len(results[1]["probabilities"]) == 2
+    assert "error" in results[2]
+
+
+def test_saved_model_cli_lists_signatures(exports):
+    _, _, paths = exports
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    result = subprocess.run([cli, "show", "--dir", paths["classifier"], "--all"], capture_output=True, text=True,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 0, result.stderr
+    for name in ("serving_default", "serve_text_pair", "serve_ids", "serve_examples"):
+        assert f"signature_def['{name}']" in result.stdout
+
+
+def test_versions_warmup_and_models_config(exports, bert_vocab_file, tables):
+    root, models, paths = exports
+    assert paths["classifier"].endswith(os.path.join("classifier", "1"))
+    with pytest.raises(ExportError, match="version 1 already exists"):
+        export_saved_model(models["embeddings"], "embeddings", bert_vocab_file, root / "classifier", version=1, tables=tables)
+    second = export_saved_model(models["embeddings"], "embeddings", bert_vocab_file, root / "embeddings", max_seq_length=SEQ, tables=tables)
+    assert second.endswith(os.path.join("embeddings", "2"))
+    assert sorted(os.listdir(root / "embeddings")) == ["1", "2", "models.config"]  # no temp dirs left
+
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    warmup = os.path.join(paths["classifier"], "assets.extra", "tf_serving_warmup_requests")
+    records = [prediction_log_pb2.PredictionLog.FromString(r.numpy()) for r in tf.data.TFRecordDataset(warmup)]
+    request = records[0].predict_log.request
+    assert request.model_spec.name == "classifier" and request.model_spec.signature_name == "serving_default"
+    assert tf.make_ndarray(request.inputs["text"]).tolist() == [b"The weather is lovely today.", b"He drove to the stadium."]
+    config = (root / "classifier" / "models.config").read_text()
+    assert 'name: "classifier"' in config and 'base_path: "/models/classifier"' in config
+
+
+def test_rest_and_grpc_clients_against_loopback_fixture(exports, tokenizers):
+    _, models, paths = exports
+    python, _ = tokenizers
+    fixture = LoopbackServingFixture(paths["classifier"], "classifier")
+    try:
+        rest = RestClient(fixture.start_rest(), "classifier")
+        expected = tf.nn.softmax(models["classifier"](python_features(python, SENTENCES[:2]))).numpy()
+        rows = rest.predict_instances([{"text": s} for s in SENTENCES[:2]])
+        np.testing.assert_allclose([r["probabilities"] for r in rows], expected, atol=1e-5)
+        columns = rest.predict_inputs({"text": SENTENCES[:2]})
+        np.testing.assert_allclose(columns["probabilities"], expected, atol=1e-5)
+        with pytest.raises(ServingError, match="HTTP 404"):
+            RestClient(rest.base_url, "other").predict_inputs({"text": ["x"]})
+
+        grpc_client = GrpcClient(fixture.start_grpc(), "classifier")
+        outputs = grpc_client.predict({"text": np.array(SENTENCES[:2], dtype=object)})
+        np.testing.assert_allclose(outputs["probabilities"], expected, atol=1e-5)
+        with pytest.raises(ServingError, match="INVALID_ARGUMENT"):
+            grpc_client.predict({"text": np.array(["a"], dtype=object), "text_b": np.array(["b", "c"], dtype=object)}, "serve_text_pair")
+        grpc_client.close()
+    finally:
+        fixture.stop()
+
+
+def test_truncation_is_the_originals():
+    a_lengths, b_lengths, max_totals = [], [], []
+    expected_a, expected_b = [], []
+    for la in range(0, 9):
+        for lb in range(0, 9):
+            for total in range(0, 12):
+                a, b = list(range(la)), list(range(lb))
+                truncate_seq_pair(a, b, total)
+                a_lengths.append(la), b_lengths.append(lb), max_totals.append(total)
+                expected_a.append(len(a)), expected_b.append(len(b))
+    for total in set(max_totals):
+        index = [i for i, t in enumerate(max_totals) if t == total]
+        got_a, got_b = truncated_pair_lengths(
+            tf.constant([a_lengths[i] for i in index]), tf.constant([b_lengths[i] for i in index]), total
+        )
+        assert got_a.numpy().tolist() == [expected_a[i] for i in index]
+        assert got_b.numpy().tolist() == [expected_b[i] for i in index]
+
+
+@hypothesis.settings(max_examples=150, deadline=None, derandomize=True)
+@hypothesis.given(st.lists(st.text(max_size=40), min_size=1, max_size=8))
+def test_in_graph_tokenizer_equals_python_on_arbitrary_unicode(tokenizers, texts):
+    python, in_graph = tokenizers
+    got = in_graph.tokenize(tf.constant([t.encode("utf-8", "surrogatepass") for t in texts])).to_list()
+    assert got == [python.convert_tokens_to_ids(python.tokenize(t.encode("utf-8", "surrogatepass"))) for t in texts]
+
+
+@hypothesis.settings(max_examples=60, deadline=None, derandomize=True)
+@hypothesis.given(st.lists(st.binary(max_size=30), min_size=1, max_size=6))
+def test_in_graph_tokenizer_equals_python_on_arbitrary_bytes(tokenizers, blobs):
+    python, in_graph = tokenizers
+    got = in_graph.tokenize(tf.constant(blobs)).to_list()
+    assert got == [python.convert_tokens_to_ids(python.tokenize(b)) for b in blobs]
+
+
+def test_cased_in_graph_tokenizer(bert_vocab_file, tables):
+    python = FullTokenizer(str(bert_vocab_file), do_lower_case=False)
+    in_graph = InGraphTokenizer([python.inv_vocab[i] for i in range(len(python.inv_vocab))], do_lower_case=False, tables=tables)
+    texts = ["Hello World", "ΣΟΦΟΣ straße", "Ünïcödé", "東京", "a\u2028b", "x" * 201]
+    assert in_graph.tokenize(tf.constant(texts)).to_list() == [python.convert_tokens_to_ids(python.tokenize(t)) for t in texts]

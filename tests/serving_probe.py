@@ -2,7 +2,8 @@
 cannot be imported: only tensorflow and tensorflow_text, as in TF Serving.
 
 Usage: python tests/serving_probe.py SAVED_MODEL_DIR < requests.json > outputs.json
-where requests.json is [{"signature": NAME, "inputs": {name: nested list}}, ...].
+where requests.json is [{"signature": NAME, "inputs": {name: nested list}}, ...]
+(a string input may be {"b64": [base64 strings]} to pass raw bytes).
 """
 
 import json
@@ -19,6 +20,7 @@ for _name in BLOCKED:
     sys.modules[_name] = None
 sys.path = [p for p in sys.path if p not in ("", os.getcwd())]
 
+import base64  # noqa: E402
 import glob  # noqa: E402
 import importlib.util  # noqa: E402
 
@@ -35,6 +37,8 @@ def load_tf_text_ops():
 
 
 def to_tensor(value, spec):
+    if isinstance(value, dict):  # {"b64": [...]}: raw bytes, e.g. invalid UTF-8 or protos
+        return tf.constant([base64.b64decode(v) for v in value["b64"]], tf.string)
     return tf.constant(np.array(value, dtype=object if spec.dtype == tf.string else spec.dtype.as_numpy_dtype))
 
 

@@ -34,7 +34,7 @@ setup(
     extras_require={
         # safetensors: keras-hub needs it to read HF checkpoints (test oracle).
         # seqeval: oracle of the NER entity scores.
-        "test": ["pytest", "hypothesis", "safetensors", "scipy", "seqeval"],
+        "test": ["pytest", "hypothesis", "safetensors", "scipy", "seqeval", "scikit-learn"],
         # create_pretraining_data --beam (DirectRunner here; Dataflow/Flink/Spark by options).
         "beam": ["apache-beam>=2.50"],
     },
@@ -48,6 +48,7 @@ setup(
             "bert-run-pretraining=keras_bert_impl_tools.run_pretraining:console_main",
             "bert-export=keras_bert_impl_tools.export_saved_model:console_main",
             "bert-create-pretraining-data=keras_bert_impl_tools.create_pretraining_data:console_main",
+            "bert-run-classifier=keras_bert_impl_tools.run_classifier:console_main",
         ],
     },
 )

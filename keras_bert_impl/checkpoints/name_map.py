@@ -56,12 +56,25 @@ CLASSIFIER_VARIABLES = {
     "output_weights": "head.output_weights",
     "output_bias": "head.output_bias",
 }
+# run_squad.create_model's span head.
+SQUAD_VARIABLES = {
+    "cls/squad/output_weights": "span_head.output_weights",
+    "cls/squad/output_bias": "span_head.output_bias",
+}
+# Token tagging has no original script; the TF1 BERT taggers built on
+# run_classifier keep its unscoped names, [num_labels, H] and [num_labels].
+TOKEN_CLASSIFIER_VARIABLES = {
+    "output_weights": "token_head.output_weights",
+    "output_bias": "token_head.output_bias",
+}
 
 # Heads, keyed by the attribute a task model holds them under.
 HEAD_VARIABLES = {
     "masked_lm_head": MASKED_LM_VARIABLES,
     "next_sentence_head": NEXT_SENTENCE_VARIABLES,
     "head": CLASSIFIER_VARIABLES,
+    "span_head": SQUAD_VARIABLES,
+    "token_head": TOKEN_CLASSIFIER_VARIABLES,
 }
 
 

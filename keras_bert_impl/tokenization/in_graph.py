@@ -160,6 +160,8 @@ class InGraphTokenizer(tf.Module):
         self.do_lower_case = do_lower_case
         self.max_input_chars_per_word = max_input_chars_per_word
         self.unk_token = unk_token
+        # [vocab_size] id -> token, for outputs that name tokens.
+        self.id_to_token = tf.constant(list(vocab), tf.string)
         # The original's vocab dict keeps the last id of a duplicated token.
         last_id = {token: index for index, token in enumerate(vocab)}
         self.vocab_table = tf.lookup.StaticHashTable(

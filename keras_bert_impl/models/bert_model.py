@@ -1,6 +1,7 @@
 """`BertModel`: the original `modeling.BertModel` as a functional Keras model."""
 
 import keras
+import tensorflow as tf
 
 from keras_bert_impl.config import BertConfig
 from keras_bert_impl.layers.embeddings import EmbeddingPostprocessor, WordEmbedding
@@ -122,6 +123,35 @@ class BertModel(keras.Model):
         self.embedding_postprocessor = embedding_postprocessor
         self.encoder = encoder
         self.pooler = pooler
+
+    def make_inference_function(self, jit_compile=True):
+        """The forward pass for inference, `self(inputs, training=False)`, as a `tf.function`.
+
+        Keras turns XLA off on machines without an accelerator (its
+        `jit_compile="auto"`), so `predict()` on a CPU runs the plain
+        TensorFlow graph. Compiled with XLA, the element-wise work between the
+        matrix products (GELU, softmax, LayerNorm, residual adds) is fused,
+        which makes BERT-base's forward pass about 10% cheaper on CPU too
+        (`benchmarks/bench_forward.py`); the outputs agree with the eager
+        model to fp32 rounding. Build the function once and call it many
+        times: each new input shape is traced (and compiled) once, and a
+        sequence longer than `max_position_embeddings` still raises
+        `SequenceLengthError` when traced.
+
+        Args:
+            jit_compile: Compile with XLA; False gives the plain graph.
+
+        Returns:
+            A function of the inputs dict (as for calling the model) that
+            returns the outputs dict.
+        """
+        # No autograph: nothing here needs it, and errors raised while tracing
+        # (SequenceLengthError) then reach the caller as they are.
+        return tf.function(
+            lambda inputs: self(inputs, training=False),
+            jit_compile=jit_compile,
+            autograph=False,
+        )
 
     def get_config(self):
         return {

@@ -4,6 +4,7 @@ then linear decay to zero, global-norm clipping at 1.0, as Keras 3 objects."""
 import re
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 _PACKAGE = "keras_bert_impl"
@@ -112,6 +113,10 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
 
     def update_step(self, gradient, variable, learning_rate):
         lr = ops.cast(learning_rate, variable.dtype)
+        if isinstance(gradient, tf.IndexedSlices):
+            # Embedding gradients arrive sparse; the original's dense Adam
+            # arithmetic densifies them too.
+            gradient = tf.convert_to_tensor(gradient)
         gradient = ops.cast(gradient, variable.dtype)
         index = self._get_variable_index(variable)
         m, v = self._m[index], self._v[index]

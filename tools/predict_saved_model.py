@@ -1,9 +1,13 @@
-"""Runs SavedModel signatures in a process where keras_bert_impl (and Keras)
-cannot be imported: only tensorflow and tensorflow_text, as in TF Serving.
+#!/usr/bin/env python
+"""Calls a SavedModel's signatures the way TF Serving runs them: with only
+TensorFlow and TF Text's C++ kernels, in a process where keras_bert_impl, Keras
+and the peers cannot be imported. Deliberately imports nothing of ours.
 
-Usage: python tests/serving_probe.py SAVED_MODEL_DIR < requests.json > outputs.json
+Usage:
+    python tools/predict_saved_model.py SAVED_MODEL_DIR < requests.json
 where requests.json is [{"signature": NAME, "inputs": {name: nested list}}, ...]
-(a string input may be {"b64": [base64 strings]} to pass raw bytes).
+(a string input may be {"b64": [base64 strings]} to pass raw bytes). Prints
+{"blocked_modules_loaded": [...], "results": [outputs or {"error": ...}, ...]}.
 """
 
 import json

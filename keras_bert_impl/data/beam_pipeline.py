@@ -1,0 +1,190 @@
+"""The sharded pretraining-data generation as an Apache Beam pipeline.
+
+The same chunks, seeds and shards as `pretraining_pipeline.write_sharded`, so
+the shards are byte for byte the ones the local mode writes; one Beam element
+per shard, so up to `num_shards` workers run at once. Files are read and written
+through Beam's `FileSystems` (local paths, gs://, hdfs://, s3:// as installed),
+shards under a temporary name renamed when complete. `apache_beam` (the
+`[beam]` extra) is imported only when a pipeline is built.
+
+The runner and everything about it come from pipeline options alone, e.g.
+`--runner=DataflowRunner --project=P --region=R --temp_location=gs://B/tmp
+--setup_file=./setup.py` (Dataflow), `--runner=FlinkRunner
+--flink_master=host:8081 --environment_type=LOOPBACK`, `--runner=SparkRunner`;
+the default is the DirectRunner.
+"""
+
+import dataclasses
+import json
+
+from keras_bert_impl.data.pretraining_pipeline import (
+    PretrainingDataStats,
+    ShardWriter,
+    plan_chunks,
+    shard_paths,
+    shard_tasks,
+)
+from keras_bert_impl.errors import InputFileError
+
+
+class BeamFileSystem:
+    """`LocalFileSystem`'s five operations through Beam's `FileSystems`."""
+
+    @staticmethod
+    def open(path):
+        from apache_beam.io.filesystem import CompressionTypes
+        from apache_beam.io.filesystems import FileSystems
+
+        return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+    @staticmethod
+    def create(path):
+        from apache_beam.io.filesystem import CompressionTypes
+        from apache_beam.io.filesystems import FileSystems
+
+        return FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+    @staticmethod
+    def rename(source, destination):
+        from apache_beam.io.filesystems import FileSystems
+
+        if FileSystems.exists(destination):  # A retried bundle, or an earlier run.
+            FileSystems.delete([destination])
+        FileSystems.rename([source], [destination])
+
+    @staticmethod
+    def delete(path):
+        from apache_beam.io.filesystems import FileSystems
+
+        if FileSystems.exists(path):
+            FileSystems.delete([path])
+
+    @staticmethod
+    def exists(path):
+        from apache_beam.io.filesystems import FileSystems
+
+        return FileSystems.exists(path)
+
+
+def match_input_files(patterns):
+    """`(path, size)` of the files matched by a comma list of patterns, sorted.
+
+    Raises:
+        InputFileError: a pattern matches nothing.
+    """
+    from apache_beam.io.filesystems import FileSystems
+
+    files = set()
+    for pattern in (p.strip() for p in patterns.split(",")):
+        if not pattern:
+            continue
+        (result,) = FileSystems.match([pattern])
+        if not result.metadata_list:
+            raise InputFileError(f"{pattern}: no such input file")
+        files.update((metadata.path, metadata.size_in_bytes) for metadata in result.metadata_list)
+    if not files:
+        raise InputFileError(f"no input files in {patterns!r}")
+    return sorted(files)
+
+
+def _make_shard_fn(settings):
+    """A DoFn writing one shard per element `(path, [(chunk index, Chunk), ...])`."""
+    import apache_beam as beam
+    from apache_beam.metrics import Metrics
+
+    class MakeShard(beam.DoFn):
+        def __init__(self, settings):
+            self._settings = settings
+            self._writer = None
+            self._documents = Metrics.counter("pretraining_data", "documents")
+            self._instances = Metrics.counter("pretraining_data", "instances")
+
+        def setup(self):
+            self._writer = ShardWriter(self._settings, BeamFileSystem)
+
+        def process(self, task):
+            path, indexed_chunks = task
+
+            def count(documents, instances):
+                self._documents.inc(documents)
+                self._instances.inc(instances)
+
+            stats = self._writer.write(path, indexed_chunks, count)
+            yield path.rsplit("/", 1)[-1], dataclasses.asdict(stats)
+
+    return MakeShard(settings)
+
+
+def _write_manifest(shard_stats, path, settings_fingerprint):
+    manifest = {"settings": settings_fingerprint, "shards": dict(shard_stats)}
+    data = json.dumps(manifest, indent=1, sort_keys=True).encode("utf-8")
+    with BeamFileSystem.create(path + ".partial") as f:
+        f.write(data)
+    BeamFileSystem.rename(path + ".partial", path)
+
+
+def build_pipeline(pipeline, input_files, output_prefix, settings, num_shards, chunk_bytes):
+    """Adds the generation to `pipeline` (a `beam.Pipeline`).
+
+    Args:
+        pipeline: The pipeline.
+        input_files: `(path, size)` pairs (see `match_input_files`).
+        output_prefix: Shards are `{output_prefix}-00000-of-NNNNN` ...
+        settings: `GenerationSettings`.
+        num_shards: Number of output files.
+        chunk_bytes: Input bytes per chunk.
+
+    Returns:
+        The path of the manifest the pipeline writes last (settings and
+        per-shard counts).
+    """
+    import apache_beam as beam
+
+    chunks = plan_chunks(input_files, chunk_bytes)
+    if not chunks:
+        raise InputFileError(f"{', '.join(path for path, _ in input_files)}: input files are empty")
+    tasks = shard_tasks(chunks, shard_paths(output_prefix, num_shards))
+    manifest_path = f"{output_prefix}.manifest.json"
+    fingerprint = dict(
+        settings.fingerprint(),
+        inputs=[[path, size] for path, size in input_files],
+        num_shards=num_shards,
+        chunk_bytes=chunk_bytes,
+    )
+    (
+        pipeline
+        | "Shards" >> beam.Create(tasks)
+        | "Spread" >> beam.Reshuffle()
+        | "MakeShard" >> beam.ParDo(_make_shard_fn(settings))
+        | "Collect" >> beam.combiners.ToList()
+        | "Manifest" >> beam.Map(_write_manifest, manifest_path, fingerprint)
+    )
+    return manifest_path
+
+
+def run_beam_pipeline(input_patterns, output_prefix, settings, num_shards, chunk_bytes=2 << 20, pipeline_args=()):
+    """Runs the generation on the runner that `pipeline_args` choose, and waits.
+
+    Args:
+        input_patterns: Comma list of files or globs (any Beam filesystem).
+        output_prefix: Shards are `{output_prefix}-00000-of-NNNNN` ...
+        settings: `GenerationSettings`.
+        num_shards: Number of output files.
+        chunk_bytes: Input bytes per chunk.
+        pipeline_args: Beam pipeline options as command-line strings.
+
+    Returns:
+        `(stats, shard paths)`.
+    """
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    input_files = match_input_files(input_patterns)
+    with beam.Pipeline(options=PipelineOptions(list(pipeline_args))) as pipeline:
+        manifest_path = build_pipeline(pipeline, input_files, output_prefix, settings, num_shards, chunk_bytes)
+    with BeamFileSystem.open(manifest_path) as f:
+        manifest = json.loads(f.read().decode("utf-8"))
+    stats = PretrainingDataStats()
+    for shard_stats in manifest["shards"].values():
+        stats += PretrainingDataStats(**shard_stats)
+    return stats, shard_paths(output_prefix, num_shards)

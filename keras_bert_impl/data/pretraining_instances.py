@@ -1,0 +1,507 @@
+"""Masked-LM / next-sentence training instances, made as google-research/bert's
+`create_pretraining_data.py` makes them.
+
+The instance-making functions are pure apart from the random generator passed
+in, and call that generator exactly as the original does, call for call, so
+`random.Random(seed)` gives the original's instances. The original's calls, in
+order:
+
+1. `shuffle(all_documents)`.
+2. For each of `dupe_factor` passes, for each document
+   (`create_instances_from_document`): `random()`, and `randint(2,
+   max_num_tokens)` when it is below `short_seq_prob`; then for each instance:
+   `randint(1, len(chunk) - 1)` when the chunk holds two or more segments;
+   `random()` unless the chunk holds one segment; for a random next sentence
+   `randint(0, len(all_documents) - 1)` (until another document, at most 10
+   times) and `randint(0, len(document) - 1)`; `random()` per truncated token;
+   for the masks `shuffle(candidates)`, then per masked token `random()`, a
+   second `random()` when the first is >= 0.8, and `randint(0, len(vocab) - 1)`
+   when that one is >= 0.5.
+3. `shuffle(instances)`.
+
+Tokens are handled as vocabulary ids rather than strings (the original converts
+them at the end; the mapping is the same).
+"""
+
+import dataclasses
+import random
+import sys
+
+from keras_bert_impl.errors import InputFileError
+from keras_bert_impl.tokenization import check_special_tokens
+
+# The tokens the instances are made of; [UNK] because WordPiece emits it.
+REQUIRED_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+_READ_BLOCK_BYTES = 1 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceOptions:
+    """The original's flags that shape instances (its defaults).
+
+    Attributes:
+        max_seq_length: Tokens per instance, [CLS] and both [SEP] included.
+        max_predictions_per_seq: Most masked positions per instance.
+        masked_lm_prob: Fraction of the tokens to mask.
+        short_seq_prob: Probability of aiming at a random shorter length.
+        dupe_factor: Passes over the corpus, each with other masks.
+        do_whole_word_mask: Mask all pieces of a word together.
+    """
+
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    masked_lm_prob: float = 0.15
+    short_seq_prob: float = 0.1
+    dupe_factor: int = 10
+    do_whole_word_mask: bool = False
+
+    def __post_init__(self):
+        # The original needs room for [CLS] a [SEP] b [SEP] and a target of at
+        # least 2 (`randint(2, max_seq_length - 3)`).
+        if self.max_seq_length < 5:
+            raise ValueError(f"max_seq_length must be at least 5, got {self.max_seq_length}")
+        if self.max_predictions_per_seq < 1:
+            raise ValueError(f"max_predictions_per_seq must be positive, got {self.max_predictions_per_seq}")
+        if self.dupe_factor < 1:
+            raise ValueError(f"dupe_factor must be positive, got {self.dupe_factor}")
+        for name in ("masked_lm_prob", "short_seq_prob"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must lie in [0, 1], got {getattr(self, name)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceVocab:
+    """What instance making needs from the vocabulary, as ids.
+
+    Attributes:
+        cls_id, sep_id, mask_id: Ids of [CLS], [SEP], [MASK].
+        word_ids: Ids of the original's `vocab_words` (`list(vocab.keys())`),
+            the pool a random replacement is drawn from, in that order.
+        is_subword: `is_subword[id]` is true for "##" pieces (whole-word masking).
+    """
+
+    cls_id: int
+    sep_id: int
+    mask_id: int
+    word_ids: tuple
+    is_subword: bytes
+
+    @classmethod
+    def from_vocab(cls, vocab, vocab_file="vocab"):
+        """Builds it from a token -> id mapping (e.g. `FullTokenizer.vocab`).
+
+        Raises:
+            VocabError: `vocab` lacks one of `REQUIRED_TOKENS`, naming `vocab_file`.
+        """
+        check_special_tokens(vocab, vocab_file, required=REQUIRED_TOKENS)
+        is_subword = bytearray(max(vocab.values()) + 1)
+        for token, index in vocab.items():
+            if token.startswith("##"):
+                is_subword[index] = 1
+        return cls(
+            cls_id=vocab["[CLS]"],
+            sep_id=vocab["[SEP]"],
+            mask_id=vocab["[MASK]"],
+            word_ids=tuple(vocab[token] for token in vocab),
+            is_subword=bytes(is_subword),
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TrainingInstance:
+    """One `[CLS] A [SEP] B [SEP]` sequence with its masked-LM targets.
+
+    Attributes:
+        input_ids: Token ids after masking, unpadded.
+        segment_a_length: How many leading tokens have segment id 0 ([CLS], A, [SEP]).
+        masked_lm_positions: Masked positions, ascending.
+        masked_lm_ids: The original ids at those positions.
+        is_random_next: True when B comes from another document (label 1).
+    """
+
+    input_ids: list
+    segment_a_length: int
+    masked_lm_positions: list
+    masked_lm_ids: list
+    is_random_next: bool
+
+
+# ----------------------------------------------------------------------------
+# Reading documents.
+# ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class ReadCounts:
+    """What reading skipped: `skipped_lines` not valid UTF-8."""
+
+    skipped_lines: int = 0
+
+
+def _open_binary(path):
+    return open(path, "rb")
+
+
+def line_number_at(path, offset, opener=_open_binary):
+    """1-based number of the line holding byte `offset` of `path` (for messages)."""
+    newlines = 0
+    with opener(path) as reader:
+        remaining = offset
+        while remaining > 0:
+            block = reader.read(min(remaining, _READ_BLOCK_BYTES))
+            if not block:
+                break
+            newlines += block.count(b"\n")
+            remaining -= len(block)
+    return newlines + 1
+
+
+def _decode(raw, path, offset, skip_invalid_utf8, counts, opener):
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        if skip_invalid_utf8:
+            counts.skipped_lines += 1
+            return None
+        line = line_number_at(path, offset, opener)
+        raise InputFileError(
+            f"{path}:{line}: not valid UTF-8 (byte {error.start} of the line: "
+            f"{raw[error.start:error.start + 1]!r}); fix the file or pass --skip_invalid_utf8"
+        ) from None
+
+
+def is_blank_line(raw):
+    """True for a line the original takes as a document break (`strip()` leaves nothing)."""
+    return not raw.decode("utf-8", "replace").strip()
+
+
+def _seek_document_boundary(reader, offset):
+    """Moves `reader` just past the first blank line among the lines that start
+    at or after `offset` (or to the end; to 0 for offset 0). Returns that position.
+
+    The boundary depends only on `offset` and it never decreases as `offset`
+    grows, so byte ranges that tile a file, each read from its start's
+    boundary to its end's, read every document exactly once.
+    """
+    if offset == 0:
+        reader.seek(0)
+        return 0
+    reader.seek(offset - 1)
+    reader.readline()  # The rest of the line holding byte offset - 1.
+    while True:
+        raw = reader.readline()
+        if not raw or is_blank_line(raw):
+            return reader.tell()
+
+
+def read_lines(path, skip_invalid_utf8=False, counts=None, byte_range=None, opener=_open_binary):
+    """Stripped lines of a text file, as the original reads them.
+
+    Lines end at "\\n" only (as TensorFlow's `GFile.readline`); a "\\r" stays
+    in the line until `strip()`. Unlike the original, which stops with a
+    traceback (or, in tf-models' copy, silently drops the bytes), a line that
+    is not UTF-8 is an error naming `path:line`, or is skipped and counted.
+
+    Args:
+        path: The text file.
+        skip_invalid_utf8: Skip (and count) undecodable lines instead of raising.
+        counts: Optional `ReadCounts`, incremented.
+        byte_range: Optional `(start, end)`: the lines from the document
+            boundary at `start` to the one at `end` (see
+            `_seek_document_boundary`), so that ranges that tile a file read
+            each document exactly once.
+        opener: Callable opening a path for binary reading (e.g. a remote
+            filesystem's `open`).
+
+    Yields:
+        Each line, `strip()`-ed ("" for a blank line).
+
+    Raises:
+        InputFileError: missing file, or invalid UTF-8 when not skipping.
+    """
+    counts = counts if counts is not None else ReadCounts()
+    try:
+        reader = opener(path)
+    except FileNotFoundError:
+        raise InputFileError(f"{path}: input file not found") from None
+    except IsADirectoryError:
+        raise InputFileError(f"{path}: is a directory, expected a text file") from None
+    with reader:
+        offset, stop = 0, None
+        if byte_range is not None:
+            start, end = byte_range
+            stop = _seek_document_boundary(reader, end)
+            offset = _seek_document_boundary(reader, start)
+        while stop is None or offset < stop:
+            raw = reader.readline()
+            if not raw:
+                return
+            line_offset = offset
+            offset += len(raw)
+            text = _decode(raw, path, line_offset, skip_invalid_utf8, counts, opener)
+            if text is not None:
+                yield text.strip()
+
+
+def add_documents(documents, lines, tokenizer):
+    """The original's document splitter, appending to `documents` in place.
+
+    A blank line starts a new document; any other line is tokenized and, if it
+    has tokens, appended as one segment (a list of ids) to the last document.
+    Passing the same list for several files continues the last document across
+    them, as the original does.
+
+    Args:
+        documents: List of documents (each a list of segments), not empty;
+            start with `[[]]`.
+        lines: Stripped lines (see `read_lines`).
+        tokenizer: A `FullTokenizer`.
+
+    Returns:
+        `documents`.
+    """
+    tokenize = tokenizer.tokenize
+    vocab = tokenizer.vocab
+    for line in lines:
+        if not line:
+            documents.append([])
+            continue
+        tokens = tokenize(line)
+        if tokens:
+            documents[-1].append([vocab[token] for token in tokens])
+    return documents
+
+
+# ----------------------------------------------------------------------------
+# Making instances.
+# ----------------------------------------------------------------------------
+
+
+def shuffle(rng, items):
+    """`rng.shuffle(items)`, faster for a plain `random.Random`, same result.
+
+    `random.Random.shuffle` draws, for i = n-1 down to 1, j = `_randbelow(i +
+    1)`: 32-bit Mersenne Twister words, each cut to i+1's bit length, the ones
+    not below i + 1 rejected. Here the words come in blocks from
+    `getrandbits(32 * k)` (k words, least significant first); k is never more
+    than the swaps still to make, each of which takes at least one word, so no
+    word is drawn that `shuffle` would not have drawn.
+    """
+    n = len(items)
+    # Subclasses may redefine the draws; the words below are read little-endian.
+    if type(rng) is not random.Random or sys.byteorder != "little" or n < 2:
+        rng.shuffle(items)
+        return
+    getrandbits = rng.getrandbits
+    i = n - 1
+    # j = word >> shift is accepted when j <= i; shift = 32 - bit_length(i + 1),
+    # which changes only when i drops below floor = 2**(bit_length(i + 1) - 1) - 1.
+    shift = 32 - n.bit_length()
+    floor = (1 << (n.bit_length() - 1)) - 1
+    while True:
+        count = i  # Swaps left: i, i-1, ..., 1.
+        for word in memoryview(getrandbits(32 * count).to_bytes(4 * count, "little")).cast("I"):
+            j = word >> shift
+            if j <= i:
+                items[i], items[j] = items[j], items[i]
+                i -= 1
+                if i < floor:
+                    if not i:
+                        return
+                    shift += 1
+                    floor >>= 1
+
+
+def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
+    """The original's truncation: one token at a time from the longer list, from
+    the front or the back by `rng.random() < 0.5`.
+
+    Returns:
+        `(a_start, a_end, b_start, b_end)`: the kept slices. (Slices instead of
+        `del tokens[0]` keep a megabyte-long segment linear, not quadratic.)
+    """
+    a_start, a_end, b_start, b_end = 0, len(tokens_a), 0, len(tokens_b)
+    excess = a_end + b_end - max_num_tokens
+    random_ = rng.random
+    while excess > 0:
+        if a_end - a_start > b_end - b_start:
+            if random_() < 0.5:
+                a_start += 1
+            else:
+                a_end -= 1
+        elif random_() < 0.5:
+            b_start += 1
+        else:
+            b_end -= 1
+        excess -= 1
+    return a_start, a_end, b_start, b_end
+
+
+def create_masked_lm_predictions(input_ids, segment_a_length, options, vocab, rng):
+    """Chooses and replaces the masked tokens, as the original.
+
+    Candidates are all positions but [CLS] and the two [SEP]s; with whole-word
+    masking a "##" piece joins the candidate before it, even across the middle
+    [SEP] (the original checks only that a candidate exists). The shuffled
+    candidates are taken in order until `num_to_predict` positions; a whole word
+    that would overshoot is skipped. Each masked token is independently [MASK]
+    (80%), itself (10%) or a random vocabulary word (10%).
+
+    Args:
+        input_ids: `[CLS] A [SEP] B [SEP]` ids; masked in place.
+        segment_a_length: Index of the middle [SEP] plus one.
+        options: `InstanceOptions`.
+        vocab: `InstanceVocab`.
+        rng: `random.Random`.
+
+    Returns:
+        `(masked_lm_positions, masked_lm_ids)`, positions ascending.
+    """
+    length = len(input_ids)
+    middle_sep = segment_a_length - 1
+    num_to_predict = min(
+        options.max_predictions_per_seq, max(1, int(round(length * options.masked_lm_prob)))
+    )
+    if options.do_whole_word_mask:
+        is_subword = vocab.is_subword
+        candidates = []
+        for index in range(1, length - 1):
+            if index == middle_sep:
+                continue
+            if candidates and is_subword[input_ids[index]]:
+                candidates[-1].append(index)
+            else:
+                candidates.append([index])
+        shuffle(rng, candidates)
+        chosen = []
+        for index_set in candidates:
+            if len(chosen) >= num_to_predict:
+                break
+            if len(chosen) + len(index_set) > num_to_predict:
+                continue
+            chosen += index_set  # Candidate sets never overlap.
+    else:
+        candidates = list(range(1, middle_sep))
+        candidates += range(segment_a_length, length - 1)
+        shuffle(rng, candidates)
+        chosen = candidates[:num_to_predict]
+
+    labels = {}
+    random_ = rng.random
+    for index in chosen:
+        labels[index] = input_ids[index]
+        if random_() < 0.8:
+            input_ids[index] = vocab.mask_id
+        elif random_() < 0.5:
+            pass  # Kept as it is.
+        else:
+            word_ids = vocab.word_ids
+            input_ids[index] = word_ids[rng.randint(0, len(word_ids) - 1)]
+    positions = sorted(labels)
+    return positions, [labels[index] for index in positions]
+
+
+def create_instances_from_document(all_documents, document_index, options, vocab, rng):
+    """The original's instances for one document.
+
+    Segments (lines) are gathered into a chunk until it reaches the target
+    length (`max_seq_length - 3`, or with `short_seq_prob` a random shorter
+    one); a random number of leading segments become A; B is either the rest
+    (is_random_next False) or, half of the time and always for a one-segment
+    chunk, text from a random other document, in which case the unused
+    segments are put back for the next chunk.
+
+    Args:
+        all_documents: List of documents, each a list of segments (id lists).
+        document_index: Which document.
+        options: `InstanceOptions`.
+        vocab: `InstanceVocab`.
+        rng: `random.Random`.
+
+    Returns:
+        List of `TrainingInstance`.
+    """
+    document = all_documents[document_index]
+    max_num_tokens = options.max_seq_length - 3  # [CLS], [SEP], [SEP]
+    target_seq_length = max_num_tokens
+    if rng.random() < options.short_seq_prob:
+        target_seq_length = rng.randint(2, max_num_tokens)
+
+    instances = []
+    current_chunk = []
+    current_length = 0
+    i = 0
+    while i < len(document):
+        segment = document[i]
+        current_chunk.append(segment)
+        current_length += len(segment)
+        if i == len(document) - 1 or current_length >= target_seq_length:
+            a_end = 1
+            if len(current_chunk) >= 2:
+                a_end = rng.randint(1, len(current_chunk) - 1)
+            tokens_a = []
+            for segment in current_chunk[:a_end]:
+                tokens_a += segment
+
+            tokens_b = []
+            if len(current_chunk) == 1 or rng.random() < 0.5:
+                is_random_next = True
+                target_b_length = target_seq_length - len(tokens_a)
+                # The original tries 10 times to find another document.
+                for _ in range(10):
+                    random_document_index = rng.randint(0, len(all_documents) - 1)
+                    if random_document_index != document_index:
+                        break
+                random_document = all_documents[random_document_index]
+                random_start = rng.randint(0, len(random_document) - 1)
+                for segment in random_document[random_start:]:
+                    tokens_b += segment
+                    if len(tokens_b) >= target_b_length:
+                        break
+                # The segments not used for A go back for the next chunk.
+                i -= len(current_chunk) - a_end
+            else:
+                is_random_next = False
+                for segment in current_chunk[a_end:]:
+                    tokens_b += segment
+
+            a_start, a_stop, b_start, b_stop = truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+            input_ids = [vocab.cls_id]
+            input_ids += tokens_a[a_start:a_stop]
+            input_ids.append(vocab.sep_id)
+            segment_a_length = len(input_ids)
+            input_ids += tokens_b[b_start:b_stop]
+            input_ids.append(vocab.sep_id)  # [max_seq_length at most]
+
+            positions, labels = create_masked_lm_predictions(input_ids, segment_a_length, options, vocab, rng)
+            instances.append(TrainingInstance(input_ids, segment_a_length, positions, labels, is_random_next))
+            current_chunk = []
+            current_length = 0
+        i += 1
+    return instances
+
+
+def create_training_instances(documents, options, vocab, rng):
+    """All instances of a corpus in the original's order before its final shuffle.
+
+    Removes empty documents, shuffles the rest with `rng`, then makes
+    `dupe_factor` passes over them. The caller finishes the original's sequence
+    with `shuffle(rng, instances)` (or shuffles positions of the same count:
+    a shuffle's draws depend only on the length).
+
+    Args:
+        documents: List of documents (see `add_documents`); not modified, but
+            emptied documents are left out of the list used.
+        options: `InstanceOptions`.
+        vocab: `InstanceVocab`.
+        rng: `random.Random`.
+
+    Yields:
+        `TrainingInstance`s, one document's at a time.
+    """
+    all_documents = [document for document in documents if document]
+    shuffle(rng, all_documents)
+    for _ in range(options.dupe_factor):
+        for document_index in range(len(all_documents)):
+            yield from create_instances_from_document(all_documents, document_index, options, vocab, rng)

@@ -1,0 +1,543 @@
+"""Pretraining data from text files to TFRecords, in two modes.
+
+`write_original_order`: the original `create_pretraining_data.py`, example for
+example (same documents, pairs, masks, order and round-robin over the output
+files). It must hold the whole corpus's documents, as the original does, but
+keeps the instances as encoded bytes in an unlinked temporary file instead of
+Python objects, and needs no TensorFlow.
+
+`write_sharded`: the same instance making, streamed. Each input file is cut
+into chunks of about `chunk_bytes` at document boundaries; a chunk is made into
+instances on its own (random next sentences and duplicates come from the same
+chunk, and its instances are shuffled together), with a generator seeded by the
+seed and the chunk's index; chunk c goes to shard c mod num_shards. Memory is
+bounded by one chunk per worker whatever the corpus size; the output depends on
+the seed, the inputs and the shard layout (chunk size, shard count), not on the
+number of workers. Shards are written under temporary names; a manifest next to
+them records the settings and finished shards, so a rerun skips those.
+"""
+
+import array
+import dataclasses
+import hashlib
+import json
+import multiprocessing
+import os
+import queue
+import random
+import tempfile
+import time
+
+from keras_bert_impl.data.pretraining_instances import (
+    InstanceVocab,
+    ReadCounts,
+    add_documents,
+    create_training_instances,
+    read_lines,
+    shuffle,
+)
+from keras_bert_impl.data.tfrecords import ExampleEncoder, LocalFileSystem, TFRecordFileWriter, temporary_path
+from keras_bert_impl.errors import BertError, InputFileError
+from keras_bert_impl.tokenization import FullTokenizer
+
+
+class OutputConflictError(BertError, ValueError):
+    """The output location holds shards made with other settings."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationSettings:
+    """Everything that decides the instances, except the inputs and the layout.
+
+    Attributes:
+        vocab: token -> id mapping (`load_vocab`); it travels to the workers.
+        vocab_file: Where `vocab` came from, for messages.
+        do_lower_case: Tokenizer casing.
+        options: `InstanceOptions`.
+        random_seed: The original's `--random_seed`.
+        compression: None or "GZIP".
+        use_v2_feature_names: tf-models' `input_word_ids` / `input_type_ids`.
+        skip_invalid_utf8: Skip (and count) undecodable lines instead of failing.
+    """
+
+    vocab: dict
+    vocab_file: str
+    do_lower_case: bool
+    options: object
+    random_seed: int = 12345
+    compression: str = None
+    use_v2_feature_names: bool = False
+    skip_invalid_utf8: bool = False
+
+    def fingerprint(self):
+        """A JSON-able summary that changes whenever the output would."""
+        tokens = "\n".join(self.vocab).encode("utf-8")
+        return {
+            "vocab_sha256": hashlib.sha256(tokens).hexdigest(),
+            "do_lower_case": self.do_lower_case,
+            "options": dataclasses.asdict(self.options),
+            "random_seed": self.random_seed,
+            "compression": self.compression,
+            "use_v2_feature_names": self.use_v2_feature_names,
+            "skip_invalid_utf8": self.skip_invalid_utf8,
+        }
+
+
+@dataclasses.dataclass
+class PretrainingDataStats:
+    """Counts for the end-of-run summary.
+
+    Attributes:
+        documents: Non-empty documents read.
+        instances: Instances written.
+        tokens: Real (unpadded) tokens in them, [CLS]/[SEP] included.
+        masked: Masked-LM predictions in them.
+        random_next: Instances whose B is a random next sentence.
+        skipped_lines: Lines skipped as invalid UTF-8.
+    """
+
+    documents: int = 0
+    instances: int = 0
+    tokens: int = 0
+    masked: int = 0
+    random_next: int = 0
+    skipped_lines: int = 0
+
+    def add_instance(self, instance):
+        self.instances += 1
+        self.tokens += len(instance.input_ids)
+        self.masked += len(instance.masked_lm_positions)
+        self.random_next += instance.is_random_next
+
+    def __iadd__(self, other):
+        for field in dataclasses.fields(self):
+            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+        return self
+
+    def summary(self):
+        masked = self.masked / self.tokens if self.tokens else 0.0
+        random_next = self.random_next / self.instances if self.instances else 0.0
+        text = (
+            f"{self.documents:,} documents, {self.instances:,} instances, {self.tokens:,} tokens, "
+            f"{masked:.1%} of tokens masked, {random_next:.1%} random next"
+        )
+        if self.skipped_lines:
+            text += f", {self.skipped_lines:,} invalid UTF-8 lines skipped"
+        return text
+
+
+class Progress:
+    """A one-line progress display on a stream: documents, instances, instances/s.
+
+    Args:
+        stream: Where to draw (e.g. `sys.stderr`), or None for no display.
+        total_shards: Shown as "shards k/n" when given.
+    """
+
+    def __init__(self, stream=None, total_shards=None):
+        self.stream = stream
+        self.total_shards = total_shards
+        self.shards_done = 0
+        self.documents = 0
+        self.instances = 0
+        self._start = time.perf_counter()
+        self._drawn = 0.0
+        self._interactive = bool(stream) and stream.isatty()
+
+    def update(self, documents=0, instances=0, shards=0):
+        self.documents += documents
+        self.instances += instances
+        self.shards_done += shards
+        now = time.perf_counter()
+        # A terminal gets redrawn often; a log file a line every 30 s.
+        if self.stream and now - self._drawn >= (0.5 if self._interactive else 30.0):
+            self._drawn = now
+            self._draw(end="\r" if self._interactive else "\n")
+
+    def _draw(self, end):
+        elapsed = max(time.perf_counter() - self._start, 1e-9)
+        text = f"{self.documents:,} documents | {self.instances:,} instances | {self.instances / elapsed:,.0f} instances/s"
+        if self.total_shards:
+            filled = round(20 * self.shards_done / self.total_shards)
+            text = f"[{'#' * filled}{'.' * (20 - filled)}] shards {self.shards_done}/{self.total_shards} | {text}"
+        self.stream.write(text + end)
+        self.stream.flush()
+
+    def close(self):
+        if self.stream:
+            self._draw(end="\n")
+
+
+# ----------------------------------------------------------------------------
+# The original's order.
+# ----------------------------------------------------------------------------
+
+
+class _RecordSpill:
+    """Encoded records appended to an unlinked temporary file, read back by index."""
+
+    def __init__(self, directory):
+        self._file = tempfile.TemporaryFile(dir=directory, prefix=".pretraining-spill-")
+        self._offsets = array.array("q")
+        self._lengths = array.array("q")
+        self._size = 0
+        self._pending = []
+
+    def __len__(self):
+        return len(self._offsets)
+
+    def append(self, record):
+        self._offsets.append(self._size)
+        self._lengths.append(len(record))
+        self._size += len(record)
+        self._pending.append(record)
+        if len(self._pending) >= 4096:
+            self._flush()
+
+    def _flush(self):
+        self._file.write(b"".join(self._pending))
+        self._pending = []
+
+    def __getitem__(self, index):
+        if self._pending:
+            self._flush()
+            self._file.flush()
+        return os.pread(self._file.fileno(), self._lengths[index], self._offsets[index])
+
+    def close(self):
+        self._file.close()
+
+
+def write_original_order(input_files, output_files, settings, progress=None):
+    """Writes the original `create_pretraining_data.py`'s examples, in its order.
+
+    Documents continue across input files (the original starts a new one only
+    at a blank line), empty documents are dropped, the rest shuffled; instances
+    are made `dupe_factor` times over, shuffled, and written round-robin to
+    `output_files`.
+
+    Args:
+        input_files: Text files, one sentence per line, blank lines between documents.
+        output_files: TFRecord files, written round-robin.
+        settings: `GenerationSettings`.
+        progress: Optional `Progress`.
+
+    Returns:
+        `PretrainingDataStats`.
+
+    Raises:
+        InputFileError: a missing or undecodable input, or no text at all.
+        VocabError: the vocabulary lacks [UNK], [CLS], [SEP] or [MASK].
+    """
+    vocab = InstanceVocab.from_vocab(settings.vocab, settings.vocab_file)
+    tokenizer = FullTokenizer.from_vocab(settings.vocab, do_lower_case=settings.do_lower_case)
+    progress = progress or Progress()
+    counts = ReadCounts()
+    documents = [[]]
+    for path in input_files:
+        before = len(documents)
+        add_documents(documents, read_lines(path, settings.skip_invalid_utf8, counts), tokenizer)
+        progress.update(documents=len(documents) - before)
+    documents = [document for document in documents if document]
+    if not documents:
+        raise InputFileError(f"{', '.join(input_files)}: no text to make instances of (empty or blank lines only)")
+
+    stats = PretrainingDataStats(documents=len(documents), skipped_lines=counts.skipped_lines)
+    encoder = ExampleEncoder(
+        settings.options.max_seq_length, settings.options.max_predictions_per_seq, settings.use_v2_feature_names
+    )
+    rng = random.Random(settings.random_seed)
+    spill_directory = os.path.dirname(os.path.abspath(output_files[0]))
+    os.makedirs(spill_directory, exist_ok=True)
+    spill = _RecordSpill(spill_directory)
+    try:
+        for instance in create_training_instances(documents, settings.options, vocab, rng):
+            spill.append(encoder.encode(instance))
+            stats.add_instance(instance)
+            if stats.instances % 4096 == 0:
+                progress.update(instances=4096)
+        progress.update(instances=stats.instances % 4096)
+        del documents
+        # The original shuffles its instance list; shuffling their indexes
+        # draws the same numbers (a shuffle's draws depend only on the length).
+        order = array.array("q", range(len(spill)))
+        shuffle(rng, order)
+        writers = []
+        try:
+            for path in output_files:
+                writers.append(TFRecordFileWriter(path, settings.compression))
+            for position, index in enumerate(order):
+                writers[position % len(writers)].write(spill[index])
+            for writer in writers:
+                writer.close()
+        except BaseException:
+            for writer in writers:
+                writer.abort()
+            raise
+    finally:
+        spill.close()
+    return stats
+
+
+# ----------------------------------------------------------------------------
+# Streaming and sharded.
+# ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Chunk:
+    """Bytes [start, end) of `path`, widened to whole documents when read."""
+
+    path: str
+    start: int
+    end: int
+
+
+def plan_chunks(files_and_sizes, chunk_bytes):
+    """Cuts each file into pieces of about `chunk_bytes` (at least one per non-empty file).
+
+    Args:
+        files_and_sizes: `(path, size in bytes)` pairs, in order.
+        chunk_bytes: Target piece size.
+
+    Returns:
+        List of `Chunk`; its index is the chunk's identity (seed, shard).
+    """
+    chunks = []
+    for path, size in files_and_sizes:
+        if size <= 0:
+            continue
+        pieces = max(1, round(size / chunk_bytes))
+        bounds = [size * k // pieces for k in range(pieces + 1)]
+        chunks += [Chunk(path, start, end) for start, end in zip(bounds, bounds[1:])]
+    return chunks
+
+
+def shard_paths(output_prefix, num_shards):
+    """`{prefix}-00000-of-00008` ... (TensorFlow's sharded-file naming)."""
+    return [f"{output_prefix}-{index:05d}-of-{num_shards:05d}" for index in range(num_shards)]
+
+
+class ShardWriter:
+    """Makes and writes whole shards; one per worker process (or Beam worker).
+
+    Args:
+        settings: `GenerationSettings`.
+        filesystem: `LocalFileSystem` or an equivalent for remote paths.
+    """
+
+    def __init__(self, settings, filesystem=LocalFileSystem):
+        self.settings = settings
+        self.filesystem = filesystem
+        self.tokenizer = FullTokenizer.from_vocab(settings.vocab, do_lower_case=settings.do_lower_case)
+        self.vocab = InstanceVocab.from_vocab(settings.vocab, settings.vocab_file)
+        self.encoder = ExampleEncoder(
+            settings.options.max_seq_length, settings.options.max_predictions_per_seq, settings.use_v2_feature_names
+        )
+
+    def write(self, path, indexed_chunks, on_chunk=None):
+        """Writes the instances of `indexed_chunks` (`(index, Chunk)` pairs) to `path`.
+
+        Args:
+            on_chunk: Optional callable(documents, instances) after each chunk.
+
+        Returns:
+            `PretrainingDataStats` of the shard.
+        """
+        stats = PretrainingDataStats()
+        with TFRecordFileWriter(path, self.settings.compression, self.filesystem) as writer:
+            for chunk_index, chunk in indexed_chunks:
+                chunk_stats = self._write_chunk(writer, chunk_index, chunk)
+                stats += chunk_stats
+                if on_chunk:
+                    on_chunk(chunk_stats.documents, chunk_stats.instances)
+        return stats
+
+    def _write_chunk(self, writer, chunk_index, chunk):
+        """Makes one chunk's instances, shuffles them together and writes them."""
+        settings = self.settings
+        counts = ReadCounts()
+        lines = read_lines(
+            chunk.path, settings.skip_invalid_utf8, counts, (chunk.start, chunk.end), self.filesystem.open
+        )
+        documents = add_documents([[]], lines, self.tokenizer)
+        stats = PretrainingDataStats(
+            documents=sum(1 for document in documents if document), skipped_lines=counts.skipped_lines
+        )
+        # A string seed is hashed with SHA-512: the same in every process and run.
+        rng = random.Random(f"{settings.random_seed}:{chunk_index}")
+        # One growing buffer rather than a bytes object per record: freed whole
+        # after the chunk, so memory does not fragment from chunk to chunk.
+        records, ends = bytearray(), array.array("q", [0])
+        for instance in create_training_instances(documents, settings.options, self.vocab, rng):
+            records += self.encoder.encode(instance)
+            ends.append(len(records))
+            stats.add_instance(instance)
+        del documents
+        order = array.array("q", range(len(ends) - 1))
+        shuffle(rng, order)
+        for index in order:
+            writer.write(bytes(records[ends[index] : ends[index + 1]]))
+        return stats
+
+
+def shard_tasks(chunks, paths):
+    """`(shard path, [(chunk index, Chunk), ...])` per shard: chunk c to shard c mod n."""
+    return [(path, [(c, chunk) for c, chunk in enumerate(chunks) if c % len(paths) == shard]) for shard, path in enumerate(paths)]
+
+
+# Per-process state of a worker in the pool: its ShardWriter and progress queue.
+_worker = {}
+
+
+def _start_worker(settings, progress_queue):
+    _worker["writer"] = ShardWriter(settings)
+    _worker["queue"] = progress_queue
+
+
+def _write_shard_in_worker(task):
+    path, indexed_chunks = task
+    report = lambda documents, instances: _worker["queue"].put((documents, instances))  # noqa: E731
+    return path, _worker["writer"].write(path, indexed_chunks, report)
+
+
+def _read_manifest(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+    except (ValueError, OSError):
+        return None  # Unreadable: treat every shard as unfinished.
+
+
+def _write_manifest(path, manifest):
+    temporary = temporary_path(path)
+    with open(temporary, "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=1, sort_keys=True)
+    os.replace(temporary, path)
+
+
+def write_sharded(
+    input_files,
+    output_prefix,
+    settings,
+    num_shards,
+    num_workers=1,
+    chunk_bytes=2 << 20,
+    progress_stream=None,
+):
+    """Streams `input_files` into `num_shards` TFRecord shards using `num_workers` processes.
+
+    Shards already finished by an earlier run with the same settings and inputs
+    (recorded in `{output_prefix}.manifest.json`) are kept and not redone.
+
+    Args:
+        input_files: Text files (one sentence per line, blank lines between
+            documents); read in sorted order, each once.
+        output_prefix: Shards are `{output_prefix}-00000-of-NNNNN` ...
+        settings: `GenerationSettings`.
+        num_shards: Number of output files.
+        num_workers: Processes making shards (1: this process).
+        chunk_bytes: Input bytes per chunk (memory per worker grows with it).
+        progress_stream: Where to draw progress (e.g. `sys.stderr`), or None.
+
+    Returns:
+        `(stats, shard paths, number of shards kept from an earlier run)`.
+
+    Raises:
+        InputFileError: missing or undecodable input, or no input text.
+        OutputConflictError: the output holds shards made with other settings.
+    """
+    files_and_sizes = []
+    for path in sorted(set(input_files)):  # The same plan whatever order globs list them in.
+        if not os.path.isfile(path):
+            raise InputFileError(f"{path}: input file not found")
+        files_and_sizes.append((path, os.path.getsize(path)))
+    chunks = plan_chunks(files_and_sizes, chunk_bytes)
+    if not chunks:
+        raise InputFileError(f"{', '.join(input_files)}: input files are empty")
+    InstanceVocab.from_vocab(settings.vocab, settings.vocab_file)  # Fail here, not in a worker.
+    paths = shard_paths(output_prefix, num_shards)
+    tasks = shard_tasks(chunks, paths)
+    os.makedirs(os.path.dirname(os.path.abspath(output_prefix)), exist_ok=True)
+
+    manifest_path = f"{output_prefix}.manifest.json"
+    fingerprint = dict(
+        settings.fingerprint(),
+        inputs=[[path, size, int(os.path.getmtime(path))] for path, size in files_and_sizes],
+        num_shards=num_shards,
+        chunk_bytes=chunk_bytes,
+    )
+    manifest = _read_manifest(manifest_path)
+    if manifest is not None and manifest.get("settings") != fingerprint:
+        if any(os.path.exists(path) for path in paths):
+            raise OutputConflictError(
+                f"{manifest_path}: the shards there were made with other settings or inputs; "
+                "remove them or choose another --output_file"
+            )
+        manifest = None
+    manifest = manifest or {"settings": fingerprint, "shards": {}}
+    done = {os.path.basename(path) for path in paths if os.path.exists(path)} & set(manifest["shards"])
+    manifest["shards"] = {name: manifest["shards"][name] for name in done}
+    _write_manifest(manifest_path, manifest)
+
+    stats = PretrainingDataStats()
+    for name in done:
+        stats += PretrainingDataStats(**manifest["shards"][name])
+    progress = Progress(progress_stream, total_shards=num_shards)
+    progress.update(shards=len(done))
+    pending = [task for task in tasks if os.path.basename(task[0]) not in done]
+
+    def finished(path, shard_stats):
+        nonlocal stats
+        stats += shard_stats
+        manifest["shards"][os.path.basename(path)] = dataclasses.asdict(shard_stats)
+        _write_manifest(manifest_path, manifest)
+        progress.update(shards=1)
+
+    try:
+        for path, indexed_chunks in pending:
+            if not indexed_chunks:  # Fewer chunks than shards: nothing to make.
+                TFRecordFileWriter(path, settings.compression).close()
+                finished(path, PretrainingDataStats())
+        pending = [task for task in pending if task[1]]
+        if num_workers <= 1 or len(pending) <= 1:
+            writer = ShardWriter(settings)
+            for path, indexed_chunks in pending:
+                shard_stats = writer.write(path, indexed_chunks, lambda d, i: progress.update(d, i))
+                finished(path, shard_stats)
+        else:
+            _run_pool(pending, settings, min(num_workers, len(pending)), progress, finished)
+    finally:
+        for path, _ in pending:
+            LocalFileSystem.delete(temporary_path(path))  # Left by a killed worker.
+        progress.close()
+    if not stats.documents:
+        for path in paths + [manifest_path]:
+            LocalFileSystem.delete(path)
+        raise InputFileError(f"{', '.join(input_files)}: no text to make instances of (blank lines only)")
+    return stats, paths, len(done)
+
+
+def _run_pool(tasks, settings, num_workers, progress, finished):
+    # Fresh interpreters: safe even if this process has started TensorFlow's threads.
+    context = multiprocessing.get_context("spawn")
+    progress_queue = context.Queue()
+    with context.Pool(num_workers, _start_worker, (settings, progress_queue)) as pool:
+        results = pool.imap_unordered(_write_shard_in_worker, tasks)
+        remaining = len(tasks)
+        while remaining:
+            try:
+                path, shard_stats = results.next(timeout=0.2)
+            except multiprocessing.TimeoutError:
+                pass
+            else:
+                finished(path, shard_stats)
+                remaining -= 1
+            while True:
+                try:
+                    documents, instances = progress_queue.get_nowait()
+                except queue.Empty:
+                    break
+                progress.update(documents, instances)

@@ -7,6 +7,7 @@ from keras_bert_impl.config import BertConfig
 from keras_bert_impl.layers.embeddings import EmbeddingPostprocessor, WordEmbedding
 from keras_bert_impl.layers.pooler import Pooler
 from keras_bert_impl.layers.transformer import TransformerEncoder
+from keras_bert_impl.models.base import BertConfigModel
 
 _PACKAGE = "keras_bert_impl"
 
@@ -19,7 +20,7 @@ def as_bert_config(bert_config):
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class BertModel(keras.Model):
+class BertModel(BertConfigModel):
     """The BERT encoder: embeddings, transformer stack and pooler.
 
     Inputs are a dict of `input_ids`, `input_mask` and `segment_ids`, each
@@ -155,17 +156,8 @@ class BertModel(keras.Model):
 
     def get_config(self):
         return {
-            "bert_config": self.bert_config.to_dict(),
+            **super().get_config(),
             "output_all_encoder_layers": self.output_all_encoder_layers,
             "output_attention_probs": self.output_attention_probs,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
-            "name": self.name,
-            "trainable": self.trainable,
         }
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-        return cls(**config)

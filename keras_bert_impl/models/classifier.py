@@ -3,13 +3,14 @@
 import keras
 
 from keras_bert_impl.layers.heads import OutputProjection
+from keras_bert_impl.models.base import BertConfigModel
 from keras_bert_impl.models.bert_model import BertModel, as_bert_config
 
 _PACKAGE = "keras_bert_impl"
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class BertClassifier(keras.Model):
+class BertClassifier(BertConfigModel):
     """BERT pooled output -> dropout(0.1) -> `output_weights`/`output_bias` logits.
 
     The head's variables carry the original run_classifier names
@@ -66,17 +67,8 @@ class BertClassifier(keras.Model):
 
     def get_config(self):
         return {
-            "bert_config": self.bert_config.to_dict(),
+            **super().get_config(),
             "num_labels": self.num_labels,
             "dropout_rate": self.dropout_rate,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
-            "name": self.name,
-            "trainable": self.trainable,
         }
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-        return cls(**config)

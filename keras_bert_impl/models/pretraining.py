@@ -6,6 +6,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_bert_impl.layers.heads import MaskedLMHead, OutputProjection
+from keras_bert_impl.models.base import BertConfigModel
 from keras_bert_impl.models.bert_model import BertModel, as_bert_config
 from keras_bert_impl.models.pretraining_losses import masked_lm_loss, next_sentence_loss
 
@@ -37,7 +38,7 @@ def _scale_for_replicas(loss):
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class BertPretrainingModel(keras.Model):
+class BertPretrainingModel(BertConfigModel):
     """BERT + masked-LM and next-sentence heads, with the original losses.
 
     Inputs: `input_ids`, `input_mask`, `segment_ids` [batch, seq] and
@@ -147,17 +148,4 @@ class BertPretrainingModel(keras.Model):
             total = total + ops.sum(self.losses)
         return _scale_for_replicas(total)
 
-    def get_config(self):
-        return {
-            "bert_config": self.bert_config.to_dict(),
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
-            "name": self.name,
-            "trainable": self.trainable,
-        }
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-        return cls(**config)

@@ -3,13 +3,14 @@
 import keras
 
 from keras_bert_impl.layers.heads import OutputProjection
+from keras_bert_impl.models.base import BertConfigModel
 from keras_bert_impl.models.bert_model import BertModel, as_bert_config
 
 _PACKAGE = "keras_bert_impl"
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class BertSpanQA(keras.Model):
+class BertSpanQA(BertConfigModel):
     """BERT sequence output -> `cls/squad` projection -> start and end logits.
 
     Every token gets two logits, `x · output_weightsᵀ + output_bias` with the
@@ -63,20 +64,7 @@ class BertSpanQA(keras.Model):
         self.bert = bert
         self.span_head = span_head
 
-    def get_config(self):
-        return {
-            "bert_config": self.bert_config.to_dict(),
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
-            "name": self.name,
-            "trainable": self.trainable,
-        }
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-        return cls(**config)
 
 
 def span_qa_losses():

@@ -3,13 +3,14 @@
 import keras
 
 from keras_bert_impl.layers.heads import OutputProjection
+from keras_bert_impl.models.base import BertConfigModel
 from keras_bert_impl.models.bert_model import BertModel, as_bert_config
 
 _PACKAGE = "keras_bert_impl"
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class BertTokenClassifier(keras.Model):
+class BertTokenClassifier(BertConfigModel):
     """BERT sequence output -> dropout -> `output_weights`/`output_bias` logits per token.
 
     The head keeps run_classifier's unscoped names and layout
@@ -68,20 +69,11 @@ class BertTokenClassifier(keras.Model):
 
     def get_config(self):
         return {
-            "bert_config": self.bert_config.to_dict(),
+            **super().get_config(),
             "num_labels": self.num_labels,
             "dropout_rate": self.dropout_rate,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
-            "name": self.name,
-            "trainable": self.trainable,
         }
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-        return cls(**config)
 
 
 def token_classification_loss():

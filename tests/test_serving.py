@@ -133,6 +133,14 @@ def probed(exports, tokenizers):
         "fill_mask": [{"signature": "serving_default", "inputs": {"text": [FILL_MASK_TEXT, "no mask here"]}}],
         "span_qa": [{"signature": "serve_text_pair", "inputs": {"text": QUESTIONS, "text_b": CONTEXTS}}],
     }
+    # Every export answers every signature on real sentences.
+    for task in ("classifier", "regression", "embeddings", "span_qa"):
+        requests[task] = requests[task] + [
+            {"signature": "serve_ids", "inputs": {k: v.tolist() for k, v in features.items()}},
+            {"signature": "serve_examples", "inputs": {"examples": {"b64": [base64.b64encode(example.SerializeToString()).decode()]}}},
+            {"signature": "serve_text_pair", "inputs": {"text": SENTENCES[:2], "text_b": PAIRS[:2]}},
+            {"signature": "serving_default", "inputs": {"text": SENTENCES[:2]}},
+        ]
     return {task: probe(paths[task], calls) for task, calls in requests.items()}
 
 
@@ -207,8 +215,45 @@ def test_span_qa_best_answer(exports, tokenizers, probed):
         assert result["answer_text"][row] == " ".join(tokens).replace(" ##", "")
 
 
+def test_every_signature_agrees_with_the_keras_model(exports, tokenizers, probed):
+    _, models, _ = exports
+    python, _ = tokenizers
+    single = python_features(python, SENTENCES[:2])
+    pair = python_features(python, SENTENCES[:2], PAIRS[:2])
+    outputs = {
+        "classifier": lambda x: {"probabilities": tf.nn.softmax(models["classifier"](x)).numpy()},
+        "regression": lambda x: {"predictions": models["regression"](x).numpy()[:, 0]},
+        "embeddings": lambda x: {"pooled_output": models["embeddings"](x)["pooled_output"].numpy()},
+        "span_qa": lambda x: {k: models["span_qa"](x)[k].numpy() for k in ("start_logits", "end_logits")},
+    }
+    for task, compute in outputs.items():
+        ids, examples, text_pair, text = probed[task][-4:]
+        for result, inputs, rows in ((ids, single, 2), (examples, single, 1), (text_pair, pair, 2), (text, single, 2)):
+            for key, value in compute(inputs).items():
+                np.testing.assert_allclose(result[key], value[:rows], atol=1e-5, err_msg=f"{task} {key}")
+
+
+def test_export_tool_from_a_release(tmp_path, bert_vocab_file):
+    from keras_bert_impl.checkpoints.original import save_original_checkpoint
+
+    config = tiny_config(vocab_size=30522, max_position_embeddings=64)
+    model = BertClassifier(config, num_labels=2)
+    save_original_checkpoint(model, str(tmp_path / "release" / "model.ckpt"))
+    config.to_json_file(tmp_path / "release" / "bert_config.json")
+    (tmp_path / "release" / "vocab.txt").write_bytes(bert_vocab_file.read_bytes())
+    command = [sys.executable, "-m", "tools.export_saved_model", f"--model_dir={tmp_path}/release", "--task=classifier",
+               "--label_names=no,yes", "--max_seq_length=16", f"--export_dir={tmp_path}/saved_models/tiny"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "saved_models" / "tiny" / "1" / "saved_model.pb").exists()
+    again = subprocess.run(command + ["--version=1"], capture_output=True, text=True, cwd=REPO, env=env)
+    lines = again.stderr.strip().splitlines()
+    assert again.returncode != 0 and "version 1 already exists" in lines[-1] and len(lines) == 1
+
+
 def test_bad_requests_have_defined_results(probed):
-    empty_batch, odd_texts, mismatched = probed["classifier"][2:]
+    empty_batch, odd_texts, mismatched = probed["classifier"][2:5]
     assert empty_batch == {"probabilities": [], "label_ids": [], "labels": []}
     assert len(odd_texts["probabilities"]) == 2  # "" and invalid UTF-8: defined outputs
     assert "error" in mismatched  # text/text_b batch sizes differ: an error status

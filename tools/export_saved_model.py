@@ -83,7 +83,11 @@ def main(argv=None):
     from keras_bert_impl.checkpoints.original import load_original_checkpoint
     from keras_bert_impl.config import BertConfig
     from keras_bert_impl.errors import ConfigError
-    from keras_bert_impl.serving.export import export_saved_model
+    from keras_bert_impl.serving.export import ExportError, export_saved_model
+
+    if args.version is not None and os.path.exists(os.path.join(args.export_dir, str(args.version))):
+        # Checked before any work: versions are never overwritten.
+        raise ExportError(f"{os.path.join(args.export_dir, str(args.version))}: version {args.version} already exists")
 
     config = BertConfig.from_json_file(args.bert_config_file)
     if args.max_seq_length > config.max_position_embeddings:

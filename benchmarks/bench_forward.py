@@ -272,7 +272,8 @@ def main(argv=None):
                         help=f"Comma-separated, from {', '.join(BUILDERS)}.")
     parser.add_argument("--max_variant_seconds", type=float, default=30.0,
                         help="Stop timing a variant once its timed batches took this long "
-                             "(it keeps at least one); bounds the run when one is very slow.")
+                             "(it keeps at least one), and skip its warm-up batch when its "
+                             "first call took this long: bounds the run when one is very slow.")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     precisions = args.precisions.split(",")
@@ -281,8 +282,8 @@ def main(argv=None):
         unknown = sorted(set(names) - set(known))
         if unknown:
             parser.error(f"unknown {', '.join(unknown)}; known: {', '.join(known)}")
-    if args.seq_length > MAX_POSITION_EMBEDDINGS:
-        parser.error(f"--seq_length must be at most {MAX_POSITION_EMBEDDINGS}")
+    if not 8 <= args.seq_length <= MAX_POSITION_EMBEDDINGS:
+        parser.error(f"--seq_length must be in [8, {MAX_POSITION_EMBEDDINGS}]")
 
     layers, hidden, heads, intermediate = CONFIGS[args.config]
     inputs = {key: tf.constant(value) for key, value in

@@ -284,7 +284,7 @@ def fine_tune(model, task, features, labels, args, strategy):
         callbacks=[
             StopAtStep(num_train_steps),
             TrainingCheckpoint(args.output_dir, args.save_checkpoints_steps),
-            TrainingSummaries(args.output_dir, every_n_steps=min(100, args.save_checkpoints_steps)),
+            TrainingSummaries(args.output_dir, every_n_steps=max(1, min(100, args.save_checkpoints_steps, num_train_steps // 20))),
         ],
     )
     return int(model.optimizer.iterations.numpy())

@@ -44,6 +44,19 @@ class FlagParser(argparse.ArgumentParser):
         )
         self.add_argument(f"--no{name}", dest=name, action="store_false", help=argparse.SUPPRESS)
 
+    def add_fine_tuning_flags(self):
+        """The original fine-tuning scripts' training flags, plus `--strategy`
+        and `--seed`, shared by run_classifier, run_squad and run_ner."""
+        add = self.add_argument
+        add("--train_batch_size", type=int, default=32, help="Total batch size for training (default: %(default)s).")
+        add("--learning_rate", type=float, default=5e-5, help="Initial learning rate for Adam (default: %(default)s).")
+        add("--num_train_epochs", type=float, default=3.0, help="Training epochs (default: %(default)s).")
+        add("--warmup_proportion", type=float, default=0.1, help="Fraction of steps of linear warmup (default: %(default)s).")
+        add("--save_checkpoints_steps", type=int, default=1000, help="Steps between training checkpoints (default: %(default)s).")
+        add("--strategy", default="default", help="default, one_device, mirrored, multi_worker_mirrored or tpu (default: %(default)s).")
+        add("--tpu_name", help="TPU name or grpc:// address for --strategy=tpu.")
+        add("--seed", type=int, default=12345, help="Seed of initialisation, dropout and shuffling (default: %(default)s).")
+
     def require(self, args, *names):
         """Errors (one line) for each required flag left unset."""
         missing = [f"--{n}" for n in names if getattr(args, n) in (None, "")]

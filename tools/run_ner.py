@@ -70,17 +70,10 @@ def build_parser():
     parser.add_bool("do_train", False, "Fine-tune on --train_file.")
     parser.add_bool("do_eval", False, "Evaluate --eval_file.")
     parser.add_bool("do_predict", False, "Predict --predict_file.")
-    parser.add_argument("--train_batch_size", type=int, default=32, help="Total batch size for training (default: %(default)s).")
+    parser.add_fine_tuning_flags()
     parser.add_argument("--eval_batch_size", type=int, default=8, help="Total batch size for eval (default: %(default)s).")
     parser.add_argument("--predict_batch_size", type=int, default=8, help="Total batch size for predict (default: %(default)s).")
-    parser.add_argument("--learning_rate", type=float, default=5e-5, help="Initial learning rate for Adam (default: %(default)s).")
-    parser.add_argument("--num_train_epochs", type=float, default=3.0, help="Training epochs (default: %(default)s).")
-    parser.add_argument("--warmup_proportion", type=float, default=0.1, help="Fraction of steps of linear warmup (default: %(default)s).")
-    parser.add_argument("--save_checkpoints_steps", type=int, default=1000, help="Steps between training checkpoints (default: %(default)s).")
     parser.add_argument("--labels", help="Comma-separated label list (default: the train file's, \"O\" first, or the checkpoint's label_list.txt).")
-    parser.add_argument("--strategy", default="default", help="default, one_device, mirrored, multi_worker_mirrored or tpu (default: %(default)s).")
-    parser.add_argument("--tpu_name", help="TPU name or grpc:// address for --strategy=tpu.")
-    parser.add_argument("--seed", type=int, default=12345, help="Seed of initialisation, dropout and shuffling (default: %(default)s).")
     return parser
 
 

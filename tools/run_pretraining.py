@@ -127,7 +127,7 @@ def main(argv=None):
         save_training_checkpoint,
     )
     from keras_bert_impl.training.optimization import create_optimizer
-    from keras_bert_impl.training.strategy import check_batch_size, get_strategy
+    from keras_bert_impl.training.strategy import adapt_model_to_multi_worker, check_batch_size, get_strategy
 
     if args.num_cpu_devices > 1:
         split_logical_cpus(args.num_cpu_devices)
@@ -159,13 +159,7 @@ def main(argv=None):
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         model.compile(optimizer=optimizer, jit_compile=args.jit_compile)
         optimizer.build(model.trainable_variables)
-        if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-            # Keras 3.15's fit peeks at one batch to build the model under a
-            # strategy and averages it with strategy.reduce, which fails for
-            # dict batches under MultiWorkerMirroredStrategy. Model and
-            # optimizer are built above and nothing else is compiled, so the
-            # peek has nothing left to build.
-            model._maybe_symbolic_build = lambda *args, **kwargs: None
+        adapt_model_to_multi_worker(model, strategy)
 
         step = 0
         existing = checkpoint_steps(args.output_dir)

@@ -64,3 +64,41 @@ def check_batch_size(batch_size, strategy, flag="--train_batch_size"):
         raise StrategyError(
             f"{flag}={batch_size} is not divisible by the {replicas} replicas of the strategy"
         )
+
+
+def adapt_model_to_multi_worker(model, strategy):
+    """Works around Keras 3.15's `fit`/`evaluate` under multi-worker mirroring.
+
+    Two things in Keras 3.15 fail under a `MultiWorkerMirroredStrategy` that
+    spans more than one worker:
+
+    - After each step it averages the logs across workers with
+      `strategy.reduce("MEAN", value, axis=0)`, which rejects the scalar logs
+      every model returns ("Invalid reduction dimension 0"). The steps here
+      return each log as a one-element vector instead, so the mean over axis
+      0 is the mean over workers, a scalar again.
+    - `fit` peeks at one batch to build the model and averages it with
+      `strategy.reduce`, which fails for dict batches. Callers build the
+      model and optimizer before `fit`, so the peek is skipped.
+
+    Does nothing under any other strategy.
+
+    Args:
+        model: A compiled Keras model whose variables and optimizer are built.
+        strategy: The strategy it was built under.
+    """
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return
+
+    def as_vectors(step):
+        def step_with_vector_logs(data):
+            logs = step(data)
+            return tf.nest.map_structure(
+                lambda value: tf.reshape(value, [1]) if value.shape.rank == 0 else value, logs
+            )
+
+        return step_with_vector_logs
+
+    model.train_step = as_vectors(model.train_step)
+    model.test_step = as_vectors(model.test_step)
+    model._maybe_symbolic_build = lambda *args, **kwargs: None

@@ -156,6 +156,7 @@ def build_tf_models(config, precision, jit_compile, batch):
     import tf_keras
     from official.nlp import optimization
     from official.nlp.configs import bert, encoders
+    from official.nlp.data import pretrain_dataloader
     from official.nlp.tasks import masked_lm
 
     layers, hidden, heads, intermediate = config
@@ -170,7 +171,7 @@ def build_tf_models(config, precision, jit_compile, batch):
                 type_vocab_size=TYPE_VOCAB_SIZE)),
             cls_heads=[bert.ClsHeadConfig(inner_dim=hidden, num_classes=2, dropout_rate=0.1,
                                           name="next_sentence")],
-        )))
+        ), train_data=pretrain_dataloader.BertPretrainDataConfig(use_next_sentence_label=True)))
         model = task.build_model()
         metrics = task.build_metrics()
         optimizer = optimization.create_optimizer(LEARNING_RATE, NUM_TRAIN_STEPS, NUM_WARMUP_STEPS)

@@ -1,6 +1,7 @@
 """Task heads with the original variable names: MLM, NSP and classifier."""
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from keras_bert_impl.layers.activations import get_activation
@@ -81,12 +82,21 @@ class MaskedLMHead(keras.layers.Layer):
         )
 
     def call(self, sequence_output, masked_lm_positions):
+        hidden_size = self.hidden_size
         # [batch_size, num_positions, H]
         hidden = gather_indexes(sequence_output, masked_lm_positions)
-        hidden = self.layer_norm(self.transform(hidden))
+        batch_size, num_positions = ops.shape(hidden)[0], ops.shape(hidden)[1]
+        # [batch_size * num_positions, H]
+        hidden = self.layer_norm(self.transform(ops.reshape(hidden, (-1, hidden_size))))
+        # [batch_size * num_positions, vocab_size]. The table is used as
+        # stored, [vocab_size, H], with the product transposing it: its
+        # gradient then comes out in the table's layout, with no transpose of
+        # a vocab-sized matrix per step.
+        embeddings = ops.cast(self.word_embedding.embeddings, hidden.dtype)
+        logits = tf.matmul(hidden, embeddings, transpose_b=True)
+        logits = logits + ops.cast(self.output_bias, logits.dtype)
         # [batch_size, num_positions, vocab_size]
-        logits = ops.matmul(hidden, ops.transpose(ops.cast(self.word_embedding.embeddings, hidden.dtype)))
-        return logits + ops.cast(self.output_bias, logits.dtype)
+        return ops.reshape(logits, (batch_size, num_positions, self.vocab_size))
 
     def compute_output_shape(self, sequence_output_shape, masked_lm_positions_shape=None):
         return (sequence_output_shape[0], masked_lm_positions_shape[1], self.vocab_size)

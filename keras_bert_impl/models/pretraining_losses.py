@@ -10,6 +10,11 @@ MLM_WEIGHT_EPSILON = 1e-5
 def per_example_cross_entropy(logits, labels):
     """-log softmax(logits)[label], computed in float32.
 
+    One fused softmax-cross-entropy op (TensorFlow's
+    `sparse_softmax_cross_entropy_with_logits`): over a 30k vocabulary its
+    gradient is the softmax minus a one-hot, where a log-softmax followed by
+    a gather would scatter into a [..., vocab] zero tensor.
+
     Args:
         logits: [..., num_classes].
         labels: [...] integer class ids.
@@ -17,9 +22,9 @@ def per_example_cross_entropy(logits, labels):
     Returns:
         [...] float32 losses.
     """
-    log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
-    labels = ops.cast(labels, "int32")
-    return -ops.squeeze(ops.take_along_axis(log_probs, labels[..., None], axis=-1), -1)
+    return ops.sparse_categorical_crossentropy(
+        ops.cast(labels, "int32"), ops.cast(logits, "float32"), from_logits=True
+    )
 
 
 def masked_lm_loss(logits, masked_lm_ids, masked_lm_weights):

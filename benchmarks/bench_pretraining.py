@@ -50,7 +50,7 @@ sys.path.insert(0, str(REPO_ROOT / "benchmarks"))  # For the forward benchmark's
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from bench_forward import CONFIGS, MAX_POSITION_EMBEDDINGS, TYPE_VOCAB_SIZE, VOCAB_SIZE, machine_notes, make_inputs  # noqa: E402
+from bench_forward import CONFIGS, MAX_POSITION_EMBEDDINGS, TYPE_VOCAB_SIZE, VOCAB_SIZE, machine_notes  # noqa: E402
 
 tf.get_logger().setLevel("ERROR")
 
@@ -65,21 +65,32 @@ LEARNING_RATE, NUM_TRAIN_STEPS, NUM_WARMUP_STEPS = 1e-4, 10000, 100
 def make_batch(batch_size, seq_length, max_predictions, rng):
     """A batch of pretraining features in the original schema.
 
-    Sentence pairs as in the forward benchmark, with up to `max_predictions`
-    masked positions per row (15% of its real tokens, never [CLS]/[SEP]),
-    zero-padded with weight 0, and random next-sentence labels.
+    Rows are filled the way the original `create_pretraining_data` fills
+    them: to `seq_length` nine times in ten (its `short_seq_prob` is 0.1),
+    otherwise to a length drawn from [seq_length / 4, seq_length]. Each row is
+    `[CLS] A [SEP] B [SEP]` with random word ids, 15% of its real tokens (up to
+    `max_predictions`, never [CLS]/[SEP]) masked, zero-padded prediction
+    slots of weight 0, and a random next-sentence label.
 
     Returns:
         Dict of the original seven feature names to NumPy arrays.
     """
-    batch = make_inputs(batch_size, seq_length, rng)
+    batch = {name: np.zeros((batch_size, seq_length), "int32")
+             for name in ("input_ids", "input_mask", "segment_ids")}
     positions = np.zeros((batch_size, max_predictions), "int32")
     ids = np.zeros((batch_size, max_predictions), "int32")
     weights = np.zeros((batch_size, max_predictions), "float32")
     for row in range(batch_size):
-        candidates = [i for i in np.flatnonzero(batch["input_mask"][row])
-                      if batch["input_ids"][row, i] not in (101, 102)]
-        count = min(max_predictions, max(1, round(0.15 * len(candidates))))
+        length = seq_length
+        if rng.random() < 0.1:
+            length = int(rng.integers(seq_length // 4, seq_length + 1))
+        first_sep = int(rng.integers(2, length - 2))
+        batch["input_ids"][row, :length] = rng.integers(1000, VOCAB_SIZE, length)
+        batch["input_ids"][row, [0, first_sep, length - 1]] = (101, 102, 102)  # [CLS], [SEP], [SEP]
+        batch["input_mask"][row, :length] = 1
+        batch["segment_ids"][row, first_sep + 1 : length] = 1
+        candidates = [i for i in range(1, length - 1) if i != first_sep]
+        count = min(max_predictions, max(1, round(0.15 * length)))
         chosen = np.sort(rng.choice(candidates, count, replace=False))
         positions[row, :count] = chosen
         ids[row, :count] = batch["input_ids"][row, chosen]
@@ -235,7 +246,8 @@ def main(argv=None):
 
     batch = make_batch(args.batch_size, args.seq_length, args.max_predictions_per_seq,
                        np.random.default_rng(args.seed))
-    print(f"batch {args.batch_size} x seq {args.seq_length}, "
+    real_tokens = batch["input_mask"].mean()
+    print(f"batch {args.batch_size} x seq {args.seq_length} ({real_tokens:.0%} real tokens), "
           f"{args.max_predictions_per_seq} max predictions "
           f"({int(batch['masked_lm_weights'].sum())} real), {args.steps} timed steps per variant")
     print(machine_notes())

@@ -92,3 +92,23 @@ def test_mixed_bfloat16_runs_close_to_float32():
     b = np.asarray(keras.ops.cast(bf16(inputs)["pooled_output"], "float32"))
     assert np.abs(a - b).max() < 0.05
     assert bf16(inputs)["sequence_output"].dtype == "bfloat16"
+
+
+def test_encoder_output_positions_are_rows_of_the_full_output():
+    encoder = TransformerEncoder(
+        num_hidden_layers=2, hidden_size=8, num_attention_heads=2, intermediate_size=16
+    )
+    rng = np.random.default_rng(3)
+    hidden = rng.normal(size=(3, 7, 8)).astype("float32")
+    mask = np.ones((3, 7), "int32")
+    mask[1, 4:] = 0
+    positions = np.array([[0, 2, 2], [0, 5, 1], [0, 6, 3]], "int32")
+    full_outputs, full_probs = encoder(hidden, mask)
+    outputs, probs = encoder(hidden, mask, output_positions=positions)
+    np.testing.assert_allclose(outputs[0], full_outputs[0], atol=1e-6)
+    np.testing.assert_allclose(
+        outputs[-1], np.take_along_axis(full_outputs[-1].numpy(), positions[:, :, None], 1), atol=1e-5
+    )
+    np.testing.assert_allclose(
+        probs[-1], np.take_along_axis(full_probs[-1].numpy(), positions[:, None, :, None], 2), atol=1e-6
+    )

@@ -14,9 +14,9 @@ from tests.helpers import random_inputs, randomize, tiny_config
 from tests.numpy_bert import bert_forward, mlm_logits, nsp_logits, pretraining_losses
 
 
-def pretraining_batch(config, batch=6, seq=12, predictions=4, seed=7):
+def pretraining_batch(config, batch=6, seq=12, predictions=4, seed=7, pad=False):
     rng = np.random.default_rng(seed)
-    features = random_inputs(config, batch=batch, seq=seq, seed=seed, pad=False)
+    features = random_inputs(config, batch=batch, seq=seq, seed=seed, pad=pad)
     features["masked_lm_positions"] = rng.integers(0, seq, (batch, predictions)).astype("int32")
     features["masked_lm_ids"] = rng.integers(0, config.vocab_size, (batch, predictions)).astype("int32")
     weights = np.ones((batch, predictions), "float32")
@@ -51,6 +51,42 @@ def test_head_logits_match_reference(model_and_batch):
     ref_mlm, ref_nsp = reference(config, model, f)
     np.testing.assert_allclose(out["masked_lm_logits"], ref_mlm, atol=1e-4)
     np.testing.assert_allclose(out["next_sentence_logits"], ref_nsp, atol=1e-5)
+
+
+def test_head_logits_match_reference_with_padding(model_and_batch):
+    # Padded rows: the last layer, computed only at [CLS] and the masked
+    # positions, still attends with the original's -10000 mask.
+    config, model, _ = model_and_batch
+    f = pretraining_batch(config, pad=True, seed=11)
+    x, _ = split_pretraining_features(f)
+    out = model(x)
+    ref_mlm, ref_nsp = reference(config, model, f)
+    np.testing.assert_allclose(out["masked_lm_logits"], ref_mlm, atol=1e-4)
+    np.testing.assert_allclose(out["next_sentence_logits"], ref_nsp, atol=1e-5)
+
+
+def test_gradients_equal_the_full_last_layer(model_and_batch):
+    """The pretraining model computes its last layer only at [CLS] and the
+    masked positions; the loss and every weight's gradient must equal those
+    of the whole BERT (all rows of every layer) followed by the same heads."""
+    config, model, _ = model_and_batch
+    f = pretraining_batch(config, pad=True, seed=5)
+    x, y = split_pretraining_features({k: tf.constant(v) for k, v in f.items()})
+
+    def full_logits():
+        encoded = model.bert({k: x[k] for k in ("input_ids", "input_mask", "segment_ids")})
+        mlm = model.masked_lm_head(encoded["sequence_output"], x["masked_lm_positions"])
+        return {"masked_lm_logits": mlm, "next_sentence_logits": model.next_sentence_head(encoded["pooled_output"])}
+
+    losses, gradients = [], []
+    for logits_fn in (lambda: model(x), full_logits):
+        with tf.GradientTape() as tape:
+            loss = model.compute_loss(x, y, logits_fn())
+        losses.append(float(loss))
+        gradients.append([tf.convert_to_tensor(g) for g in tape.gradient(loss, model.trainable_variables)])
+    assert losses[0] == pytest.approx(losses[1], rel=1e-6)
+    for variable, restricted, full in zip(model.trainable_variables, *gradients):
+        np.testing.assert_allclose(restricted, full, rtol=1e-4, atol=1e-6, err_msg=variable.path)
 
 
 def test_loss_functions_match_original_formulas():

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_bert_impl.layers.embeddings import truncated_normal
+from keras_bert_impl.layers.gather import gather_indexes
 
 _PACKAGE = "keras_bert_impl"
 
@@ -42,10 +43,15 @@ class SelfAttention(keras.layers.Layer):
         hidden_states: [batch_size, seq_length, H].
         mask_adder: [batch_size, 1, 1, seq_length] from `attention_mask_adder`.
         training: Enables dropout.
+        query_positions: Optional [batch_size, num_queries] positions: only
+            these rows attend (keys and values still cover every position).
+            The result is those rows of the full computation, at a fraction
+            of the cost when few rows are needed (a model's last layer).
 
     Returns:
         `(context, probs)`: [batch_size, seq_length, H] and
-        [batch_size, N, seq_length, seq_length].
+        [batch_size, N, seq_length, seq_length] (`num_queries` in place of the
+        first `seq_length` with `query_positions`).
 
     Example:
     >>> layer = SelfAttention(num_attention_heads=2, size_per_head=4)
@@ -91,16 +97,21 @@ class SelfAttention(keras.layers.Layer):
         )
         return ops.transpose(x, (0, 2, 1, 3))
 
-    def call(self, hidden_states, mask_adder=None, training=None):
+    def call(self, hidden_states, mask_adder=None, training=None, query_positions=None):
         shape = ops.shape(hidden_states)
         batch_size, seq_length, width = shape[0], shape[1], hidden_states.shape[-1]
         # [batch_size * seq_length, H]: the original's reshape_to_matrix.
         matrix = ops.reshape(hidden_states, (-1, width))
-        query = self._split_heads(self.query(matrix), batch_size, seq_length)
+        query_matrix, query_length = matrix, seq_length
+        if query_positions is not None:
+            # [batch_size * num_queries, H]
+            query_matrix = ops.reshape(gather_indexes(hidden_states, query_positions), (-1, width))
+            query_length = ops.shape(query_positions)[1]
+        query = self._split_heads(self.query(query_matrix), batch_size, query_length)
         key = self._split_heads(self.key(matrix), batch_size, seq_length)
         value = self._split_heads(self.value(matrix), batch_size, seq_length)
 
-        # [batch, N, seq, seq]
+        # [batch, N, queries, seq]
         scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))
         scores = scores * ops.cast(1.0 / math.sqrt(self.size_per_head), scores.dtype)
         if mask_adder is not None:
@@ -109,16 +120,17 @@ class SelfAttention(keras.layers.Layer):
         probs = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), scores.dtype)
         dropped = self.dropout(probs, training=training)
 
-        # [batch, N, seq, D] -> [batch, seq, N, D] -> [batch, seq, H]
+        # [batch, N, queries, D] -> [batch, queries, N, D] -> [batch, queries, H]
         context = ops.transpose(ops.matmul(dropped, value), (0, 2, 1, 3))
-        context = ops.reshape(context, (batch_size, seq_length, width))
+        context = ops.reshape(context, (batch_size, query_length, width))
         return context, probs
 
-    def compute_output_shape(self, hidden_states_shape, mask_adder_shape=None):
+    def compute_output_shape(self, hidden_states_shape, mask_adder_shape=None, query_positions_shape=None):
         batch, seq = hidden_states_shape[0], hidden_states_shape[1]
+        queries = seq if query_positions_shape is None else query_positions_shape[1]
         return (
-            tuple(hidden_states_shape),
-            (batch, self.num_attention_heads, seq, seq),
+            (batch, queries, hidden_states_shape[-1]),
+            (batch, self.num_attention_heads, queries, seq),
         )
 
     def get_config(self):

@@ -6,22 +6,9 @@ from keras import ops
 
 from keras_bert_impl.layers.activations import get_activation
 from keras_bert_impl.layers.embeddings import LAYER_NORM_EPSILON, truncated_normal
+from keras_bert_impl.layers.gather import gather_indexes  # noqa: F401 (also imported from here)
 
 _PACKAGE = "keras_bert_impl"
-
-
-def gather_indexes(sequence_output, positions):
-    """The original `gather_indexes`: hidden states at the given positions.
-
-    Args:
-        sequence_output: [batch_size, seq_length, H].
-        positions: [batch_size, num_positions] integer positions.
-
-    Returns:
-        [batch_size, num_positions, H].
-    """
-    positions = ops.cast(positions, "int32")
-    return ops.take_along_axis(sequence_output, positions[:, :, None], axis=1)
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -40,7 +27,9 @@ class MaskedLMHead(keras.layers.Layer):
 
     Call args:
         sequence_output: [batch_size, seq_length, H].
-        masked_lm_positions: [batch_size, max_predictions_per_seq].
+        masked_lm_positions: [batch_size, max_predictions_per_seq], or None
+            when `sequence_output` holds only those positions already
+            ([batch_size, max_predictions_per_seq, H]).
 
     Returns:
         Logits [batch_size, max_predictions_per_seq, vocab_size].
@@ -81,10 +70,12 @@ class MaskedLMHead(keras.layers.Layer):
             name="output_bias", shape=(self.vocab_size,), initializer="zeros"
         )
 
-    def call(self, sequence_output, masked_lm_positions):
+    def call(self, sequence_output, masked_lm_positions=None):
         hidden_size = self.hidden_size
         # [batch_size, num_positions, H]
-        hidden = gather_indexes(sequence_output, masked_lm_positions)
+        hidden = sequence_output
+        if masked_lm_positions is not None:
+            hidden = gather_indexes(sequence_output, masked_lm_positions)
         batch_size, num_positions = ops.shape(hidden)[0], ops.shape(hidden)[1]
         # [batch_size * num_positions, H]
         hidden = self.layer_norm(self.transform(ops.reshape(hidden, (-1, hidden_size))))
@@ -99,6 +90,8 @@ class MaskedLMHead(keras.layers.Layer):
         return ops.reshape(logits, (batch_size, num_positions, self.vocab_size))
 
     def compute_output_shape(self, sequence_output_shape, masked_lm_positions_shape=None):
+        if masked_lm_positions_shape is None:
+            return (sequence_output_shape[0], sequence_output_shape[1], self.vocab_size)
         return (sequence_output_shape[0], masked_lm_positions_shape[1], self.vocab_size)
 
     def get_config(self):

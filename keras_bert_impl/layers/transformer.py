@@ -6,6 +6,7 @@ from keras import ops
 from keras_bert_impl.layers.activations import get_activation
 from keras_bert_impl.layers.attention import SelfAttention, attention_mask_adder
 from keras_bert_impl.layers.embeddings import LAYER_NORM_EPSILON, truncated_normal
+from keras_bert_impl.layers.gather import gather_indexes
 
 _PACKAGE = "keras_bert_impl"
 
@@ -31,9 +32,13 @@ class TransformerLayer(keras.layers.Layer):
     Call args:
         hidden_states: [batch_size, seq_length, H].
         mask_adder: [batch_size, 1, 1, seq_length] additive mask or None.
+        query_positions: Optional [batch_size, num_queries]: compute the
+            output only at these positions (see `SelfAttention`).
 
     Returns:
-        `(layer_output, attention_probs)`.
+        `(layer_output, attention_probs)`; `layer_output` is
+        [batch_size, seq_length, H], or [batch_size, num_queries, H] with
+        `query_positions`.
 
     Example:
     >>> layer = TransformerLayer(hidden_size=8, num_attention_heads=2,
@@ -106,29 +111,32 @@ class TransformerLayer(keras.layers.Layer):
         self.output_dense.build((None, self.intermediate_size))
         self.output_layer_norm.build(matrix_shape)
 
-    def call(self, hidden_states, mask_adder=None, training=None):
+    def call(self, hidden_states, mask_adder=None, training=None, query_positions=None):
         shape = ops.shape(hidden_states)
-        # [batch_size, seq_length, H] -> [batch_size * seq_length, H]
-        matrix = ops.reshape(hidden_states, (-1, self.hidden_size))
-        context, probs = self.attention(hidden_states, mask_adder, training=training)
+        residual = hidden_states
+        if query_positions is not None:
+            # [batch_size, num_queries, H]: the rows this layer outputs.
+            residual = gather_indexes(hidden_states, query_positions)
+            shape = (shape[0], ops.shape(query_positions)[1], self.hidden_size)
+        # [batch_size * rows, H], rows = seq_length or num_queries
+        matrix = ops.reshape(residual, (-1, self.hidden_size))
+        context, probs = self.attention(
+            hidden_states, mask_adder, training=training, query_positions=query_positions
+        )
         context = ops.reshape(context, (-1, self.hidden_size))
 
         attention_output = self.dropout(self.attention_output(context), training=training)
         attention_output = self.attention_layer_norm(attention_output + matrix)
 
-        # [batch_size * seq_length, intermediate_size]
+        # [batch_size * rows, intermediate_size]
         intermediate = self.intermediate(attention_output)
-        # [batch_size * seq_length, H]
+        # [batch_size * rows, H]
         layer_output = self.dropout(self.output_dense(intermediate), training=training)
         layer_output = self.output_layer_norm(layer_output + attention_output)
         return ops.reshape(layer_output, shape), probs
 
-    def compute_output_shape(self, hidden_states_shape, mask_adder_shape=None):
-        batch, seq = hidden_states_shape[0], hidden_states_shape[1]
-        return (
-            tuple(hidden_states_shape),
-            (batch, self.num_attention_heads, seq, seq),
-        )
+    def compute_output_shape(self, hidden_states_shape, mask_adder_shape=None, query_positions_shape=None):
+        return self.attention.compute_output_shape(hidden_states_shape, None, query_positions_shape)
 
     def get_config(self):
         config = super().get_config()
@@ -156,10 +164,15 @@ class TransformerEncoder(keras.layers.Layer):
         hidden_states: [batch_size, seq_length, H] embeddings output.
         input_mask: [batch_size, seq_length], 1 for real tokens, 0 for padding
             (or None: attend everywhere).
+        output_positions: Optional [batch_size, num_outputs]: the last layer
+            computes only these positions, all a pretraining loss reads
+            ([CLS] and the masked tokens); the other layers are unchanged.
 
     Returns:
         `(all_layer_outputs, all_attention_probs)`: lists with one
-        [batch_size, seq_length, H] and one [batch, N, seq, seq] tensor per layer.
+        [batch_size, seq_length, H] and one [batch, N, seq, seq] tensor per
+        layer (the last [batch_size, num_outputs, H] and
+        [batch, N, num_outputs, seq] with `output_positions`).
 
     Example:
     >>> encoder = TransformerEncoder(num_hidden_layers=2, hidden_size=8,
@@ -209,23 +222,32 @@ class TransformerEncoder(keras.layers.Layer):
         for block in self.blocks:
             block.build(hidden_states_shape)
 
-    def call(self, hidden_states, input_mask=None, training=None):
+    def call(self, hidden_states, input_mask=None, training=None, output_positions=None):
         mask_adder = None
         if input_mask is not None:
             # [batch_size, 1, 1, seq_length]
             mask_adder = attention_mask_adder(input_mask, self.compute_dtype)
         all_outputs, all_probs = [], []
-        for block in self.blocks:
-            hidden_states, probs = block(hidden_states, mask_adder, training=training)
+        for index, block in enumerate(self.blocks):
+            last = index == len(self.blocks) - 1
+            hidden_states, probs = block(
+                hidden_states, mask_adder, training=training,
+                query_positions=output_positions if last else None,
+            )
             all_outputs.append(hidden_states)
             all_probs.append(probs)
         return all_outputs, all_probs
 
-    def compute_output_shape(self, hidden_states_shape, input_mask_shape=None):
+    def compute_output_shape(self, hidden_states_shape, input_mask_shape=None, output_positions_shape=None):
         batch, seq = hidden_states_shape[0], hidden_states_shape[1]
         probs = (batch, self.num_attention_heads, seq, seq)
         n = self.num_hidden_layers
-        return [tuple(hidden_states_shape)] * n, [probs] * n
+        outputs, all_probs = [tuple(hidden_states_shape)] * n, [probs] * n
+        if n and output_positions_shape is not None:
+            queries = output_positions_shape[1]
+            outputs[-1] = (batch, queries, hidden_states_shape[-1])
+            all_probs[-1] = (batch, self.num_attention_heads, queries, seq)
+        return outputs, all_probs
 
     def get_config(self):
         config = super().get_config()

@@ -109,12 +109,30 @@ class BertPretrainingModel(BertConfigModel):
                 shape=(None,), dtype="int32", name="masked_lm_positions"
             ),
         }
-        encoded = bert({key: inputs[key] for key in ("input_ids", "input_mask", "segment_ids")})
+        # BERT's own layers, run here so that the last transformer layer
+        # computes only the rows the heads read: [CLS] for the next-sentence
+        # head and the masked positions for the MLM head (the other rows of
+        # the last layer feed nothing in this model). Same weights, same
+        # values: each row of a layer's output depends on all keys and
+        # values of the layer below, but on no other row of its own layer.
+        embedded = bert.word_embedding(inputs["input_ids"])
+        # [batch_size, seq_length, H]
+        embedded = bert.embedding_postprocessor(embedded, inputs["segment_ids"])
+        masked_lm_positions = inputs["masked_lm_positions"]
+        # [batch_size, 1 + max_predictions_per_seq]: [CLS] first.
+        output_positions = ops.concatenate(
+            [ops.zeros_like(masked_lm_positions[:, :1]), masked_lm_positions], axis=1
+        )
+        all_outputs, _ = bert.encoder(
+            embedded, inputs["input_mask"], output_positions=output_positions
+        )
+        # [batch_size, 1 + max_predictions_per_seq, H]
+        selected = all_outputs[-1]
         outputs = {
-            "masked_lm_logits": masked_lm_head(
-                encoded["sequence_output"], inputs["masked_lm_positions"]
-            ),
-            "next_sentence_logits": next_sentence_head(encoded["pooled_output"]),
+            # [batch_size, max_predictions_per_seq, vocab_size]
+            "masked_lm_logits": masked_lm_head(selected[:, 1:]),
+            # The pooler reads row 0: [CLS].
+            "next_sentence_logits": next_sentence_head(bert.pooler(selected)),
         }
         super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
 

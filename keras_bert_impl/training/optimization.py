@@ -120,14 +120,36 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         gradient = ops.cast(gradient, variable.dtype)
         index = self._get_variable_index(variable)
         m, v = self._m[index], self._v[index]
-        next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
-        next_v = self.beta_2 * v + (1.0 - self.beta_2) * ops.square(gradient)
-        update = next_m / (ops.sqrt(next_v) + self.epsilon)
         if self.decays(variable):
-            update = update + self.weight_decay_rate * variable
-        self.assign(m, next_m)
-        self.assign(v, next_v)
-        self.assign_sub(variable, lr * update)
+            # The original adds `wd * param` to the Adam update before
+            # scaling by lr; taking `lr * wd * param` off first, from the
+            # same param value, is the same update.
+            self.assign_sub(variable, lr * self.weight_decay_rate * variable)
+        # TensorFlow's fused Adam kernel computes `m = b1 m + (1-b1) g`,
+        # `v = b2 v + (1-b2) g²`, `param -= lr' m / (sqrt(v) + eps)` with
+        # `lr' = lr sqrt(1 - b2^t) / (1 - b1^t)`; powers of 0 make `lr' = lr`:
+        # the original's update without bias correction, in one pass over
+        # the variable instead of a dozen.
+        zero = tf.zeros([], variable.dtype)
+        tf.raw_ops.ResourceApplyAdam(
+            var=variable.handle,
+            m=m.handle,
+            v=v.handle,
+            beta1_power=zero,
+            beta2_power=zero,
+            lr=lr,
+            beta1=tf.constant(self.beta_1, variable.dtype),
+            beta2=tf.constant(self.beta_2, variable.dtype),
+            epsilon=tf.constant(self.epsilon, variable.dtype),
+            grad=gradient,
+        )
+
+    def _clip_gradients(self, grads):
+        if self.global_clipnorm and self.global_clipnorm > 0 and not self.clipnorm:
+            # The original's `tf.clip_by_global_norm`: one L2 reduction per
+            # gradient, and IndexedSlices stay sparse.
+            return tf.clip_by_global_norm(grads, self.global_clipnorm)[0]
+        return super()._clip_gradients(grads)
 
     def get_config(self):
         config = super().get_config()

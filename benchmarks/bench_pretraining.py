@@ -187,17 +187,18 @@ def build_tf_models(config, precision, jit_compile, batch):
         metrics = task.build_metrics()
         optimizer = optimization.create_optimizer(LEARNING_RATE, NUM_TRAIN_STEPS, NUM_WARMUP_STEPS)
         optimizer.global_clipnorm = 1.0  # Set by tf-models' optimizer config in its trainer.
+        features = {
+            "input_word_ids": tf.constant(batch["input_ids"]),
+            "input_mask": tf.constant(batch["input_mask"]),
+            "input_type_ids": tf.constant(batch["segment_ids"]),
+            "masked_lm_positions": tf.constant(batch["masked_lm_positions"]),
+            "masked_lm_ids": tf.constant(batch["masked_lm_ids"]),
+            "masked_lm_weights": tf.constant(batch["masked_lm_weights"]),
+            "next_sentence_labels": tf.constant(batch["next_sentence_labels"][:, 0]),
+        }
+        model(features)  # Builds every layer (some are built on first call) under the policy.
     finally:
         tf_keras.mixed_precision.set_global_policy("float32")
-    features = {
-        "input_word_ids": tf.constant(batch["input_ids"]),
-        "input_mask": tf.constant(batch["input_mask"]),
-        "input_type_ids": tf.constant(batch["segment_ids"]),
-        "masked_lm_positions": tf.constant(batch["masked_lm_positions"]),
-        "masked_lm_ids": tf.constant(batch["masked_lm_ids"]),
-        "masked_lm_weights": tf.constant(batch["masked_lm_weights"]),
-        "next_sentence_labels": tf.constant(batch["next_sentence_labels"][:, 0]),
-    }
 
     @tf.function(jit_compile=jit_compile)
     def train_step(features):

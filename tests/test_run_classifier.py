@@ -327,3 +327,44 @@ def test_batch_size_not_divisible_by_replicas_is_one_line(release, mrpc_dir, tmp
         flags(release, mrpc_dir, tmp_path / "out", train_batch_size=7, strategy="mirrored") + ["--do_train"], code
     )
     assert_one_line_error(result, "run_classifier: error: --train_batch_size=7 is not divisible by the 2 replicas of the strategy")
+
+
+def test_kill_9_then_rerun_finishes_the_same_fine_tuning(release, tmp_path):
+    """A rerun after kill -9 resumes from the newest model.ckpt-N (weights,
+    Adam slots, step, dropout RNG states, data position) and ends at the
+    uninterrupted run's weights, with the classifier's dropout on."""
+    import signal
+    import time
+
+    import tensorflow as tf
+
+    data_dir = tmp_path / "MRPC"
+    write_mrpc(data_dir, {"train": 64, "dev": 16})
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+
+    def command(output_dir):
+        return [sys.executable, TOOL, "--do_train", "--do_eval", *flags(
+            release, data_dir, output_dir, num_train_epochs=3, save_checkpoints_steps=4, learning_rate=1e-3)]
+
+    straight = subprocess.run(command(tmp_path / "straight"), capture_output=True, text=True, env=env, timeout=300)
+    assert straight.returncode == 0, straight.stderr
+
+    output_dir = tmp_path / "killed"
+    process = subprocess.Popen(command(output_dir), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while not (output_dir / "model.ckpt-8.index").exists():
+        assert process.poll() is None and time.time() < deadline, "no checkpoint before the process ended"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (output_dir / "model.ckpt.index").exists()
+
+    resumed = subprocess.run(command(output_dir), capture_output=True, text=True, env=env, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming from" in resumed.stderr and "of 24)" in resumed.stderr
+    assert read_eval_results(output_dir / "eval_results.txt") == read_eval_results(tmp_path / "straight" / "eval_results.txt")
+    ours = tf.train.load_checkpoint(str(output_dir / "model.ckpt"))
+    reference = tf.train.load_checkpoint(str(tmp_path / "straight" / "model.ckpt"))
+    assert int(ours.get_tensor("global_step")) == 24
+    for name in reference.get_variable_to_shape_map():
+        np.testing.assert_allclose(ours.get_tensor(name), reference.get_tensor(name), rtol=1e-4, atol=1e-5, err_msg=name)

@@ -218,3 +218,50 @@ def test_init_checkpoint_of_another_size(setup, tmp_path):
     lines = result.stderr.strip().splitlines()
     assert result.returncode != 0 and len(lines) == 1
     assert "shape-mismatched" in lines[0] and "bert/embeddings/word_embeddings: checkpoint [40, 8] vs model [40, 16]" in lines[0]
+
+
+def test_gradient_accumulation_equals_one_big_batch_and_resumes(setup, tmp_path):
+    """Two micro-batches of 2 make the same optimizer steps as batches of 4
+    (every example has all its prediction slots, so the per-micro-batch MLM
+    means average to the batch mean); a rerun with the last checkpoint
+    removed resumes mid-run from model.ckpt-3 and ends at the same weights."""
+    root, _ = setup
+    runs = {}
+    for name, extra in (("one", []), ("accumulated", ["--gradient_accumulation_steps=2"])):
+        result = run(command(root, tmp_path / name, "--clip_norm=0", *extra, steps=6, save=3))
+        assert result.returncode == 0, result.stderr
+        assert read_results(tmp_path / name / "eval_results.txt")["global_step"] == "6"
+        runs[name] = final_weights(tmp_path / name, 6)
+    for name in runs["one"]:
+        np.testing.assert_allclose(runs["accumulated"][name], runs["one"][name], rtol=1e-4, atol=1e-5, err_msg=name)
+
+    accumulated = tmp_path / "accumulated"
+    for path in accumulated.glob("model.ckpt-6.*"):
+        path.unlink()
+    result = run(command(root, accumulated, "--clip_norm=0", "--gradient_accumulation_steps=2", steps=6, save=3))
+    assert result.returncode == 0, result.stderr
+    assert "resuming from" in result.stderr and "(step 3)" in result.stderr
+    resumed = final_weights(accumulated, 6)
+    for name in runs["one"]:
+        np.testing.assert_allclose(resumed[name], runs["accumulated"][name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("extra", [
+    ["--mixed_precision=bfloat16", "--jit_compile"],
+    ["--mixed_precision=float16"],
+])
+def test_mixed_precision_and_xla_train_like_float32(setup, uninterrupted, tmp_path, extra):
+    """Mixed precision keeps float32 weights in the original layout (and the
+    loss scale, for float16) and trains to about the float32 run's losses."""
+    root, _ = setup
+    output_dir = tmp_path / "mixed"
+    result = run(command(root, output_dir, *extra))
+    assert result.returncode == 0, result.stderr
+    results, reference = read_results(output_dir / "eval_results.txt"), read_results(uninterrupted / "eval_results.txt")
+    assert results["global_step"] == "12"
+    for key in ("masked_lm_loss", "next_sentence_loss"):
+        assert float(results[key]) == pytest.approx(float(reference[key]), rel=0.05), key
+    variables = dict(tf.train.list_variables(str(output_dir / "model.ckpt-12")))
+    reader = tf.train.load_checkpoint(str(output_dir / "model.ckpt-12"))
+    assert reader.get_variable_to_dtype_map()["bert/encoder/layer_0/attention/self/query/kernel"] == tf.float32
+    assert ("loss_scale/dynamic_scale" in variables) == ("--mixed_precision=float16" in extra)

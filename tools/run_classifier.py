@@ -19,6 +19,9 @@ for every task's layout) and the same outputs in `--output_dir`:
 
 Training is Keras `model.fit` with the original optimizer (AdamW, warmup then
 linear decay, clipping at 1.0) for `int(examples / batch * epochs)` steps.
+Rerunning the same command after an interruption (even kill -9) continues
+from the newest `model.ckpt-<step>` in `--output_dir`, as the original's
+Estimator does, at the same place in the seeded data.
 Without `--do_train`, the weights come from `--output_dir/model.ckpt` when it
 exists (as the original's Estimator restores its model_dir), else from
 `--init_checkpoint`, which must then be a fine-tuned classifier.
@@ -46,7 +49,6 @@ Example:
       --output_dir=/tmp/mrpc_output/
 """
 
-import math
 import os
 import sys
 
@@ -231,8 +233,6 @@ def fine_tune(model, task, features, labels, args, strategy):
     import tensorflow as tf
 
     from keras_bert_impl.errors import InputFileError
-    from keras_bert_impl.training.callbacks import StopAtStep, TrainingSummaries
-    from keras_bert_impl.training.checkpointing import TrainingCheckpoint
     from keras_bert_impl.training.optimization import create_optimizer
 
     num_examples = len(labels)
@@ -267,20 +267,7 @@ def fine_tune(model, task, features, labels, args, strategy):
         .batch(args.train_batch_size, drop_remainder=True)
         .prefetch(tf.data.AUTOTUNE)
     )
-    # A Keras epoch is one pass over the data, so the progress bar counts epochs.
-    steps_per_epoch = min(num_train_steps, max(1, num_examples // args.train_batch_size))
-    model.fit(
-        dataset,
-        epochs=math.ceil(num_train_steps / steps_per_epoch),
-        steps_per_epoch=steps_per_epoch,
-        shuffle=False,  # The dataset shuffles.
-        callbacks=[
-            StopAtStep(num_train_steps),
-            TrainingCheckpoint(args.output_dir, args.save_checkpoints_steps),
-            TrainingSummaries(args.output_dir, every_n_steps=max(1, min(100, args.save_checkpoints_steps, num_train_steps // 20))),
-        ],
-    )
-    return int(model.optimizer.iterations.numpy())
+    return fine_tuning.fit_for_steps(model, dataset, num_train_steps, num_examples, args)
 
 
 def main(argv=None):

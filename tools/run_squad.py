@@ -276,20 +276,43 @@ def fine_tune(model, num_questions, inputs, targets, args, strategy):
 def fit_for_steps(model, dataset, num_train_steps, num_examples, args):
     """`model.fit` on a repeating `dataset` until `num_train_steps` optimizer
     steps, with training checkpoints and TensorBoard summaries in
-    `--output_dir`; returns the global step."""
-    from keras_bert_impl.training.callbacks import StopAtStep, TrainingSummaries
-    from keras_bert_impl.training.checkpointing import TrainingCheckpoint
+    `--output_dir`; returns the global step.
 
+    A rerun of the same command continues from the newest `model.ckpt-<step>`
+    in `--output_dir` (weights, Adam slots, step) and from the same place in
+    the (seeded) data, so an interrupted fine-tuning, even by kill -9, ends
+    where the uninterrupted one would.
+    """
+    from keras_bert_impl.training.callbacks import StopAtStep, TrainingSummaries
+    from keras_bert_impl.training.checkpointing import (
+        TrainingCheckpoint,
+        checkpoint_steps,
+        restore_training_checkpoint,
+    )
+
+    step = 0
+    existing = checkpoint_steps(args.output_dir)
+    if existing:
+        prefix = os.path.join(args.output_dir, f"model.ckpt-{existing[-1]}")
+        with model.distribute_strategy.scope():
+            step = restore_training_checkpoint(model, model.optimizer, prefix)
+        log(f"resuming from {prefix} (step {step} of {num_train_steps})")
+    if step >= num_train_steps:
+        return step
     steps_per_epoch = min(num_train_steps, max(1, num_examples // args.train_batch_size))
     model.fit(
-        dataset,
+        dataset.skip(step),  # The batches the restored steps consumed.
+        initial_epoch=step // steps_per_epoch,
         epochs=math.ceil(num_train_steps / steps_per_epoch),
         steps_per_epoch=steps_per_epoch,
         verbose=2,
         callbacks=[
             StopAtStep(num_train_steps),
             TrainingCheckpoint(args.output_dir, args.save_checkpoints_steps),
-            TrainingSummaries(args.output_dir, every_n_steps=min(100, args.save_checkpoints_steps)),
+            TrainingSummaries(
+                args.output_dir,
+                every_n_steps=max(1, min(100, args.save_checkpoints_steps, num_train_steps // 20)),
+            ),
         ],
     )
     return int(model.optimizer.iterations.numpy())

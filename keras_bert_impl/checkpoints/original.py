@@ -14,7 +14,11 @@ from keras_bert_impl.errors import CheckpointError
 
 # Optimizer slots and bookkeeping that original checkpoints carry next to the
 # weights; a model never has them, so they are neither loaded nor "unexpected".
-_IGNORED = re.compile(r"(^|/)(global_step|adam_m|adam_v|Adam|Adam_\d+|Momentum)$|^_CHECKPOINTABLE")
+# Training state, not weights: optimizer slots and step, the float16 loss
+# scale and our training checkpoints' dropout RNG states.
+_IGNORED = re.compile(
+    r"(^|/)(global_step|adam_m|adam_v|Adam|Adam_\d+|Momentum)$|^_CHECKPOINTABLE|^loss_scale/|^keras/"
+)
 
 
 @dataclasses.dataclass

@@ -24,12 +24,20 @@ from keras_bert_impl.checkpoints.original import (
 from keras_bert_impl.errors import CheckpointError
 
 CHECKPOINT_PREFIX = "model.ckpt"
+# Not an original name: the dropout layers' RNG states, [num_layers, 2], so
+# that a resumed run draws the dropout masks the uninterrupted one would.
+DROPOUT_SEED_STATES = "keras/dropout_seed_generator_states"
 _STEP = re.compile(r"model\.ckpt-(\d+)\.index$")
 
 
 def _adam(optimizer):
     """The AdamWeightDecay inside an optional LossScaleOptimizer."""
     return getattr(optimizer, "inner_optimizer", optimizer)
+
+
+def dropout_seed_states(model):
+    """The model's dropout RNG state variables, in layer order."""
+    return [v for v in model.non_trainable_variables if v.path.endswith("seed_generator_state")]
 
 
 def training_state_tensors(model, optimizer):
@@ -43,6 +51,9 @@ def training_state_tensors(model, optimizer):
             tensors[f"{name}/adam_m"] = adam._m[index].numpy()
             tensors[f"{name}/adam_v"] = adam._v[index].numpy()
     tensors["global_step"] = np.asarray(int(adam.iterations.numpy()), np.int64)
+    seeds = dropout_seed_states(model)
+    if seeds:
+        tensors[DROPOUT_SEED_STATES] = np.stack([np.asarray(v.numpy()) for v in seeds])
     if adam is not optimizer:
         tensors["loss_scale/dynamic_scale"] = optimizer.dynamic_scale.numpy()
         tensors["loss_scale/step_counter"] = optimizer.step_counter.numpy()
@@ -77,7 +88,7 @@ def save_training_checkpoint(model, optimizer, directory, keep=5):
 
 
 def restore_training_checkpoint(model, optimizer, prefix):
-    """Restores weights, Adam slots, step (and loss scale) from a training checkpoint.
+    """Restores weights, Adam slots, step, dropout RNG states (and loss scale).
 
     The optimizer is built on the model's trainable variables first. A
     checkpoint without slots (e.g. a released `bert_model.ckpt`) restores the
@@ -103,7 +114,13 @@ def restore_training_checkpoint(model, optimizer, prefix):
                 store[index].assign(reader.get_tensor(key))
             elif step:
                 raise CheckpointError(f"{prefix}: has global_step {step} but no {key}")
-    adam.iterations.assign(step)
+    # With gradient accumulation Keras counts micro-batches and reports
+    # `iterations` as their number divided by the accumulation steps.
+    adam._iterations.assign(step * (adam.gradient_accumulation_steps or 1))
+    seeds = dropout_seed_states(model)
+    if DROPOUT_SEED_STATES in shapes and list(shapes[DROPOUT_SEED_STATES]) == [len(seeds), 2]:
+        for variable, state in zip(seeds, reader.get_tensor(DROPOUT_SEED_STATES)):
+            variable.assign(state.astype(variable.dtype))
     if adam is not optimizer and "loss_scale/dynamic_scale" in shapes:
         optimizer.dynamic_scale.assign(reader.get_tensor("loss_scale/dynamic_scale"))
         optimizer.step_counter.assign(reader.get_tensor("loss_scale/step_counter"))

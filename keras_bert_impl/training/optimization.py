@@ -144,6 +144,14 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
             grad=gradient,
         )
 
+    def _get_current_learning_rate(self):
+        if isinstance(self._learning_rate, keras.optimizers.schedules.LearningRateSchedule):
+            # Keras 3.15 evaluates schedules at the micro-batch count, so with
+            # gradient accumulation warmup and decay would run that many
+            # times too fast; `iterations` counts optimizer steps.
+            return self._learning_rate(self.iterations)
+        return super()._get_current_learning_rate()
+
     def _clip_gradients(self, grads):
         if self.global_clipnorm and self.global_clipnorm > 0 and not self.clipnorm:
             # The original's `tf.clip_by_global_norm`: one L2 reduction per

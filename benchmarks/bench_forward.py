@@ -4,7 +4,9 @@ Each implementation is built from the same BERT hyper-parameters (random
 weights: throughput does not depend on their values) and run the way a user
 serving it would run it at its best: `model(inputs, training=False)` inside a
 `tf.function`, once as a plain TensorFlow graph and once compiled with XLA
-(`jit_compile=True`). Every (implementation, precision, variant) is traced and
+(`jit_compile=True`); ours also runs padding-free
+(`models.padding_free.padding_free_forward`, per-token work on real tokens
+only, equal at real positions). Every (implementation, precision, variant) is traced and
 warmed up first; then the timed batches are taken in interleaved rounds, one
 batch of each in turn, so that load from other processes on the machine falls
 on all of them alike.
@@ -215,6 +217,21 @@ def forward_function(model, jit_compile):
     return forward
 
 
+PADDING_FREE = "tf.function, padding-free"
+
+
+def padding_free_function(model):
+    """Our `padding_free_forward` (per-token work on real tokens only) as a tf.function."""
+    from keras_bert_impl.models.padding_free import padding_free_forward
+
+    @tf.function
+    def forward(inputs):
+        outputs = padding_free_forward(model, inputs)
+        return outputs["sequence_output"], outputs["pooled_output"]
+
+    return forward
+
+
 def run_batch(forward, inputs):
     """`(wall seconds, process CPU seconds)` for one forward pass, outputs fetched.
 
@@ -310,6 +327,13 @@ def main(argv=None):
                     note += f", warm-up batch {run_batch(forward, model_inputs)[0]:.2f} s"
                 print(f"  {implementation} {precision} {variant}: {note}", flush=True)
                 variants[implementation, precision, variant] = (forward, model_inputs)
+            if implementation == OURS:
+                # Our padding-free inference (plain graph: its token count is dynamic).
+                forward = padding_free_function(model)
+                first, _ = run_batch(forward, model_inputs)
+                print(f"  {implementation} {precision} {PADDING_FREE}: first call {first:.1f} s, "
+                      f"warm-up batch {run_batch(forward, model_inputs)[0]:.2f} s", flush=True)
+                variants[implementation, precision, PADDING_FREE] = (forward, model_inputs)
 
     # Interleaved rounds: one batch of every variant per round.
     wall, cpu = {key: [] for key in variants}, {key: [] for key in variants}

@@ -111,6 +111,24 @@ class SelfAttention(keras.layers.Layer):
         key = self._split_heads(self.key(matrix), batch_size, seq_length)
         value = self._split_heads(self.value(matrix), batch_size, seq_length)
 
+        # [batch, N, queries, D]
+        context, probs = self.attend(query, key, value, mask_adder, training=training)
+        # [batch, N, queries, D] -> [batch, queries, N, D] -> [batch, queries, H]
+        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (batch_size, query_length, width))
+        return context, probs
+
+    def attend(self, query, key, value, mask_adder=None, training=None):
+        """Scaled dot-product attention on per-head tensors.
+
+        Args:
+            query: [batch, N, queries, D].
+            key, value: [batch, N, seq, D].
+            mask_adder: [batch, 1, 1, seq] or None.
+            training: Enables dropout on the probabilities.
+
+        Returns:
+            `(context, probs)`: [batch, N, queries, D] and [batch, N, queries, seq].
+        """
         # The original scales the scores by 1/sqrt(D); scaling the queries
         # instead touches D values per row rather than seq_length, and for
         # D = 64 (every released BERT) the factor 1/8 is a power of two, so
@@ -123,11 +141,7 @@ class SelfAttention(keras.layers.Layer):
         # Softmax in float32 even under mixed precision: -10000 and exp() need it.
         probs = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), scores.dtype)
         dropped = self.dropout(probs, training=training)
-
-        # [batch, N, queries, D] -> [batch, queries, N, D] -> [batch, queries, H]
-        context = ops.transpose(ops.matmul(dropped, value), (0, 2, 1, 3))
-        context = ops.reshape(context, (batch_size, query_length, width))
-        return context, probs
+        return ops.matmul(dropped, value), probs
 
     def compute_output_shape(self, hidden_states_shape, mask_adder_shape=None, query_positions_shape=None):
         batch, seq = hidden_states_shape[0], hidden_states_shape[1]

@@ -124,16 +124,27 @@ class TransformerLayer(keras.layers.Layer):
             hidden_states, mask_adder, training=training, query_positions=query_positions
         )
         context = ops.reshape(context, (-1, self.hidden_size))
-
-        attention_output = self.dropout(self.attention_output(context), training=training)
-        attention_output = self.attention_layer_norm(attention_output + matrix)
-
-        # [batch_size * rows, intermediate_size]
-        intermediate = self.intermediate(attention_output)
-        # [batch_size * rows, H]
-        layer_output = self.dropout(self.output_dense(intermediate), training=training)
-        layer_output = self.output_layer_norm(layer_output + attention_output)
+        layer_output = self.after_attention(context, matrix, training=training)
         return ops.reshape(layer_output, shape), probs
+
+    def after_attention(self, context, residual, training=None):
+        """`attention/output`, `intermediate` and `output` on [rows, H] matrices.
+
+        Args:
+            context: [rows, H] attention context.
+            residual: [rows, H] the layer's input at the same rows.
+            training: Enables dropout.
+
+        Returns:
+            [rows, H] layer output.
+        """
+        attention_output = self.dropout(self.attention_output(context), training=training)
+        attention_output = self.attention_layer_norm(attention_output + residual)
+        # [rows, intermediate_size]
+        intermediate = self.intermediate(attention_output)
+        # [rows, H]
+        layer_output = self.dropout(self.output_dense(intermediate), training=training)
+        return self.output_layer_norm(layer_output + attention_output)
 
     def compute_output_shape(self, hidden_states_shape, mask_adder_shape=None, query_positions_shape=None):
         return self.attention.compute_output_shape(hidden_states_shape, None, query_positions_shape)

@@ -3,6 +3,16 @@
 import keras
 
 
+def sequence_inputs(*names):
+    """int32 `keras.Input`s of shape [batch, seq], named and keyed by `names`.
+
+    Example:
+    >>> sorted(sequence_inputs("input_ids", "input_mask"))
+    ['input_ids', 'input_mask']
+    """
+    return {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in names}
+
+
 class BertConfigModel(keras.Model):
     """Base of our functional models: `get_config` holds the `BertConfig` (as
     the dict of `bert_config.json`), the dtype policy, name and trainability;

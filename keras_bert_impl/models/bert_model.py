@@ -7,7 +7,7 @@ from keras_bert_impl.config import BertConfig
 from keras_bert_impl.layers.embeddings import EmbeddingPostprocessor, WordEmbedding
 from keras_bert_impl.layers.pooler import Pooler
 from keras_bert_impl.layers.transformer import TransformerEncoder
-from keras_bert_impl.models.base import BertConfigModel
+from keras_bert_impl.models.base import BertConfigModel, sequence_inputs
 
 _PACKAGE = "keras_bert_impl"
 
@@ -97,10 +97,7 @@ class BertModel(BertConfigModel):
         )
 
         # === Functional model ===
-        inputs = {
-            key: keras.Input(shape=(None,), dtype="int32", name=key)
-            for key in ("input_ids", "input_mask", "segment_ids")
-        }
+        inputs = sequence_inputs("input_ids", "input_mask", "segment_ids")
         # [batch_size, seq_length, H]
         embedded = word_embedding(inputs["input_ids"])
         embedded = embedding_postprocessor(embedded, inputs["segment_ids"])

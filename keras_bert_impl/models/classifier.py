@@ -3,7 +3,7 @@
 import keras
 
 from keras_bert_impl.layers.heads import OutputProjection
-from keras_bert_impl.models.base import BertConfigModel
+from keras_bert_impl.models.base import BertConfigModel, sequence_inputs
 from keras_bert_impl.models.bert_model import BertModel, as_bert_config
 
 _PACKAGE = "keras_bert_impl"
@@ -50,10 +50,7 @@ class BertClassifier(BertConfigModel):
         )
 
         # === Functional model ===
-        inputs = {
-            key: keras.Input(shape=(None,), dtype="int32", name=key)
-            for key in ("input_ids", "input_mask", "segment_ids")
-        }
+        inputs = sequence_inputs("input_ids", "input_mask", "segment_ids")
         pooled_output = bert(inputs)["pooled_output"]
         logits = head(dropout(pooled_output))
         super().__init__(inputs=inputs, outputs=logits, name=name, **kwargs)

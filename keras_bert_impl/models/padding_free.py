@@ -14,19 +14,17 @@ positions of `sequence_output` come out as zeros, where the original computes
 values nobody should read.
 """
 
-import math
-
 import tensorflow as tf
 
 from keras_bert_impl.layers.attention import attention_mask_adder
 
 
-def _attention_context(attention, query, key, value, real, padded_shape, mask_adder):
-    """Multi-head attention for the real tokens of a padded batch.
+def _attention_context(attention, hidden, real, padded_shape, mask_adder):
+    """The layer's attention for the real tokens of a padded batch.
 
     Args:
-        attention: The layer's `SelfAttention` (for its heads and dropout-free math).
-        query, key, value: [num_real_tokens, H] projections of the real tokens.
+        attention: The layer's `SelfAttention`.
+        hidden: [num_real_tokens, H] the layer's input at the real tokens.
         real: [num_real_tokens, 1] flat positions of the real tokens.
         padded_shape: `(batch_size, seq_length)`.
         mask_adder: [batch_size, 1, 1, seq_length].
@@ -44,15 +42,13 @@ def _attention_context(attention, query, key, value, real, padded_shape, mask_ad
         x = tf.reshape(x, [batch_size, seq_length, heads, size_per_head])
         return tf.transpose(x, [0, 2, 1, 3])
 
-    query = query * tf.cast(1.0 / math.sqrt(size_per_head), query.dtype)
-    # [batch, N, seq, seq]
-    scores = tf.matmul(to_heads(query), to_heads(key), transpose_b=True)
-    scores = scores + tf.cast(mask_adder, scores.dtype)
-    probs = tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32), axis=-1), scores.dtype)
-    # [batch, N, seq, D] -> [batch, seq, N, D] -> [batch * seq, H]
-    context = tf.transpose(tf.matmul(probs, to_heads(value)), [0, 2, 1, 3])
-    context = tf.reshape(context, [batch_size * seq_length, width])
-    # [num_real_tokens, H]
+    # [batch, N, seq, D]
+    context, _ = attention.attend(
+        to_heads(attention.query(hidden)), to_heads(attention.key(hidden)),
+        to_heads(attention.value(hidden)), mask_adder, training=False,
+    )
+    # [batch, seq, N, D] -> [batch * seq, H] -> [num_real_tokens, H]
+    context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch_size * seq_length, width])
     return tf.gather_nd(context, real)
 
 
@@ -95,15 +91,9 @@ def padding_free_forward(bert_model, inputs):
     mask_adder = attention_mask_adder(input_mask, bert_model.encoder.compute_dtype)
 
     for block in bert_model.encoder.blocks:
-        attention = block.attention
-        context = _attention_context(
-            attention, attention.query(hidden), attention.key(hidden), attention.value(hidden),
-            real, (batch_size, seq_length), mask_adder,
-        )
-        attention_output = block.attention_layer_norm(block.attention_output(context) + hidden)
-        # [num_real_tokens, intermediate_size] -> [num_real_tokens, H]
-        layer_output = block.output_dense(block.intermediate(attention_output))
-        hidden = block.output_layer_norm(layer_output + attention_output)
+        context = _attention_context(block.attention, hidden, real, (batch_size, seq_length), mask_adder)
+        # [num_real_tokens, H]
+        hidden = block.after_attention(context, hidden, training=False)
 
     # [batch, seq, H], zeros at padding.
     sequence_output = tf.reshape(

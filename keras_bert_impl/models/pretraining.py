@@ -6,7 +6,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_bert_impl.layers.heads import MaskedLMHead, OutputProjection
-from keras_bert_impl.models.base import BertConfigModel
+from keras_bert_impl.models.base import BertConfigModel, sequence_inputs
 from keras_bert_impl.models.bert_model import BertModel, as_bert_config
 from keras_bert_impl.models.pretraining_losses import masked_lm_loss, next_sentence_loss
 
@@ -105,14 +105,7 @@ class BertPretrainingModel(BertConfigModel):
         )
 
         # === Functional model ===
-        inputs = {
-            "input_ids": keras.Input(shape=(None,), dtype="int32", name="input_ids"),
-            "input_mask": keras.Input(shape=(None,), dtype="int32", name="input_mask"),
-            "segment_ids": keras.Input(shape=(None,), dtype="int32", name="segment_ids"),
-            "masked_lm_positions": keras.Input(
-                shape=(None,), dtype="int32", name="masked_lm_positions"
-            ),
-        }
+        inputs = sequence_inputs("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
         # BERT's own layers, run here so that the last transformer layer
         # computes only the rows the heads read: [CLS] for the next-sentence
         # head and the masked positions for the MLM head (the other rows of

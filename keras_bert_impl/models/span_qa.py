@@ -3,7 +3,7 @@
 import keras
 
 from keras_bert_impl.layers.heads import OutputProjection
-from keras_bert_impl.models.base import BertConfigModel
+from keras_bert_impl.models.base import BertConfigModel, sequence_inputs
 from keras_bert_impl.models.bert_model import BertModel, as_bert_config
 
 _PACKAGE = "keras_bert_impl"
@@ -46,10 +46,7 @@ class BertSpanQA(BertConfigModel):
         span_head = OutputProjection(2, initializer_range=0.02, dtype=dtype, name="squad")
 
         # === Functional model ===
-        inputs = {
-            key: keras.Input(shape=(None,), dtype="int32", name=key)
-            for key in ("input_ids", "input_mask", "segment_ids")
-        }
+        inputs = sequence_inputs("input_ids", "input_mask", "segment_ids")
         # [batch_size, seq_length, 2]
         logits = span_head(bert(inputs)["sequence_output"])
         outputs = {

@@ -3,7 +3,7 @@
 import keras
 
 from keras_bert_impl.layers.heads import OutputProjection
-from keras_bert_impl.models.base import BertConfigModel
+from keras_bert_impl.models.base import BertConfigModel, sequence_inputs
 from keras_bert_impl.models.bert_model import BertModel, as_bert_config
 
 _PACKAGE = "keras_bert_impl"
@@ -51,10 +51,7 @@ class BertTokenClassifier(BertConfigModel):
         token_head = OutputProjection(num_labels, initializer_range=0.02, dtype=dtype, name="output")
 
         # === Functional model ===
-        inputs = {
-            key: keras.Input(shape=(None,), dtype="int32", name=key)
-            for key in ("input_ids", "input_mask", "segment_ids")
-        }
+        inputs = sequence_inputs("input_ids", "input_mask", "segment_ids")
         sequence_output = bert(inputs)["sequence_output"]
         # [batch_size, seq_length, num_labels]
         logits = token_head(dropout(sequence_output))

@@ -45,9 +45,14 @@ class FlagParser(argparse.ArgumentParser):
         self.add_argument(f"--no{name}", dest=name, action="store_false", help=argparse.SUPPRESS)
 
     def add_fine_tuning_flags(self):
-        """The original fine-tuning scripts' training flags, plus `--strategy`
-        and `--seed`, shared by run_classifier, run_squad and run_ner."""
+        """The original fine-tuning scripts' release and training flags, plus
+        `--strategy` and `--seed`, shared by run_classifier, run_squad and
+        run_ner."""
         add = self.add_argument
+        add("--bert_config_file", help="The original bert_config.json.")
+        add("--vocab_file", help="vocab.txt the model was trained on.")
+        add("--init_checkpoint", help="Original-format checkpoint to start from (e.g. bert_model.ckpt).")
+        self.add_bool("do_lower_case", True, "Lower-case the input; must match the checkpoint.")
         add("--train_batch_size", type=int, default=32, help="Total batch size for training (default: %(default)s).")
         add("--learning_rate", type=float, default=5e-5, help="Initial learning rate for Adam (default: %(default)s).")
         add("--num_train_epochs", type=float, default=3.0, help="Training epochs (default: %(default)s).")

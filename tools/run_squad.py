@@ -68,13 +68,9 @@ def build_parser():
         prog="run_squad",
         description="BERT fine-tuning and prediction for SQuAD v1.1/v2.0 (original run_squad.py flags).",
     )
-    parser.add_argument("--bert_config_file", help="The original bert_config.json.")
-    parser.add_argument("--vocab_file", help="vocab.txt the model was trained on.")
     parser.add_argument("--output_dir", help="Where checkpoints, logs and predictions are written.")
     parser.add_argument("--train_file", help="SQuAD JSON for training, e.g. train-v1.1.json.")
     parser.add_argument("--predict_file", help="SQuAD JSON to predict, e.g. dev-v1.1.json.")
-    parser.add_argument("--init_checkpoint", help="Original-format checkpoint to start from (e.g. bert_model.ckpt).")
-    parser.add_bool("do_lower_case", True, "Lower-case the input; must match the checkpoint.")
     parser.add_argument("--max_seq_length", type=int, default=384, help="Sequence length after WordPiece (default: %(default)s).")
     parser.add_argument("--doc_stride", type=int, default=128, help="Tokens between the starts of context windows (default: %(default)s).")
     parser.add_argument("--max_query_length", type=int, default=64, help="Questions are truncated to this many tokens (default: %(default)s).")

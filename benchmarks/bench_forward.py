@@ -5,8 +5,9 @@ weights: throughput does not depend on their values) and run the way a user
 serving it would run it at its best: `model(inputs, training=False)` inside a
 `tf.function`, once as a plain TensorFlow graph and once compiled with XLA
 (`jit_compile=True`); ours also runs padding-free
-(`models.padding_free.padding_free_forward`, per-token work on real tokens
-only, equal at real positions). Every (implementation, precision, variant) is traced and
+(`BertModel.make_inference_function(padding_free=True)`, per-token work on
+real tokens only, equal at real positions), as a plain graph and with XLA
+(one program per `--bucket_size` real tokens). Every (implementation, precision, variant) is traced and
 warmed up first; then the timed batches are taken in interleaved rounds, one
 batch of each in turn, so that load from other processes on the machine falls
 on all of them alike.
@@ -217,16 +218,17 @@ def forward_function(model, jit_compile):
     return forward
 
 
-PADDING_FREE = "tf.function, padding-free"
+# Our padding-free inference: (variant name, jit_compile).
+PADDING_FREE = {"tf.function, padding-free": False, "tf.function(jit_compile=True), padding-free": True}
 
 
-def padding_free_function(model):
-    """Our `padding_free_forward` (per-token work on real tokens only) as a tf.function."""
-    from keras_bert_impl.models.padding_free import padding_free_forward
+def padding_free_function(model, jit_compile, bucket_size):
+    """`BertModel.make_inference_function(padding_free=True)`, both outputs fetched."""
+    inference = model.make_inference_function(jit_compile=jit_compile, padding_free=True,
+                                              bucket_size=bucket_size)
 
-    @tf.function
     def forward(inputs):
-        outputs = padding_free_forward(model, inputs)
+        outputs = inference(inputs)
         return outputs["sequence_output"], outputs["pooled_output"]
 
     return forward
@@ -291,6 +293,9 @@ def main(argv=None):
                         help="Stop timing a variant once its timed batches took this long "
                              "(it keeps at least one), and skip its warm-up batch when its "
                              "first call took this long: bounds the run when one is very slow.")
+    parser.add_argument("--bucket_size", type=int, default=16,
+                        help="Padding-free with XLA: real-token counts are rounded up to a "
+                             "multiple of this (one compiled program per multiple).")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     precisions = args.precisions.split(",")
@@ -328,12 +333,14 @@ def main(argv=None):
                 print(f"  {implementation} {precision} {variant}: {note}", flush=True)
                 variants[implementation, precision, variant] = (forward, model_inputs)
             if implementation == OURS:
-                # Our padding-free inference (plain graph: its token count is dynamic).
-                forward = padding_free_function(model)
-                first, _ = run_batch(forward, model_inputs)
-                print(f"  {implementation} {precision} {PADDING_FREE}: first call {first:.1f} s, "
-                      f"warm-up batch {run_batch(forward, model_inputs)[0]:.2f} s", flush=True)
-                variants[implementation, precision, PADDING_FREE] = (forward, model_inputs)
+                # Per-token work on real tokens only; with XLA, one program per
+                # `bucket_size` real tokens.
+                for variant, jit_compile in PADDING_FREE.items():
+                    forward = padding_free_function(model, jit_compile, args.bucket_size)
+                    first, _ = run_batch(forward, model_inputs)
+                    print(f"  {implementation} {precision} {variant}: first call {first:.1f} s, "
+                          f"warm-up batch {run_batch(forward, model_inputs)[0]:.2f} s", flush=True)
+                    variants[implementation, precision, variant] = (forward, model_inputs)
 
     # Interleaved rounds: one batch of every variant per round.
     wall, cpu = {key: [] for key in variants}, {key: [] for key in variants}

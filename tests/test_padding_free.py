@@ -4,22 +4,75 @@ import numpy as np
 import pytest
 
 from keras_bert_impl.models.bert_model import BertModel
-from keras_bert_impl.models.padding_free import padding_free_forward
+from keras_bert_impl.models.padding_free import (
+    make_padding_free_function,
+    padding_free_forward,
+    real_token_rows,
+)
 from tests.helpers import random_inputs, randomize, tiny_config
 
 
-@pytest.mark.parametrize("dtype, atol", [(None, 2e-5), ("mixed_bfloat16", 3e-2)])
-def test_real_positions_equal_the_full_model(dtype, atol):
-    config = tiny_config(vocab_size=50, num_hidden_layers=2)
-    model = BertModel(config, dtype=dtype)
-    randomize(model, seed=4, scale=0.2)
-    inputs = random_inputs(config, batch=4, seq=12, seed=9, pad=True)
-    inputs["input_mask"][3, 1:] = 0  # a row with only [CLS]
-    full = model(inputs)
-    fast = padding_free_forward(model, inputs)
-    mask = inputs["input_mask"].astype(bool)
+def _assert_equal_at_real_positions(fast, full, input_mask, atol):
+    mask = np.asarray(input_mask).astype(bool)
     sequence = np.asarray(fast["sequence_output"], np.float32)
     np.testing.assert_allclose(sequence[mask], np.asarray(full["sequence_output"], np.float32)[mask], atol=atol)
     assert not sequence[~mask].any()
     np.testing.assert_allclose(np.asarray(fast["pooled_output"], np.float32),
                                np.asarray(full["pooled_output"], np.float32), atol=atol)
+
+
+def _model_and_inputs(dtype=None):
+    config = tiny_config(vocab_size=50, num_hidden_layers=2)
+    model = BertModel(config, dtype=dtype)
+    randomize(model, seed=4, scale=0.2)
+    inputs = random_inputs(config, batch=4, seq=12, seed=9, pad=True)
+    inputs["input_mask"][3, 1:] = 0  # a row with only [CLS]
+    return model, inputs
+
+
+@pytest.mark.parametrize("dtype, atol", [(None, 2e-5), ("mixed_bfloat16", 3e-2)])
+def test_real_positions_equal_the_full_model(dtype, atol):
+    model, inputs = _model_and_inputs(dtype)
+    _assert_equal_at_real_positions(padding_free_forward(model, inputs), model(inputs), inputs["input_mask"], atol)
+
+
+@pytest.mark.parametrize("dtype, atol", [(None, 2e-5), ("mixed_bfloat16", 1e-2)])
+def test_compiled_buckets_equal_the_compiled_full_model(dtype, atol):
+    # Both sides compiled with XLA: bfloat16 rounds where XLA's fusions put
+    # the casts, so the reference is the full model under the same compiler.
+    model, inputs = _model_and_inputs(dtype)
+    full = model.make_inference_function(jit_compile=True)
+    forward = model.make_inference_function(jit_compile=True, padding_free=True, bucket_size=5)
+    _assert_equal_at_real_positions(forward(inputs), full(inputs), inputs["input_mask"], atol)
+    # A second batch with another real-token count, through the same function.
+    inputs["input_mask"][0, 2:] = 0
+    _assert_equal_at_real_positions(forward(inputs), full(inputs), inputs["input_mask"], atol)
+
+
+def test_a_mask_with_holes_and_an_empty_row():
+    model, inputs = _model_and_inputs()
+    inputs["input_mask"][0, [2, 5]] = 0  # padding in the middle of a row
+    inputs["input_mask"][1] = 0  # no real token at all
+    full = model(inputs)
+    fast = make_padding_free_function(model, bucket_size=8)(inputs)
+    real = inputs["input_mask"].astype(bool)
+    np.testing.assert_allclose(np.asarray(fast["sequence_output"])[real],
+                               np.asarray(full["sequence_output"])[real], atol=2e-5)
+    assert not np.asarray(fast["sequence_output"])[~real].any()
+
+
+def test_rows_are_the_real_tokens_rounded_up_to_the_bucket():
+    mask = np.array([[1, 0, 1, 1], [0, 0, 0, 0], [1, 1, 0, 0]])
+    positions, rows = real_token_rows(mask, bucket_size=4)
+    # Five real tokens at flat positions 0, 2, 3, 8, 9; three filler rows at position 0.
+    assert positions.numpy().tolist() == [0, 2, 3, 8, 9, 0, 0, 0]
+    assert rows.numpy().tolist() == [0, 0, 1, 2, 0, 0, 0, 0, 3, 4, 0, 0]
+    assert real_token_rows(mask, bucket_size=1)[0].shape == (5,)
+    # An all-padding batch still has one bucket of rows.
+    assert real_token_rows(np.zeros((2, 3)), bucket_size=4)[0].numpy().tolist() == [0, 0, 0, 0]
+
+
+def test_all_layer_outputs_are_refused():
+    config = tiny_config()
+    with pytest.raises(ValueError, match="last layer only"):
+        BertModel(config, output_all_encoder_layers=True).make_inference_function(padding_free=True)

@@ -8,6 +8,7 @@ from keras_bert_impl.layers.embeddings import EmbeddingPostprocessor, WordEmbedd
 from keras_bert_impl.layers.pooler import Pooler
 from keras_bert_impl.layers.transformer import TransformerEncoder
 from keras_bert_impl.models.base import BertConfigModel, sequence_inputs
+from keras_bert_impl.models.padding_free import make_padding_free_function
 
 _PACKAGE = "keras_bert_impl"
 
@@ -122,7 +123,7 @@ class BertModel(BertConfigModel):
         self.encoder = encoder
         self.pooler = pooler
 
-    def make_inference_function(self, jit_compile=True):
+    def make_inference_function(self, jit_compile=True, padding_free=False, bucket_size=16):
         """The forward pass for inference, `self(inputs, training=False)`, as a `tf.function`.
 
         Keras turns XLA off on machines without an accelerator (its
@@ -137,13 +138,27 @@ class BertModel(BertConfigModel):
         sequence longer than `max_position_embeddings` still raises
         `SequenceLengthError` when traced.
 
+        With `padding_free=True`, every per-token operation runs on the real
+        tokens only (`models.padding_free`): the same outputs at real
+        positions, zeros at padded ones, and the time saved is the share of
+        padding in the batch.
+
         Args:
             jit_compile: Compile with XLA; False gives the plain graph.
+            padding_free: Skip the padded positions
+                (`padding_free.make_padding_free_function`).
+            bucket_size: With `padding_free` and `jit_compile`, the real-token
+                count is rounded up to a multiple of this, and XLA compiles
+                once per multiple.
 
         Returns:
             A function of the inputs dict (as for calling the model) that
             returns the outputs dict.
         """
+        if padding_free:
+            return make_padding_free_function(
+                self, jit_compile=jit_compile, bucket_size=bucket_size if jit_compile else 1
+            )
         # No autograph: nothing here needs it, and errors raised while tracing
         # (SequenceLengthError) then reach the caller as they are.
         return tf.function(

@@ -5,6 +5,7 @@ import pytest
 
 from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.models.padding_free import (
+    drop_unused_padding,
     make_padding_free_function,
     padding_free_forward,
     real_token_rows,
@@ -76,3 +77,23 @@ def test_all_layer_outputs_are_refused():
     config = tiny_config()
     with pytest.raises(ValueError, match="last layer only"):
         BertModel(config, output_all_encoder_layers=True).make_inference_function(padding_free=True)
+
+
+def test_unused_padding_columns_change_no_real_output():
+    model, inputs = _model_and_inputs()
+    inputs["input_mask"][:, 9:] = 0  # no row reaches past position 8
+    inputs["input_mask"][2, 4] = 0  # a hole inside the kept columns stays
+    masked_lm_positions = np.array([[1], [2], [3], [0]])
+    trimmed = drop_unused_padding({**inputs, "masked_lm_positions": masked_lm_positions})
+    assert trimmed["input_ids"].shape == trimmed["segment_ids"].shape == (4, 9)
+    np.testing.assert_array_equal(trimmed["input_mask"], inputs["input_mask"][:, :9])
+    assert trimmed.pop("masked_lm_positions") is masked_lm_positions
+    full = model(inputs)
+    cut = model(trimmed)
+    real = inputs["input_mask"][:, :9].astype(bool)
+    np.testing.assert_allclose(np.asarray(cut["sequence_output"])[real],
+                               np.asarray(full["sequence_output"])[:, :9][real], atol=2e-5)
+    np.testing.assert_allclose(cut["pooled_output"], full["pooled_output"], atol=2e-5)
+    # An all-padding batch keeps one column.
+    assert drop_unused_padding({"input_mask": np.zeros((2, 5))})["input_mask"].shape == (2, 1)
+    assert drop_unused_padding({"input_mask": np.zeros((0, 5))})["input_mask"].shape == (0, 1)

@@ -26,6 +26,8 @@ import tensorflow as tf
 
 from keras_bert_impl.layers.attention import attention_mask_adder
 
+_SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
+
 
 def real_token_rows(input_mask, bucket_size=1):
     """Where each real token goes in the compact matrix, and where each position reads it back.
@@ -209,3 +211,37 @@ def make_padding_free_function(bert_model, jit_compile=True, bucket_size=16):
         return layers(inputs, token_positions, row_of_position)
 
     return forward
+
+
+def drop_unused_padding(inputs):
+    """Cuts the padding columns that no row of the batch reaches.
+
+    Requests padded to a fixed `max_seq_length` often all end well before
+    it (one short sentence: nearly all of it). Every model here takes any
+    sequence length, and its outputs at real positions do not depend on how
+    much padding follows, so the columns after the longest row's last real
+    token can go before the model runs; at least one column is kept.
+
+    Args:
+        inputs: Dict with `input_mask` [batch, seq] (which positions are
+            real) and any of `input_ids`, `segment_ids` [batch, seq]; other
+            entries (for example `masked_lm_positions`) pass through as
+            they are.
+
+    Returns:
+        The dict with `input_ids`, `input_mask` and `segment_ids` cut to
+        [batch, used_length].
+
+    Example:
+    >>> inputs = {"input_ids": [[5, 6, 0, 0], [7, 0, 0, 0]], "input_mask": [[1, 1, 0, 0], [1, 0, 0, 0]]}
+    >>> drop_unused_padding(inputs)["input_ids"].numpy().tolist()
+    [[5, 6], [7, 0]]
+    """
+    input_mask = tf.convert_to_tensor(inputs["input_mask"])
+    seq_length = tf.shape(input_mask)[1]
+    # One past the last real position of any row (at least 1, also for an empty batch).
+    used_length = tf.maximum(tf.reduce_max(tf.where(input_mask > 0, tf.range(1, seq_length + 1)[None, :], 1)), 1)
+    return {
+        name: tf.convert_to_tensor(value)[:, :used_length] if name in _SEQUENCE_INPUTS else value
+        for name, value in inputs.items()
+    }

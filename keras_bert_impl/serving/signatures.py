@@ -7,6 +7,8 @@ Python of ours at serving time: TF Serving executes the traced graph.
 
 import tensorflow as tf
 
+from keras_bert_impl.layers.attention import MASK_ADDER
+from keras_bert_impl.models.padding_free import drop_unused_padding
 from keras_bert_impl.tokenization.in_graph import InGraphTokenizer
 
 TASKS = ("classifier", "regression", "span_qa", "embeddings", "fill_mask")
@@ -148,7 +150,15 @@ class BertServingModule(tf.Module):
     # -- ids -> task outputs -----------------------------------------------------
 
     def outputs(self, inputs):
-        """Task outputs for a dict of int32 `input_ids`, `input_mask`, `segment_ids`."""
+        """Task outputs for a dict of int32 `input_ids`, `input_mask`, `segment_ids`.
+
+        The model runs on the batch cut to its longest request
+        (`drop_unused_padding`): requests padded to `max_seq_length` mostly
+        end well before it, and no output at a real position depends on the
+        padding after it.
+        """
+        seq_length = tf.shape(inputs["input_ids"])[1]
+        inputs = drop_unused_padding(inputs)
         if self.task == "classifier":
             logits = self.model(inputs, training=False)
             probabilities = tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
@@ -168,7 +178,7 @@ class BertServingModule(tf.Module):
             return {"pooled_output": tf.cast(outputs["pooled_output"], tf.float32), "mean_pooled": mean}
         if self.task == "fill_mask":
             return self._fill_mask(inputs)
-        return self._span_qa(inputs)
+        return self._span_qa(inputs, seq_length)
 
     def _fill_mask(self, inputs):
         is_mask = tf.equal(inputs["input_ids"], self.mask_id)
@@ -189,7 +199,7 @@ class BertServingModule(tf.Module):
             "top_k_scores": tf.where(valid, scores, 0.0),
         }
 
-    def _span_qa(self, inputs):
+    def _span_qa(self, inputs, padded_length):
         outputs = self.model(inputs, training=False)
         start = tf.cast(outputs["start_logits"], tf.float32)
         end = tf.cast(outputs["end_logits"], tf.float32)
@@ -211,9 +221,11 @@ class BertServingModule(tf.Module):
         tokens = tf.ragged.boolean_mask(tf.gather(self.id_to_token, inputs["input_ids"]), in_span)
         text = tf.strings.reduce_join(tokens, axis=1, separator=" ")
         text = tf.strings.regex_replace(text, " ##", "")
+        # Back to the request's length; no answer starts or ends in the padding.
+        padding = [[0, 0], [0, padded_length - seq]]
         return {
-            "start_logits": start,
-            "end_logits": end,
+            "start_logits": tf.pad(start, padding, constant_values=MASK_ADDER),
+            "end_logits": tf.pad(end, padding, constant_values=MASK_ADDER),
             "answer_start": tf.where(has_answer, best_start, -1),
             "answer_end": tf.where(has_answer, best_end, -1),
             "answer_text": text,

@@ -224,6 +224,14 @@ def test_span_qa_best_answer(exports, tokenizers, probed):
         assert result["answer_text"][row] == " ".join(tokens).replace(" ##", "")
 
 
+def test_span_logits_keep_the_request_length_in_the_signature(exports):
+    _, _, paths = exports
+    signatures = tf.saved_model.load(paths["span_qa"]).signatures
+    for name in ("serving_default", "serve_text_pair", "serve_examples"):
+        assert signatures[name].structured_outputs["start_logits"].shape.as_list() == [None, SEQ], name
+    assert signatures["serve_ids"].structured_outputs["end_logits"].shape.as_list() == [None, None]
+
+
 def test_every_signature_agrees_with_the_keras_model(exports, tokenizers, probed):
     _, models, _ = exports
     python, _ = tokenizers

@@ -157,7 +157,8 @@ class BertServingModule(tf.Module):
         end well before it, and no output at a real position depends on the
         padding after it.
         """
-        seq_length = tf.shape(inputs["input_ids"])[1]
+        # The request's length, static where the signature fixes it.
+        seq_length = inputs["input_ids"].shape[1] or tf.shape(inputs["input_ids"])[1]
         inputs = drop_unused_padding(inputs)
         if self.task == "classifier":
             logits = self.model(inputs, training=False)
@@ -223,9 +224,12 @@ class BertServingModule(tf.Module):
         text = tf.strings.regex_replace(text, " ##", "")
         # Back to the request's length; no answer starts or ends in the padding.
         padding = [[0, 0], [0, padded_length - seq]]
+        start, end = (tf.pad(logits, padding, constant_values=MASK_ADDER) for logits in (start, end))
+        if isinstance(padded_length, int):  # a signature with a fixed length says so
+            start, end = tf.ensure_shape(start, [None, padded_length]), tf.ensure_shape(end, [None, padded_length])
         return {
-            "start_logits": tf.pad(start, padding, constant_values=MASK_ADDER),
-            "end_logits": tf.pad(end, padding, constant_values=MASK_ADDER),
+            "start_logits": start,
+            "end_logits": end,
             "answer_start": tf.where(has_answer, best_start, -1),
             "answer_end": tf.where(has_answer, best_end, -1),
             "answer_text": text,

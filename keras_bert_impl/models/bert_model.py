@@ -156,9 +156,7 @@ class BertModel(BertConfigModel):
             returns the outputs dict.
         """
         if padding_free:
-            return make_padding_free_function(
-                self, jit_compile=jit_compile, bucket_size=bucket_size if jit_compile else 1
-            )
+            return make_padding_free_function(self, jit_compile=jit_compile, bucket_size=bucket_size)
         # No autograph: nothing here needs it, and errors raised while tracing
         # (SequenceLengthError) then reach the caller as they are.
         return tf.function(

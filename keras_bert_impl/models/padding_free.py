@@ -177,9 +177,10 @@ def make_padding_free_function(bert_model, jit_compile=True, bucket_size=16):
     Args:
         bert_model: A `BertModel` (without `output_all_encoder_layers` or
             `output_attention_probs`: only the last layer comes out).
-        jit_compile: Compile the layers with XLA; False runs a plain graph
-            (use `bucket_size=1` then: without XLA there is nothing to reuse).
-        bucket_size: See `real_token_rows`.
+        jit_compile: Compile the layers with XLA; False runs a plain graph.
+        bucket_size: See `real_token_rows`. Only with `jit_compile`: a plain
+            graph reuses nothing across row counts, so it computes exactly
+            the real tokens.
 
     Returns:
         A function of the inputs dict returning `sequence_output` (zeros at
@@ -204,6 +205,7 @@ def make_padding_free_function(bert_model, jit_compile=True, bucket_size=16):
             "output_all_encoder_layers and output_attention_probs"
         )
     layers = tf.function(functools.partial(forward_on_rows, bert_model), jit_compile=jit_compile, autograph=False)
+    bucket_size = bucket_size if jit_compile else 1
 
     @tf.function(autograph=False)
     def forward(inputs):

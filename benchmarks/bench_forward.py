@@ -25,6 +25,11 @@ Usage:
     .venv/bin/python benchmarks/bench_forward.py [--config base] [--batch_size 8]
         [--seq_length 128] [--steps 8] [--precisions fp32,bf16]
         [--implementations keras_bert_impl,keras_hub,tf_models,matmul_floor]
+        [--bucket_size 16] [--fetch outputs|checksum]
+
+On a GPU, `--fetch checksum` times the forward pass itself: the copy of
+`sequence_output` to the host, the same for every implementation, otherwise
+takes most of a batch.
 """
 
 import argparse

@@ -62,6 +62,19 @@ def test_a_mask_with_holes_and_an_empty_row():
     assert not np.asarray(fast["sequence_output"])[~real].any()
 
 
+def test_the_rows_are_found_on_the_host_and_the_layers_are_not():
+    # The row count must reach the host before the compiled program is
+    # chosen: the index ops that find it are pinned to the CPU, and the
+    # layers are left wherever TensorFlow places them (the GPU, if any).
+    model, inputs = _model_and_inputs()
+    graph = make_padding_free_function(model, bucket_size=4).get_concrete_function(inputs).graph
+    operations = graph.get_operations()
+    where = [op for op in operations if op.type == "Where"]
+    calls = [op for op in operations if op.type in ("PartitionedCall", "StatefulPartitionedCall")]
+    assert where and all("CPU" in op.device for op in where)
+    assert calls and not any(op.device for op in calls)
+
+
 def test_rows_are_the_real_tokens_rounded_up_to_the_bucket():
     mask = np.array([[1, 0, 1, 1], [0, 0, 0, 0], [1, 1, 0, 0]])
     positions, rows = real_token_rows(mask, bucket_size=4)

@@ -92,6 +92,12 @@ def test_all_layer_outputs_are_refused():
         BertModel(config, output_all_encoder_layers=True).make_inference_function(padding_free=True)
 
 
+def test_all_layer_outputs_are_refused_eagerly_too():
+    model = BertModel(tiny_config(), output_attention_probs=True)
+    with pytest.raises(ValueError, match="last layer only"):
+        padding_free_forward(model, random_inputs(tiny_config(), batch=2, seq=4, seed=0, pad=True))
+
+
 def test_unused_padding_columns_change_no_real_output():
     model, inputs = _model_and_inputs()
     inputs["input_mask"][:, 9:] = 0  # no row reaches past position 8

@@ -135,6 +135,15 @@ def forward_on_rows(bert_model, inputs, token_positions, row_of_position):
     return {"sequence_output": sequence_output, "pooled_output": bert_model.pooler(sequence_output)}
 
 
+def _require_last_layer_only(bert_model):
+    """Padding-free inference computes the last layer's outputs only: refuses a model asked for more."""
+    if bert_model.output_all_encoder_layers or bert_model.output_attention_probs:
+        raise ValueError(
+            "padding-free inference gives the last layer only; build the BertModel without "
+            "output_all_encoder_layers and output_attention_probs"
+        )
+
+
 def padding_free_forward(bert_model, inputs, bucket_size=1):
     """`bert_model(inputs, training=False)` with per-token work on real tokens only.
 
@@ -159,6 +168,7 @@ def padding_free_forward(bert_model, inputs, bucket_size=1):
     >>> bool(np.allclose(fast["sequence_output"][:, :3], full["sequence_output"][:, :3], atol=1e-5))
     True
     """
+    _require_last_layer_only(bert_model)
     token_positions, row_of_position = real_token_rows(inputs["input_mask"], bucket_size)
     return forward_on_rows(bert_model, inputs, token_positions, row_of_position)
 
@@ -199,11 +209,7 @@ def make_padding_free_function(bert_model, jit_compile=True, bucket_size=16):
     >>> bool(np.allclose(fast["pooled_output"], full["pooled_output"], atol=1e-5))
     True
     """
-    if bert_model.output_all_encoder_layers or bert_model.output_attention_probs:
-        raise ValueError(
-            "padding-free inference gives the last layer only; build the BertModel without "
-            "output_all_encoder_layers and output_attention_probs"
-        )
+    _require_last_layer_only(bert_model)
     layers = tf.function(functools.partial(forward_on_rows, bert_model), jit_compile=jit_compile, autograph=False)
     bucket_size = bucket_size if jit_compile else 1
 

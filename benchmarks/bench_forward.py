@@ -7,7 +7,9 @@ serving it would run it at its best: `model(inputs, training=False)` inside a
 (`jit_compile=True`); ours also runs padding-free
 (`BertModel.make_inference_function(padding_free=True)`, per-token work on
 real tokens only, equal at real positions), as a plain graph and with XLA
-(one program per `--bucket_size` real tokens). Every (implementation, precision, variant) is traced and
+(one program per `--bucket_size` real tokens), and with XLA and frozen
+kernels (`freeze_kernels=True`: the Dense kernels rounded to the compute
+dtype once, when the function is made, not on every call). Every (implementation, precision, variant) is traced and
 warmed up first; then the timed batches are taken in interleaved rounds, one
 batch of each in turn, so that load from other processes on the machine falls
 on all of them alike.
@@ -223,14 +225,18 @@ def forward_function(model, jit_compile):
     return forward
 
 
-# Our padding-free inference: (variant name, jit_compile).
-PADDING_FREE = {"tf.function, padding-free": False, "tf.function(jit_compile=True), padding-free": True}
+# Our padding-free inference: variant name -> (jit_compile, freeze_kernels).
+PADDING_FREE = {
+    "tf.function, padding-free": (False, False),
+    "tf.function(jit_compile=True), padding-free": (True, False),
+    "tf.function(jit_compile=True), padding-free, frozen kernels": (True, True),
+}
 
 
-def padding_free_function(model, jit_compile, bucket_size):
+def padding_free_function(model, jit_compile, freeze_kernels, bucket_size):
     """`BertModel.make_inference_function(padding_free=True)`, both outputs fetched."""
     inference = model.make_inference_function(jit_compile=jit_compile, padding_free=True,
-                                              bucket_size=bucket_size)
+                                              bucket_size=bucket_size, freeze_kernels=freeze_kernels)
 
     def forward(inputs):
         outputs = inference(inputs)
@@ -367,8 +373,9 @@ def main(argv=None):
             if implementation == OURS:
                 # Per-token work on real tokens only; with XLA, one program per
                 # `bucket_size` real tokens.
-                for variant, jit_compile in PADDING_FREE.items():
-                    forward = fetched(padding_free_function(model, jit_compile, args.bucket_size))
+                for variant, (jit_compile, freeze_kernels) in PADDING_FREE.items():
+                    forward = fetched(padding_free_function(model, jit_compile, freeze_kernels,
+                                                            args.bucket_size))
                     first, _ = run_batch(forward, model_inputs)
                     print(f"  {implementation} {precision} {variant}: first call {first:.1f} s, "
                           f"warm-up batch {run_batch(forward, model_inputs)[0]:.2f} s", flush=True)

@@ -2,10 +2,14 @@
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.models.padding_free import (
     drop_unused_padding,
+    forward_on_rows,
+    frozen_dense,
+    frozen_kernels,
     make_padding_free_function,
     padding_free_forward,
     real_token_rows,
@@ -116,3 +120,95 @@ def test_unused_padding_columns_change_no_real_output():
     # An all-padding batch keeps one column.
     assert drop_unused_padding({"input_mask": np.zeros((2, 5))})["input_mask"].shape == (2, 1)
     assert drop_unused_padding({"input_mask": np.zeros((0, 5))})["input_mask"].shape == (0, 1)
+
+
+@pytest.mark.parametrize("dtype", [None, "mixed_bfloat16"])
+@pytest.mark.parametrize("held_dtype", [None, "float32", "bfloat16"])
+def test_frozen_kernels_hold_the_compute_dtype_values(dtype, held_dtype):
+    model, _ = _model_and_inputs(dtype)
+    if held_dtype == "bfloat16" and dtype is None:
+        with pytest.raises(ValueError, match="cannot hold .*float32 kernel exactly"):
+            frozen_kernels(model, held_dtype=held_dtype)
+        return
+    kernels = frozen_kernels(model, held_dtype=held_dtype)
+    blocks = model.encoder.blocks
+    layers = [layer for block in blocks for layer in (
+        block.attention.query, block.attention.key, block.attention.value,
+        block.attention_output, block.intermediate, block.output_dense)]
+    assert sorted(kernels) == sorted(layer.path for layer in layers) and len(kernels) == 6 * len(blocks)
+    # No GPU in these tests: by default the copies are float32.
+    expected_dtype = held_dtype or "float32"
+    compute = "bfloat16" if dtype else "float32"
+    for layer in layers:
+        kernel = kernels[layer.path]
+        assert kernel.dtype == expected_dtype
+        rounded = np.asarray(layer.kernel.numpy(), np.float32).astype(tf.bfloat16.as_numpy_dtype) \
+            .astype(np.float32) if compute == "bfloat16" else layer.kernel.numpy()
+        np.testing.assert_array_equal(np.asarray(kernel, np.float32), rounded)
+    if dtype:  # bfloat16 rounding moved the values: the copies are not the float32 kernels.
+        assert not np.array_equal(kernels[layers[0].path], layers[0].kernel.numpy())
+
+
+@pytest.mark.parametrize("jit_compile", [True, False])
+def test_frozen_kernels_in_float32_give_the_same_bits(jit_compile):
+    # In float32 nothing is rounded: computing the Dense layers from the
+    # copies (matmul, bias, activation) must be exactly what the layers do.
+    model, inputs = _model_and_inputs()
+    live = model.make_inference_function(jit_compile=jit_compile, padding_free=True, bucket_size=4)(inputs)
+    frozen = model.make_inference_function(jit_compile=jit_compile, padding_free=True, bucket_size=4,
+                                           freeze_kernels=True)(inputs)
+    for name in ("sequence_output", "pooled_output"):
+        if jit_compile:
+            np.testing.assert_array_equal(frozen[name], live[name])
+        else:  # The plain graph's fused MatMul+BiasAdd kernels may round the last bit differently.
+            np.testing.assert_allclose(frozen[name], live[name], atol=2e-6)
+
+
+def _max_error(outputs, reference, input_mask):
+    real = np.asarray(input_mask).astype(bool)
+    sequence = np.asarray(outputs["sequence_output"], np.float32)[real]
+    pooled = np.asarray(outputs["pooled_output"], np.float32)
+    return max(np.abs(sequence - np.asarray(reference["sequence_output"])[real]).max(),
+               np.abs(pooled - np.asarray(reference["pooled_output"])).max())
+
+
+@pytest.mark.parametrize("held_dtype", ["float32", "bfloat16"])
+def test_frozen_kernels_under_mixed_bfloat16_are_as_accurate_as_the_full_model(held_dtype):
+    # float32 copies are what a CPU multiplies, bfloat16 ones what a GPU
+    # does. Either way the products see the same bfloat16 values, only
+    # summed in another order: the outputs stay within bfloat16 rounding of
+    # the compiled full model, and as close to float32 arithmetic on the same
+    # weights as it is.
+    model, inputs = _model_and_inputs("mixed_bfloat16")
+    reference, _ = _model_and_inputs()
+    reference.set_weights(model.get_weights())
+    reference = reference(inputs)
+    dense = frozen_dense(frozen_kernels(model, held_dtype=held_dtype))
+    forward = tf.function(lambda inputs, *rows: forward_on_rows(model, inputs, *rows, dense=dense),
+                          jit_compile=True)
+    full = model.make_inference_function(jit_compile=True)(inputs)
+    full_error = _max_error(full, reference, inputs["input_mask"])
+    assert 0 < full_error < 0.05
+    made = model.make_inference_function(padding_free=True, bucket_size=4, freeze_kernels=True)
+    for frozen in (forward(inputs, *real_token_rows(inputs["input_mask"], bucket_size=4)), made(inputs)):
+        _assert_equal_at_real_positions(frozen, full, inputs["input_mask"], atol=3e-2)
+        assert _max_error(frozen, reference, inputs["input_mask"]) <= 1.25 * full_error
+
+
+def test_a_frozen_function_keeps_the_kernels_it_was_made_with():
+    model, inputs = _model_and_inputs()
+    live = model.make_inference_function(padding_free=True, bucket_size=4)
+    frozen = model.make_inference_function(padding_free=True, bucket_size=4, freeze_kernels=True)
+    before = model(inputs)
+    intermediate = model.encoder.blocks[0].intermediate
+    intermediate.kernel.assign(intermediate.kernel * 2.0)
+    after = model(inputs)
+    assert not np.allclose(after["pooled_output"], before["pooled_output"], atol=1e-3)
+    _assert_equal_at_real_positions(live(inputs), after, inputs["input_mask"], atol=2e-5)
+    _assert_equal_at_real_positions(frozen(inputs), before, inputs["input_mask"], atol=2e-5)
+
+
+def test_frozen_kernels_need_padding_free():
+    model, _ = _model_and_inputs()
+    with pytest.raises(ValueError, match="padding_free"):
+        model.make_inference_function(freeze_kernels=True)

@@ -127,23 +127,27 @@ class TransformerLayer(keras.layers.Layer):
         layer_output = self.after_attention(context, matrix, training=training)
         return ops.reshape(layer_output, shape), probs
 
-    def after_attention(self, context, residual, training=None):
+    def after_attention(self, context, residual, training=None, dense=None):
         """`attention/output`, `intermediate` and `output` on [rows, H] matrices.
 
         Args:
             context: [rows, H] attention context.
             residual: [rows, H] the layer's input at the same rows.
             training: Enables dropout.
+            dense: Optional `dense(layer, x)` computing each of the three
+                Dense sub-layers in place of `layer(x)` (padding-free
+                inference passes one that reads frozen kernels).
 
         Returns:
             [rows, H] layer output.
         """
-        attention_output = self.dropout(self.attention_output(context), training=training)
+        dense = dense or (lambda layer, x: layer(x))
+        attention_output = self.dropout(dense(self.attention_output, context), training=training)
         attention_output = self.attention_layer_norm(attention_output + residual)
         # [rows, intermediate_size]
-        intermediate = self.intermediate(attention_output)
+        intermediate = dense(self.intermediate, attention_output)
         # [rows, H]
-        layer_output = self.dropout(self.output_dense(intermediate), training=training)
+        layer_output = self.dropout(dense(self.output_dense, intermediate), training=training)
         return self.output_layer_norm(layer_output + attention_output)
 
     def compute_output_shape(self, hidden_states_shape, mask_adder_shape=None, query_positions_shape=None):

@@ -123,7 +123,7 @@ class BertModel(BertConfigModel):
         self.encoder = encoder
         self.pooler = pooler
 
-    def make_inference_function(self, jit_compile=True, padding_free=False, bucket_size=16):
+    def make_inference_function(self, jit_compile=True, padding_free=False, bucket_size=16, freeze_kernels=False):
         """The forward pass for inference, `self(inputs, training=False)`, as a `tf.function`.
 
         Keras turns XLA off on machines without an accelerator (its
@@ -154,13 +154,21 @@ class BertModel(BertConfigModel):
             bucket_size: With `padding_free` and `jit_compile`, the real-token
                 count is rounded up to a multiple of this, and XLA compiles
                 once per multiple.
+            freeze_kernels: With `padding_free`: round the encoder's Dense
+                kernels to the compute dtype once, now, rather than on every
+                call; the function then ignores later changes to them (see
+                `padding_free.make_padding_free_function`).
 
         Returns:
             A function of the inputs dict (as for calling the model) that
             returns the outputs dict.
         """
         if padding_free:
-            return make_padding_free_function(self, jit_compile=jit_compile, bucket_size=bucket_size)
+            return make_padding_free_function(
+                self, jit_compile=jit_compile, bucket_size=bucket_size, freeze_kernels=freeze_kernels
+            )
+        if freeze_kernels:
+            raise ValueError("freeze_kernels needs padding_free=True")
         # No autograph: nothing here needs it, and errors raised while tracing
         # (SequenceLengthError) then reach the caller as they are.
         return tf.function(

@@ -18,6 +18,10 @@ program per shape. `bucket_size` rounds the row count up to a multiple of
 itself (the extra rows are computed and dropped), so a compiled program
 serves every batch whose real-token count falls in its bucket: at most
 `ceil(batch * seq / bucket_size)` programs for one padded shape.
+
+Under a mixed precision policy each Dense layer casts its float32 kernel to
+the compute dtype on every call. `frozen_kernels` does that rounding once,
+for functions that serve fixed weights (see `make_padding_free_function`).
 """
 
 import functools
@@ -63,7 +67,7 @@ def real_token_rows(input_mask, bucket_size=1):
     return positions, row_of_position
 
 
-def _attention_context(attention, hidden, token_positions, row_of_position, padded_shape, mask_adder):
+def _attention_context(attention, hidden, token_positions, row_of_position, padded_shape, mask_adder, dense):
     """The layer's attention for the real tokens of a padded batch.
 
     Args:
@@ -72,6 +76,7 @@ def _attention_context(attention, hidden, token_positions, row_of_position, padd
         token_positions, row_of_position: From `real_token_rows`.
         padded_shape: `(batch_size, seq_length)`.
         mask_adder: [batch_size, 1, 1, seq_length].
+        dense: `dense(layer, x)` for the query/key/value layers.
 
     Returns:
         [rows, H] attention context of the real tokens.
@@ -86,15 +91,15 @@ def _attention_context(attention, hidden, token_positions, row_of_position, padd
 
     # [batch, N, seq, D]
     context, _ = attention.attend(
-        to_heads(attention.query(hidden)), to_heads(attention.key(hidden)),
-        to_heads(attention.value(hidden)), mask_adder, training=False,
+        to_heads(dense(attention.query, hidden)), to_heads(dense(attention.key, hidden)),
+        to_heads(dense(attention.value, hidden)), mask_adder, training=False,
     )
     # [batch, seq, N, D] -> [batch * seq, H] -> [rows, H]
     context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch_size * seq_length, heads * size_per_head])
     return tf.gather(context, token_positions)
 
 
-def forward_on_rows(bert_model, inputs, token_positions, row_of_position):
+def forward_on_rows(bert_model, inputs, token_positions, row_of_position, dense=None):
     """The padding-free forward pass, given the rows from `real_token_rows`.
 
     Every shape here follows from the inputs' shapes and the row count, so
@@ -104,6 +109,8 @@ def forward_on_rows(bert_model, inputs, token_positions, row_of_position):
         bert_model: A `BertModel`.
         inputs: Dict of `input_ids`, `input_mask`, `segment_ids` [batch, seq].
         token_positions, row_of_position: From `real_token_rows(input_mask)`.
+        dense: Optional `dense(layer, x)` computing the encoder's Dense
+            layers in place of `layer(x)` (see `frozen_dense`).
 
     Returns:
         Dict of `sequence_output` [batch, seq, H] (zeros at padded positions)
@@ -121,18 +128,102 @@ def forward_on_rows(bert_model, inputs, token_positions, row_of_position):
     hidden = tf.gather(tf.reshape(embedded, [-1, hidden_size]), token_positions)
     # [batch, 1, 1, seq]
     mask_adder = attention_mask_adder(input_mask, bert_model.encoder.compute_dtype)
+    dense = dense or (lambda layer, x: layer(x))
 
     for block in bert_model.encoder.blocks:
         context = _attention_context(
-            block.attention, hidden, token_positions, row_of_position, (batch_size, seq_length), mask_adder
+            block.attention, hidden, token_positions, row_of_position, (batch_size, seq_length), mask_adder, dense
         )
         # [rows, H]
-        hidden = block.after_attention(context, hidden, training=False)
+        hidden = block.after_attention(context, hidden, training=False, dense=dense)
 
     # [batch * seq, H] -> [batch, seq, H], zeros at padding.
     sequence_output = tf.reshape(tf.gather(hidden, row_of_position), [batch_size, seq_length, hidden_size])
     sequence_output = tf.where((input_mask > 0)[:, :, None], sequence_output, tf.zeros_like(sequence_output))
     return {"sequence_output": sequence_output, "pooled_output": bert_model.pooler(sequence_output)}
+
+
+def frozen_kernels(bert_model, held_dtype=None):
+    """The encoder's Dense kernels, rounded to the compute dtype once.
+
+    Under a mixed precision policy every Dense layer casts its float32 kernel
+    to the compute dtype on each call: all 85 M encoder weights of BERT-base
+    per forward pass. XLA on a CPU then widens the bfloat16 operands back to
+    float32 for its matrix products (a CPU without bfloat16 units multiplies
+    in float32), so a float32 copy of the rounded values feeds those
+    products with no conversion at all. The products still see exactly the
+    compute dtype's values, and accumulate in float32 as before.
+
+    Args:
+        bert_model: A `BertModel`.
+        held_dtype: dtype of the copies: the compute dtype or float32 (both
+            hold the rounded values exactly). None: float32 when TensorFlow
+            sees no GPU, else the compute dtype (a GPU multiplies bfloat16
+            natively).
+
+    Returns:
+        Dict of each Dense layer's `path` to its kernel [in, out]: the
+        kernel rounded to the layer's compute dtype, held as `held_dtype`.
+
+    Example:
+    >>> import numpy as np
+    >>> from keras_bert_impl.config import BertConfig
+    >>> from keras_bert_impl.models.bert_model import BertModel
+    >>> model = BertModel(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
+    ...                              num_attention_heads=2, intermediate_size=16), dtype="mixed_bfloat16")
+    >>> kernels = frozen_kernels(model, held_dtype="float32")
+    >>> len(kernels), kernels["encoder/layer_0/intermediate_dense"].dtype.name
+    (6, 'float32')
+    """
+    if held_dtype is None:
+        held_dtype = "float32" if not tf.config.list_logical_devices("GPU") else None
+    kernels = {}
+    for layer in _encoder_dense_layers(bert_model):
+        held = tf.as_dtype(held_dtype or layer.compute_dtype)
+        if held not in (tf.float32, tf.as_dtype(layer.compute_dtype)):
+            raise ValueError(
+                f"held_dtype {held.name} cannot hold {layer.path}'s {layer.compute_dtype} kernel exactly: "
+                f"use {layer.compute_dtype} or float32"
+            )
+        # A read of the variable, not the variable: later assignments
+        # leave it as it is.
+        rounded = tf.cast(layer.kernel.value.read_value(), layer.compute_dtype)
+        kernels[layer.path] = tf.cast(rounded, held)
+    return kernels
+
+
+def frozen_dense(kernels):
+    """`dense(layer, x)`: a Dense layer's output computed with its kernel from `kernels`.
+
+    Equals `layer(x)` with the layer's kernel rounded as in `kernels`: the
+    product of the compute dtype's values in the held dtype, its result in
+    the compute dtype, then the layer's bias and activation as the layer
+    applies them.
+
+    Args:
+        kernels: From `frozen_kernels`.
+
+    Returns:
+        A function of `(layer, x)`, x [rows, in], returning [rows, out].
+    """
+
+    def dense(layer, x):
+        kernel = kernels[layer.path]
+        # [rows, in] x [in, out] -> [rows, out]
+        outputs = tf.cast(tf.matmul(tf.cast(x, kernel.dtype), kernel), layer.compute_dtype)
+        if layer.bias is not None:
+            outputs = outputs + tf.cast(layer.bias.value, layer.compute_dtype)
+        return layer.activation(outputs)
+
+    return dense
+
+
+def _encoder_dense_layers(bert_model):
+    """Every Dense layer of the encoder: query, key, value and the three after attention, per block."""
+    for block in bert_model.encoder.blocks:
+        attention = block.attention
+        yield from (attention.query, attention.key, attention.value,
+                    block.attention_output, block.intermediate, block.output_dense)
 
 
 def _require_last_layer_only(bert_model):
@@ -173,7 +264,7 @@ def padding_free_forward(bert_model, inputs, bucket_size=1):
     return forward_on_rows(bert_model, inputs, token_positions, row_of_position)
 
 
-def make_padding_free_function(bert_model, jit_compile=True, bucket_size=16):
+def make_padding_free_function(bert_model, jit_compile=True, bucket_size=16, freeze_kernels=False):
     """`padding_free_forward` as a `tf.function`, with the layers compiled by XLA.
 
     The rows are found in a plain graph; the layers run in a function
@@ -191,6 +282,15 @@ def make_padding_free_function(bert_model, jit_compile=True, bucket_size=16):
         bucket_size: See `real_token_rows`. Only with `jit_compile`: a plain
             graph reuses nothing across row counts, so it computes exactly
             the real tokens.
+        freeze_kernels: Take the encoder's Dense kernels now, rounded to
+            the compute dtype once (`frozen_kernels`), instead of reading
+            and casting them on every call. Under `mixed_bfloat16` on a CPU
+            this removes the conversion of every weight from each call
+            (README, Benchmarks); in float32 it changes nothing but the
+            snapshot. The function then computes with the kernels as they
+            are now: make a new one after the weights change (training,
+            loading a checkpoint). The copies take memory as the kernels
+            do (BERT-base: 340 MB as float32 on a CPU).
 
     Returns:
         A function of the inputs dict returning `sequence_output` (zeros at
@@ -210,7 +310,10 @@ def make_padding_free_function(bert_model, jit_compile=True, bucket_size=16):
     True
     """
     _require_last_layer_only(bert_model)
-    layers = tf.function(functools.partial(forward_on_rows, bert_model), jit_compile=jit_compile, autograph=False)
+    dense = frozen_dense(frozen_kernels(bert_model)) if freeze_kernels else None
+    layers = tf.function(
+        functools.partial(forward_on_rows, bert_model, dense=dense), jit_compile=jit_compile, autograph=False
+    )
     bucket_size = bucket_size if jit_compile else 1
 
     @tf.function(autograph=False)

@@ -9,10 +9,10 @@ serving it would run it at its best: `model(inputs, training=False)` inside a
 real tokens only, equal at real positions), as a plain graph and with XLA
 (one program per `--bucket_size` real tokens), and with XLA and frozen
 kernels (`freeze_kernels=True`: the Dense kernels rounded to the compute
-dtype once, when the function is made, not on every call). Every (implementation, precision, variant) is traced and
-warmed up first; then the timed batches are taken in interleaved rounds, one
-batch of each in turn, so that load from other processes on the machine falls
-on all of them alike.
+dtype once, when the function is made, not on every call). Every
+(implementation, precision, variant) is traced and warmed up first; then the
+timed batches are taken in interleaved rounds, one batch of each in turn, so
+that load from other processes on the machine falls on all of them alike.
 
 The first table gives each implementation's best variant at each precision,
 its throughput (from the median batch time) and its ratio to the best peer

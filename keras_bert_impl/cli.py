@@ -1,15 +1,40 @@
-"""What every command-line tool shares: flags in the original's style, and bad
-input reported as one line on stderr with a non-zero exit code."""
+"""What every command-line tool shares: absl flags, as the original scripts
+use them, and bad input reported as one line on stderr with an exit code.
 
-import argparse
+Each tool defines its flags on a fresh `absl.flags.FlagValues` (never the
+process-wide `FLAGS`), so tools can run one after another, or side by side
+in one process (as the tests do), with no state carried over. absl gives
+`--flagfile`, `--undefok`, `--noflag` booleans and exact flag names (no
+prefixes); `--help`/`--helpfull` list every flag with its default.
+
+Example:
+>>> from absl import flags
+>>> def define(fv):
+...     flags.DEFINE_integer("max_seq_length", 128, "Sequence length.", flag_values=fv)
+...     flags.DEFINE_boolean("do_train", False, "Train.", flag_values=fv)
+>>> fv = parse_flags(define, ["--max_seq_length=64", "--do_train"], prog="tool")
+>>> fv.max_seq_length, fv.do_train
+(64, True)
+"""
+
 import os
 import sys
 
+from absl import flags
+
 from keras_bert_impl.errors import BertError
 
-# Exit codes: 2 for a bad flag (as argparse), 1 for bad input data or files.
+# Exit codes: 2 for a bad flag, 1 for bad input data or files.
 EXIT_BAD_FLAG = 2
 EXIT_BAD_INPUT = 1
+_HELP_FLAGS = ("help", "helpshort", "helpfull")
+# The original scripts' TPU flags: accepted so their command lines run as
+# they are; a TPU is reached through --strategy=tpu (or --use_tpu).
+TPU_FLAG_HELP = "Accepted for the original's command lines; no effect here."
+
+
+class FlagError(BertError, ValueError):
+    """A flag that is unknown, missing, or has a value the tool cannot take."""
 
 
 def quiet_tensorflow():
@@ -17,67 +42,126 @@ def quiet_tensorflow():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
-def str_to_bool(value):
-    """Parses absl-style booleans: true/false, 1/0, yes/no (any case)."""
-    lowered = str(value).strip().lower()
-    if lowered in ("true", "1", "yes", "t", "y"):
-        return True
-    if lowered in ("false", "0", "no", "f", "n"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+def parse_flags(define, argv=None, prog=None, description=""):
+    """Defines a tool's flags on a fresh `FlagValues` and parses `argv`.
 
-
-class FlagParser(argparse.ArgumentParser):
-    """`argparse` with one-line errors and the original's boolean flags.
-
-    `add_bool(name, default)` accepts `--name`, `--name=false` and absl's
-    `--noname`, so command lines written for the original scripts work.
-    """
-
-    def error(self, message):
-        self.exit(EXIT_BAD_FLAG, f"{self.prog}: error: {message} (see --help)\n")
-
-    def add_bool(self, name, default, help):
-        self.add_argument(
-            f"--{name}", nargs="?", const=True, default=default, type=str_to_bool,
-            help=f"{help} (default: {default})",
-        )
-        self.add_argument(f"--no{name}", dest=name, action="store_false", help=argparse.SUPPRESS)
-
-    def add_fine_tuning_flags(self):
-        """The original fine-tuning scripts' release and training flags, plus
-        `--strategy` and `--seed`, shared by run_classifier, run_squad and
-        run_ner."""
-        add = self.add_argument
-        add("--bert_config_file", help="The original bert_config.json.")
-        add("--vocab_file", help="vocab.txt the model was trained on.")
-        add("--init_checkpoint", help="Original-format checkpoint to start from (e.g. bert_model.ckpt).")
-        self.add_bool("do_lower_case", True, "Lower-case the input; must match the checkpoint.")
-        add("--train_batch_size", type=int, default=32, help="Total batch size for training (default: %(default)s).")
-        add("--learning_rate", type=float, default=5e-5, help="Initial learning rate for Adam (default: %(default)s).")
-        add("--num_train_epochs", type=float, default=3.0, help="Training epochs (default: %(default)s).")
-        add("--warmup_proportion", type=float, default=0.1, help="Fraction of steps of linear warmup (default: %(default)s).")
-        add("--save_checkpoints_steps", type=int, default=1000, help="Steps between training checkpoints (default: %(default)s).")
-        add("--strategy", default="default", help="default, one_device, mirrored, multi_worker_mirrored or tpu (default: %(default)s).")
-        add("--tpu_name", help="TPU name or grpc:// address for --strategy=tpu.")
-        add("--seed", type=int, default=12345, help="Seed of initialisation, dropout and shuffling (default: %(default)s).")
-
-    def require(self, args, *names):
-        """Errors (one line) for each required flag left unset."""
-        missing = [f"--{n}" for n in names if getattr(args, n) in (None, "")]
-        if missing:
-            self.error(f"missing required flag(s): {', '.join(missing)}")
-
-
-def run_tool(main, argv=None):
-    """Runs `main(argv)`; any `BertError` or OS error becomes one stderr line.
+    Args:
+        define: `define(flag_values)` adds the tool's flags.
+        argv: The arguments without the program name (default `sys.argv[1:]`).
+        prog: The tool's name, for help and messages.
+        description: What the tool does, printed above `--help`.
 
     Returns:
-        The process exit code.
+        The parsed `FlagValues`; read values as attributes (`fv.output_dir`).
+
+    Raises:
+        FlagError: an unknown flag, a bad value, or a positional argument.
+        SystemExit: (0) after printing the help for `--help`/`--helpfull`.
     """
-    prog = os.path.basename(sys.argv[0]) if argv is None else "tool"
+    prog = prog or os.path.basename(sys.argv[0])
+    argv = list(sys.argv[1:] if argv is None else argv)
+    fv = flags.FlagValues()
+    define(fv)
+    for name in _HELP_FLAGS:
+        flags.DEFINE_boolean(name, False, "Show the flags of this tool and exit.", flag_values=fv)
+    if "-h" in argv or "-?" in argv:
+        argv = ["--help"]
+    try:
+        rest = fv([prog] + argv)
+    except flags.Error as error:
+        raise FlagError(str(error).splitlines()[0]) from None
+    if any(fv[name].value for name in _HELP_FLAGS):
+        print(f"{prog}: {description}\n\nflags:\n{fv.get_help(include_special_flags=True)}")
+        sys.exit(0)
+    if len(rest) > 1:
+        raise FlagError(f"unexpected positional arguments: {' '.join(rest[1:])}")
+    return fv
+
+
+def require(fv, *names):
+    """Raises `FlagError` naming every flag of `names` left unset or empty."""
+    missing = [f"--{name}" for name in names if fv[name].value in (None, "")]
+    if missing:
+        raise FlagError(f"missing required flag(s): {', '.join(missing)}")
+
+
+def require_positive(fv, *names):
+    """Raises `FlagError` for the first flag of `names` whose value is below 1."""
+    for name in names:
+        if fv[name].value < 1:
+            raise FlagError(f"--{name} must be positive, got {fv[name].value}")
+
+
+def parse_label_list(value, flag="--labels"):
+    """A comma-separated list of two or more distinct, non-empty labels."""
+    labels = [label.strip() for label in value.split(",")]
+    if len(labels) < 2 or len(set(labels)) != len(labels) or not all(labels):
+        raise FlagError(f"{flag} must list two or more distinct labels, got {value!r}")
+    return labels
+
+
+def define_tpu_flags(fv, names=("tpu_zone", "gcp_project", "master", "num_tpu_cores", "iterations_per_loop")):
+    """The original's TPU flags that have no effect here, with their types and defaults."""
+    for name in names:
+        if name in ("num_tpu_cores", "iterations_per_loop"):
+            flags.DEFINE_integer(name, 8 if name == "num_tpu_cores" else 1000, TPU_FLAG_HELP, flag_values=fv)
+        else:
+            flags.DEFINE_string(name, None, TPU_FLAG_HELP, flag_values=fv)
+
+
+def define_fine_tuning_flags(fv, default_max_seq_length=128):
+    """The original fine-tuning scripts' release and training flags, plus
+    `--strategy` and `--seed`, shared by run_classifier, run_squad and
+    run_ner."""
+    define = dict(flag_values=fv)
+    flags.DEFINE_string("bert_config_file", None, "The original bert_config.json.", **define)
+    flags.DEFINE_string("vocab_file", None, "vocab.txt the model was trained on.", **define)
+    flags.DEFINE_string("output_dir", None, "Where checkpoints, logs and results are written.", **define)
+    flags.DEFINE_string("init_checkpoint", None, "Original-format checkpoint to start from (e.g. bert_model.ckpt).", **define)
+    flags.DEFINE_boolean("do_lower_case", True, "Lower-case the input; must match the checkpoint.", **define)
+    flags.DEFINE_integer("max_seq_length", default_max_seq_length, "Sequence length after WordPiece.", **define)
+    flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.", **define)
+    flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.", **define)
+    flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.", **define)
+    flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training for linear learning rate warmup.", **define)
+    flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.", **define)
+    flags.DEFINE_boolean("use_tpu", False, "Same as --strategy=tpu.", **define)
+    flags.DEFINE_string("tpu_name", None, "TPU name or grpc:// address for --strategy=tpu.", **define)
+    define_tpu_flags(fv)
+    flags.DEFINE_string("strategy", "default", "default, one_device, mirrored, multi_worker_mirrored or tpu.", **define)
+    flags.DEFINE_integer("seed", 12345, "Seed of initialisation, dropout and shuffling.", **define)
+
+
+def check_fine_tuning_flags(fv):
+    """Values the original would only trip over later; `--use_tpu` selects the TPU strategy."""
+    require(fv, "vocab_file", "bert_config_file", "output_dir")
+    require_positive(fv, "train_batch_size", "save_checkpoints_steps")
+    if not fv.num_train_epochs > 0:
+        raise FlagError(f"--num_train_epochs must be positive, got {fv.num_train_epochs}")
+    if not 0.0 <= fv.warmup_proportion <= 1.0:
+        raise FlagError(f"--warmup_proportion must lie in [0, 1], got {fv.warmup_proportion}")
+    if fv.use_tpu:
+        fv.strategy = "tpu"
+
+
+def flag_values(fv, names):
+    """`{name: value}` of the flags `names`, to pass on as keyword arguments."""
+    return {name: fv[name].value for name in names}
+
+
+def run_tool(main, argv=None, prog=None):
+    """Runs `main(argv)`; a `BertError` or OS error becomes one stderr line.
+
+    Returns:
+        The process exit code: 0, `EXIT_BAD_FLAG` for a `FlagError`,
+        `EXIT_BAD_INPUT` for any other bad input, 130 when interrupted.
+    """
+    prog = prog or os.path.basename(sys.argv[0])
     try:
         main(argv)
+    except FlagError as e:
+        print(f"{prog}: error: {e} (see --help)", file=sys.stderr)
+        return EXIT_BAD_FLAG
     except BertError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

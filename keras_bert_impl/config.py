@@ -166,8 +166,6 @@ class BertConfig:
 
     def to_json_file(self, path):
         """Writes the config as `bert_config.json` (atomically)."""
-        path = os.fspath(path)
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(self.to_json_string())
-        os.replace(tmp, path)
+        from keras_bert_impl.io import write_text_atomically
+
+        write_text_atomically(os.fspath(path), self.to_json_string())

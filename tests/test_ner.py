@@ -16,6 +16,7 @@ from keras_bert_impl.data import conll
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.models.token_classifier import BertTokenClassifier, token_classification_loss
+from keras_bert_impl.tasks.token_tagging import weighted_loss
 from keras_bert_impl.tokenization import FullTokenizer
 from tests.helpers import random_inputs, randomize, tiny_config
 from tools import run_ner
@@ -186,7 +187,7 @@ def test_tagger_logits_and_loss_follow_numpy(tmp_path):
     model.compile(loss=token_classification_loss())
     got = model.evaluate(inputs, label_ids, sample_weight=weights, batch_size=3, verbose=0)
     assert got == pytest.approx(expected_loss, rel=1e-5)
-    assert run_ner.weighted_loss(logits, label_ids, weights) == pytest.approx(expected_loss, rel=1e-5)
+    assert weighted_loss(logits, label_ids, weights) == pytest.approx(expected_loss, rel=1e-5)
 
     save_original_checkpoint(model, str(tmp_path / "tagger.ckpt"))
     names = list_original_variables(str(tmp_path / "tagger.ckpt"))

@@ -20,6 +20,8 @@ from keras_bert_impl.checkpoints.original import (
 )
 from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.models.span_qa import BertSpanQA, span_qa_losses
+from keras_bert_impl.tasks.span_qa import read_training_examples
+from keras_bert_impl.training.fine_tuning import log_to_stderr
 from tests.helpers import random_inputs, randomize, tiny_config
 from tools import run_squad
 
@@ -224,8 +226,8 @@ def test_skipped_training_questions_are_counted(release, tmp_path, capsys):
     data = generated_squad(40, seed=5)
     data[0]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] = 0  # now points at other words
     train = write_squad(tmp_path / "train.json", data)
-    args = run_squad.build_parser().parse_args(flags(release, tmp_path / "out", do_train=True, train_file=train))
-    examples = run_squad.read_training_examples(args)
+    log = log_to_stderr("run_squad")
+    examples = read_training_examples(str(train), False, seed=12345, verbose_logging=False, log=log)
     assert len(examples) == 39 and "q5-0" not in {e.qas_id for e in examples}
     assert ("skipped 1 of 40 questions whose answer text is not at answer_start (as the original): q5-0"
             in capsys.readouterr().err)

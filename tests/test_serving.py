@@ -22,7 +22,7 @@ from keras_bert_impl.models.pretraining import BertPretrainingModel
 from keras_bert_impl.models.span_qa import BertSpanQA
 from keras_bert_impl.serving.client import GrpcClient, RestClient, ServingError
 from keras_bert_impl.serving.export import ExportError, export_saved_model, next_version
-from keras_bert_impl.serving.signatures import truncated_pair_lengths
+from keras_bert_impl.tokenization.preprocessor import truncated_pair_lengths
 from keras_bert_impl.tokenization import FullTokenizer
 from keras_bert_impl.tokenization.in_graph import InGraphTokenizer, build_tables
 from tests.helpers import randomize, tiny_config

@@ -15,6 +15,7 @@ import numpy as np
 from keras_bert_impl.checkpoints.original import assign_original_weights, save_original_checkpoint
 from keras_bert_impl.config import BertConfig
 from keras_bert_impl.errors import CheckpointError, ConfigError
+from keras_bert_impl.io import copy_atomically
 from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.models.pretraining import BertPretrainingModel
 
@@ -223,7 +224,5 @@ def convert_hf_to_original(hf_dir, output_dir):
     config.to_json_file(os.path.join(output_dir, "bert_config.json"))
     vocab = os.path.join(hf_dir, "vocab.txt")
     if os.path.exists(vocab):
-        with open(vocab, "rb") as source, open(os.path.join(output_dir, "vocab.txt.tmp"), "wb") as target:
-            target.write(source.read())
-        os.replace(os.path.join(output_dir, "vocab.txt.tmp"), os.path.join(output_dir, "vocab.txt"))
+        copy_atomically(vocab, os.path.join(output_dir, "vocab.txt"))
     return config, prefix

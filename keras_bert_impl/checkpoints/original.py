@@ -4,13 +4,13 @@ import dataclasses
 import fnmatch
 import os
 import re
-import uuid
 
 import numpy as np
 import tensorflow as tf
 
 from keras_bert_impl.checkpoints.name_map import original_variable_map
 from keras_bert_impl.errors import CheckpointError
+from keras_bert_impl.io import temporary_path, write_text_atomically
 
 # Optimizer slots and bookkeeping that original checkpoints carry next to the
 # weights; a model never has them, so they are neither loaded nor "unexpected".
@@ -176,7 +176,7 @@ def write_checkpoint_tensors(tensors, checkpoint_prefix):
     prefix = os.fspath(checkpoint_prefix)
     directory = os.path.dirname(prefix) or "."
     os.makedirs(directory, exist_ok=True)
-    tmp_prefix = os.path.join(directory, f".tmp-{uuid.uuid4().hex}-{os.path.basename(prefix)}")
+    tmp_prefix = temporary_path(prefix)
     names = sorted(tensors)
     try:
         tf.raw_ops.SaveV2(
@@ -205,9 +205,7 @@ def write_checkpoint_state(directory, prefixes):
     state = os.path.join(directory, "checkpoint")
     lines = [f'model_checkpoint_path: "{prefixes[-1]}"']
     lines += [f'all_model_checkpoint_paths: "{p}"' for p in prefixes]
-    with open(state + ".tmp", "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-    os.replace(state + ".tmp", state)
+    write_text_atomically(state, "\n".join(lines) + "\n")
 
 
 def original_weights(model):

@@ -32,6 +32,7 @@ import numpy as np
 
 from keras_bert_impl.data.text_pairs import TextPairExample
 from keras_bert_impl.errors import BertError, InputFileError
+from keras_bert_impl.io import read_utf8_lines
 
 SPLITS = ("train", "dev", "test")
 
@@ -558,20 +559,7 @@ def _split_layout(task, split):
 
 def _open_lines(path):
     """Yields `(line_number, text)` of a UTF-8 file, with errors naming the line."""
-    try:
-        with open(path, "rb") as f:
-            for line_number, raw in enumerate(f, start=1):
-                try:
-                    text = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
-                except UnicodeDecodeError as e:
-                    raise InputFileError(
-                        f"{path}:{line_number}: not valid UTF-8 (byte {e.start}: {raw[e.start:e.start + 1]!r})"
-                    ) from None
-                yield line_number, text
-    except FileNotFoundError:
-        raise InputFileError(f"{path}: data file not found") from None
-    except IsADirectoryError:
-        raise InputFileError(f"{path}: is a directory, expected a data file") from None
+    return read_utf8_lines(path, kind="data file")
 
 
 def _csv_rows(path, **dialect):

@@ -16,6 +16,7 @@ import collections
 import dataclasses
 
 from keras_bert_impl.errors import InputFileError
+from keras_bert_impl.io import read_utf8_lines
 
 DOCSTART = "-DOCSTART-"
 
@@ -70,30 +71,25 @@ def read_conll(path, require_labels=True):
             current.clear()
 
     try:
-        with open(path, "rb") as f:
-            for line_number, raw in enumerate(f, start=1):
-                try:
-                    line = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
-                except UnicodeDecodeError as e:
-                    raise InputFileError(f"{path}:{line_number}: not valid UTF-8 (byte {e.start} of the line)") from None
-                fields = line.split()
-                if not fields:
-                    end_sentence()
-                    continue
-                if fields[0] == DOCSTART:
-                    end_sentence()
-                    continue
-                if num_columns is None:
-                    num_columns, first_line = len(fields), line_number
-                    if require_labels and num_columns < 2:
-                        raise InputFileError(
-                            f"{path}:{line_number}: needs a label column (word ... label), found 1 column"
-                        )
-                elif len(fields) != num_columns:
+        for line_number, line in read_utf8_lines(path, kind="CoNLL file"):
+            fields = line.split()
+            if not fields:
+                end_sentence()
+                continue
+            if fields[0] == DOCSTART:
+                end_sentence()
+                continue
+            if num_columns is None:
+                num_columns, first_line = len(fields), line_number
+                if require_labels and num_columns < 2:
                     raise InputFileError(
-                        f"{path}:{line_number}: {len(fields)} columns, but line {first_line} has {num_columns}"
+                        f"{path}:{line_number}: needs a label column (word ... label), found 1 column"
                     )
-                current.append((fields, line_number))
+            elif len(fields) != num_columns:
+                raise InputFileError(
+                    f"{path}:{line_number}: {len(fields)} columns, but line {first_line} has {num_columns}"
+                )
+            current.append((fields, line_number))
     except OSError as e:
         raise InputFileError(f"{path}: cannot read ({e.strerror or e})") from None
     end_sentence()

@@ -36,8 +36,9 @@ from keras_bert_impl.data.pretraining_instances import (
     read_lines,
     shuffle,
 )
-from keras_bert_impl.data.tfrecords import ExampleEncoder, LocalFileSystem, TFRecordFileWriter, temporary_path
+from keras_bert_impl.data.tfrecords import ExampleEncoder, LocalFileSystem, TFRecordFileWriter
 from keras_bert_impl.errors import BertError, InputFileError
+from keras_bert_impl.io import remove_partials, write_text_atomically
 from keras_bert_impl.tokenization import FullTokenizer
 
 
@@ -412,10 +413,7 @@ def _read_manifest(path):
 
 
 def _write_manifest(path, manifest):
-    temporary = temporary_path(path)
-    with open(temporary, "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=1, sort_keys=True)
-    os.replace(temporary, path)
+    write_text_atomically(path, json.dumps(manifest, indent=1, sort_keys=True))
 
 
 def write_sharded(
@@ -511,7 +509,7 @@ def write_sharded(
             _run_pool(pending, settings, min(num_workers, len(pending)), progress, finished)
     finally:
         for path, _ in pending:
-            LocalFileSystem.delete(temporary_path(path))  # Left by a killed worker.
+            remove_partials(path)  # Left by a killed worker.
         progress.close()
     if not stats.documents:
         for path in paths + [manifest_path]:

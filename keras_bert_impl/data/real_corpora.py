@@ -15,6 +15,7 @@ import zipfile
 
 from keras_bert_impl.data.text_corpus import write_pretraining_text
 from keras_bert_impl.errors import InputFileError
+from keras_bert_impl.io import atomic_output
 
 SENTIMENT_LABELS = ("rotten", "fresh")
 
@@ -70,9 +71,7 @@ def seeded_splits(examples, sizes, seed):
 
 def write_labeled_csv(path, examples):
     """`text,label` CSV, written under a temporary name then renamed."""
-    partial = f"{path}.partial"
-    with open(partial, "w", encoding="utf-8", newline="") as f:
+    with atomic_output(path) as partial, open(partial, "w", encoding="utf-8", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["text", "label"])
         writer.writerows(examples)
-    os.replace(partial, path)

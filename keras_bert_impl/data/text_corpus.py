@@ -10,6 +10,8 @@ letter, digit or opening quote), enough for news-like English.
 import os
 import re
 
+from keras_bert_impl.io import atomic_output
+
 _SENTENCE_END = re.compile(r"(?<=[.!?])([\"')\]]*)\s+(?=[\"'(\[]?[A-Z0-9])")
 
 
@@ -40,9 +42,8 @@ def write_pretraining_text(documents, path, max_bytes=None):
     Returns:
         `(documents written, bytes written)`.
     """
-    temporary = f"{path}.partial"
     count = size = 0
-    with open(temporary, "w", encoding="utf-8", newline="\n") as f:
+    with atomic_output(path) as temporary, open(temporary, "w", encoding="utf-8", newline="\n") as f:
         for document in documents:
             sentences = split_sentences(" ".join(document.split("\n")))
             if not sentences:
@@ -53,5 +54,4 @@ def write_pretraining_text(documents, path, max_bytes=None):
             size += len(text.encode("utf-8"))
             if max_bytes is not None and size >= max_bytes:
                 break
-    os.replace(temporary, path)
     return count, size

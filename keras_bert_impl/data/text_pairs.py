@@ -9,6 +9,7 @@ import dataclasses
 import re
 
 from keras_bert_impl.errors import InputFileError
+from keras_bert_impl.io import read_utf8_lines
 
 _PAIR_SEPARATOR = re.compile(r"^(.*) \|\|\| (.*)$")
 
@@ -52,21 +53,9 @@ def read_text_pair_examples(path):
         InputFileError: missing file or invalid UTF-8, with `path:line`.
     """
     examples = []
-    try:
-        with open(path, "rb") as f:
-            for line_number, raw in enumerate(f, start=1):
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    raise InputFileError(
-                        f"{path}:{line_number}: not valid UTF-8 (byte {e.start}: {raw[e.start:e.start + 1]!r})"
-                    ) from None
-                text_a, text_b = parse_text_pair_line(line)
-                examples.append(TextPairExample(len(examples), text_a, text_b))
-    except FileNotFoundError:
-        raise InputFileError(f"{path}: input file not found") from None
-    except IsADirectoryError:
-        raise InputFileError(f"{path}: is a directory, expected a text file") from None
+    for _, line in read_utf8_lines(path, kind="input file"):
+        text_a, text_b = parse_text_pair_line(line)
+        examples.append(TextPairExample(len(examples), text_a, text_b))
     return examples
 
 

@@ -22,6 +22,7 @@ import os
 import numpy as np
 
 from keras_bert_impl.errors import InputFileError
+from keras_bert_impl.io import temporary_path
 
 FEATURE_NAMES = (
     "input_ids",
@@ -272,11 +273,6 @@ class LocalFileSystem:
     @staticmethod
     def exists(path):
         return os.path.exists(path)
-
-
-def temporary_path(path):
-    """Where `path` is written until complete; never mistaken for a finished file."""
-    return f"{path}.partial"
 
 
 class TFRecordFileWriter:

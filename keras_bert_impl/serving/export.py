@@ -15,9 +15,12 @@ import uuid
 import tensorflow as tf
 
 from keras_bert_impl.errors import BertError
-from keras_bert_impl.serving.signatures import TASKS, BertServingModule
+from keras_bert_impl.io import write_text_atomically
+from keras_bert_impl.serving.signatures import BertServingModule
+from keras_bert_impl.tasks.registry import exported_task_names, get_task
 from keras_bert_impl.tokenization import check_special_tokens, load_vocab
 from keras_bert_impl.tokenization.in_graph import InGraphTokenizer
+from keras_bert_impl.tokenization.preprocessor import shared_tables
 
 WARMUP_FILE = "tf_serving_warmup_requests"
 
@@ -70,9 +73,7 @@ def write_models_config(export_dir, model_name):
         "  }\n"
         "}\n"
     )
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(path + ".tmp", path)
+    write_text_atomically(path, text)
     return path
 
 
@@ -92,7 +93,7 @@ def export_saved_model(
 
     Args:
         model: A built task model (see `BertServingModule`).
-        task: One of `TASKS`.
+        task: A task name of `tasks.registry` with serving outputs.
         vocab_file: The model's `vocab.txt` (tokenization happens in-graph).
         export_dir: `saved_models/<model_name>`; the model name is its basename.
         do_lower_case: As for the Python tokenizer.
@@ -109,8 +110,9 @@ def export_saved_model(
     Raises:
         ExportError: existing version, unknown task, label count mismatch.
     """
-    if task not in TASKS:
-        raise ExportError(f"--task {task!r} is not one of {', '.join(TASKS)}")
+    if task not in exported_task_names():
+        raise ExportError(f"--task {task!r} is not one of {', '.join(exported_task_names())}")
+    spec = get_task(task)
     export_dir = os.path.abspath(export_dir)
     model_name = os.path.basename(export_dir.rstrip("/"))
     version = next_version(export_dir) if version is None else int(version)
@@ -118,7 +120,7 @@ def export_saved_model(
     if os.path.exists(final):
         raise ExportError(f"{final}: version {version} already exists; versions are never overwritten")
     vocab = load_vocab(vocab_file)
-    check_special_tokens(vocab, vocab_file, required=("[UNK]", "[CLS]", "[SEP]") + (("[MASK]",) if task == "fill_mask" else ()))
+    check_special_tokens(vocab, vocab_file, required=spec.required_tokens)
     tokens = [""] * (max(vocab.values()) + 1)
     for token, index in vocab.items():
         tokens[index] = token
@@ -128,7 +130,7 @@ def export_saved_model(
     work = tempfile.mkdtemp(prefix="export-assets-")
     try:
         labels_path = None
-        if task == "classifier":
+        if spec.uses_labels:
             num_labels = int(model.outputs[0].shape[-1]) if hasattr(model, "outputs") else None
             names = list(label_names) if label_names else [str(i) for i in range(num_labels)]
             if num_labels is not None and len(names) != num_labels:
@@ -136,7 +138,7 @@ def export_saved_model(
             labels_path = os.path.join(work, "labels.txt")
             with open(labels_path, "w", encoding="utf-8") as f:
                 f.write("\n".join(names) + "\n")
-        tokenizer = InGraphTokenizer(tokens, do_lower_case=do_lower_case, tables=tables)
+        tokenizer = InGraphTokenizer(tokens, do_lower_case=do_lower_case, tables=tables or shared_tables())
         module = BertServingModule(
             model, task, tokenizer, max_seq_length,
             {"cls": vocab["[CLS]"], "sep": vocab["[SEP]"], "mask": vocab.get("[MASK]", 0)},
@@ -145,9 +147,9 @@ def export_saved_model(
         tf.saved_model.save(module, staging, signatures=module.signatures())
         extra = os.path.join(staging, "assets.extra")
         os.makedirs(extra, exist_ok=True)
-        texts = [t + " [MASK] ." if task == "fill_mask" else t for t in warmup_texts]
+        texts = [t + " [MASK] ." if spec.masks_in_text else t for t in warmup_texts]
         with tf.io.TFRecordWriter(os.path.join(extra, WARMUP_FILE)) as writer:
-            for record in warmup_requests(model_name, texts, text_b=texts if task == "span_qa" else None):
+            for record in warmup_requests(model_name, texts, text_b=texts if spec.warmup_pairs else None):
                 writer.write(record)
         os.rename(staging, final)  # fails rather than overwrite
     finally:
@@ -155,3 +157,54 @@ def export_saved_model(
         shutil.rmtree(work, ignore_errors=True)
     write_models_config(export_dir, model_name)
     return final
+
+
+def release_files(model_dir, bert_config_file=None, vocab_file=None, init_checkpoint=None):
+    """`(bert_config_file, vocab_file, init_checkpoint)`, filled in from a
+    release directory written by our tools (its latest checkpoint, else
+    `bert_model.ckpt`) where not given."""
+    if model_dir:
+        bert_config_file = bert_config_file or os.path.join(model_dir, "bert_config.json")
+        vocab_file = vocab_file or os.path.join(model_dir, "vocab.txt")
+        init_checkpoint = init_checkpoint or tf.train.latest_checkpoint(model_dir) or os.path.join(
+            model_dir, "bert_model.ckpt"
+        )
+    return bert_config_file, vocab_file, init_checkpoint
+
+
+def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, export_dir, do_lower_case=True,
+                      max_seq_length=128, num_labels=2, label_names=None, version=None, log=print):
+    """Builds the `task` model, loads an original-layout checkpoint and exports it.
+
+    Args:
+        task: A task name with serving outputs (`tasks.registry`).
+        bert_config_file, init_checkpoint, vocab_file: The release.
+        export_dir: `saved_models/<model_name>`.
+        do_lower_case, max_seq_length: The in-graph preprocessing.
+        num_labels: Classes, where the task has labels (`label_names` wins).
+        label_names: Class names.
+        version: Integer version; default the next free one.
+        log: `log(message)`.
+
+    Returns:
+        The version directory written.
+    """
+    from keras_bert_impl.checkpoints.original import load_original_checkpoint
+    from keras_bert_impl.config import BertConfig
+    from keras_bert_impl.io import check_max_seq_length
+
+    if task not in exported_task_names():
+        raise ExportError(f"--task {task!r} is not one of {', '.join(exported_task_names())}")
+    if version is not None and os.path.exists(os.path.join(export_dir, str(version))):
+        # Checked before any work: versions are never overwritten.
+        raise ExportError(f"{os.path.join(export_dir, str(version))}: version {version} already exists")
+    config = BertConfig.from_json_file(bert_config_file)
+    check_max_seq_length(max_seq_length, config, bert_config_file)
+    spec = get_task(task)
+    model = spec.build_model(config, len(label_names) if label_names else num_labels)
+    report = load_original_checkpoint(model, init_checkpoint, allow_fresh=spec.export_optional)
+    log(f"{init_checkpoint}: {report.summary()}")
+    return export_saved_model(
+        model, task, vocab_file, export_dir, do_lower_case=do_lower_case, max_seq_length=max_seq_length,
+        label_names=label_names, version=version,
+    )

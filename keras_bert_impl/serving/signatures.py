@@ -7,40 +7,10 @@ Python of ours at serving time: TF Serving executes the traced graph.
 
 import tensorflow as tf
 
-from keras_bert_impl.layers.attention import MASK_ADDER
 from keras_bert_impl.models.padding_free import drop_unused_padding
+from keras_bert_impl.tasks.registry import exported_task_names, get_task
 from keras_bert_impl.tokenization.in_graph import InGraphTokenizer
-
-TASKS = ("classifier", "regression", "span_qa", "embeddings", "fill_mask")
-MASK_LITERAL = "[MASK]"
-
-
-def truncated_pair_lengths(length_a, length_b, max_total):
-    """The original `_truncate_seq_pair`, in closed form over a batch.
-
-    The original pops one token at a time from the longer list (from `b` on a
-    tie). Equivalently: shorten the longer one towards the other, then take
-    the rest alternately, `b` first.
-
-    Args:
-        length_a, length_b: [batch] int32 token counts.
-        max_total: Tokens allowed for `a` and `b` together.
-
-    Returns:
-        `(new_length_a, new_length_b)`.
-    """
-    excess = tf.maximum(length_a + length_b - max_total, 0)
-    cut_a = tf.where(length_a > length_b, tf.minimum(excess, length_a - length_b), 0)
-    length_a, excess = length_a - cut_a, excess - cut_a
-    cut_b = tf.where(length_b > length_a, tf.minimum(excess, length_b - length_a), 0)
-    length_b, excess = length_b - cut_b, excess - cut_b
-    return length_a - excess // 2, length_b - (excess - excess // 2)
-
-
-def _take_first(ragged, lengths):
-    positions = tf.ragged.range(ragged.row_lengths())
-    keep = positions < tf.cast(lengths, positions.dtype)[:, None]
-    return tf.ragged.boolean_mask(ragged, keep)
+from keras_bert_impl.tokenization.preprocessor import pack_inputs, token_ids_with_masks
 
 
 class BertServingModule(tf.Module):
@@ -49,7 +19,7 @@ class BertServingModule(tf.Module):
     Args:
         model: The Keras model (`BertClassifier`, `BertModel`,
             `BertPretrainingModel`, span-QA model).
-        task: One of `TASKS`.
+        task: A task name of `tasks.registry` with serving outputs.
         tokenizer: `InGraphTokenizer` over the model's vocabulary.
         max_seq_length: Padded length of every request.
         special_ids: Dict with `cls`, `sep`, `mask` ids.
@@ -65,8 +35,9 @@ class BertServingModule(tf.Module):
         top_k=5, max_masks=8, max_answer_length=30,
     ):
         super().__init__(name=f"bert_{task}")
-        if task not in TASKS:
-            raise ValueError(f"task {task!r} is not one of {', '.join(TASKS)}")
+        self.spec = get_task(task)
+        if self.spec.serving_outputs is None:
+            raise ValueError(f"task {task!r} has no serving outputs; export one of {', '.join(exported_task_names())}")
         self.model = model
         self.task = task
         self.tokenizer = tokenizer
@@ -87,65 +58,19 @@ class BertServingModule(tf.Module):
     # -- text -> ids ----------------------------------------------------------
 
     def _token_ids(self, texts):
-        if self.task == "fill_mask":
-            return self._token_ids_with_masks(texts)
+        if self.spec.masks_in_text:
+            return token_ids_with_masks(self.tokenizer, texts, self.mask_id)
         return tf.cast(self.tokenizer.tokenize(texts), tf.int32)
-
-    def _token_ids_with_masks(self, texts):
-        # "[MASK]" written in the text is the mask token (the tokenizer alone
-        # would split it into "[", "mask", "]").
-        parts = tf.strings.split(texts, sep=MASK_LITERAL)  # [batch, (parts)]
-        pieces = tf.cast(self.tokenizer.tokenize(parts.flat_values), tf.int32)  # [parts, (ids)]
-        index_in_row = tf.ragged.range(parts.row_lengths()).flat_values
-        is_last = index_in_row == tf.gather(parts.row_lengths(), parts.value_rowids()) - 1
-        masks = tf.RaggedTensor.from_row_lengths(
-            tf.fill([tf.reduce_sum(tf.cast(~is_last, tf.int32))], self.mask_id),
-            tf.cast(~is_last, tf.int64),
-        )
-        joined = tf.concat([pieces, masks], axis=1)  # each part followed by [MASK], but the last
-        return tf.RaggedTensor.from_row_splits(joined, parts.row_splits).merge_dims(1, 2)
 
     def encode(self, text, text_b=None):
         """[batch] strings -> dict of int32 [batch, max_seq_length] inputs."""
-        ids_a = self._token_ids(text)
-        batch = tf.shape(text)[0]
-        if text_b is None:
-            length_a = tf.minimum(tf.cast(ids_a.row_lengths(), tf.int32), self.max_seq_length - 2)
-            ids_a = _take_first(ids_a, length_a)
-            pieces = [ids_a]
-            segment_pieces = [tf.zeros_like(ids_a)]
-        else:
+        ids_b = None
+        if text_b is not None:
             tf.debugging.assert_equal(
-                tf.shape(text_b)[0], batch, message="text and text_b must have the same batch size"
+                tf.shape(text_b)[0], tf.shape(text)[0], message="text and text_b must have the same batch size"
             )
             ids_b = self._token_ids(text_b)
-            raw_a, raw_b = tf.cast(ids_a.row_lengths(), tf.int32), tf.cast(ids_b.row_lengths(), tf.int32)
-            # As the original: a `text_b` with no tokens gives the single layout.
-            has_b = raw_b > 0
-            pair_a, pair_b = truncated_pair_lengths(raw_a, raw_b, self.max_seq_length - 3)
-            length_a = tf.where(has_b, pair_a, tf.minimum(raw_a, self.max_seq_length - 2))
-            ids_a, ids_b = _take_first(ids_a, length_a), _take_first(ids_b, tf.where(has_b, pair_b, 0))
-            middle_sep = tf.RaggedTensor.from_row_lengths(
-                tf.fill([tf.reduce_sum(tf.cast(has_b, tf.int32))], self.sep_id), tf.cast(has_b, tf.int64)
-            )
-            pieces = [ids_a, middle_sep, ids_b]
-            segment_pieces = [tf.zeros_like(ids_a), tf.zeros_like(middle_sep), tf.ones_like(ids_b)]
-        cls = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], self.cls_id))
-        sep = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], self.sep_id))
-        ids = tf.concat([cls] + pieces + [sep], axis=1)
-        last_segment = tf.zeros([batch, 1], tf.int32) if text_b is None else tf.cast(has_b, tf.int32)[:, None]
-        segments = tf.concat(
-            [tf.RaggedTensor.from_tensor(tf.zeros([batch, 1], tf.int32))]
-            + segment_pieces
-            + [tf.RaggedTensor.from_tensor(last_segment)],
-            axis=1,
-        )
-        shape = [None, self.max_seq_length]
-        return {
-            "input_ids": ids.to_tensor(0, shape=shape),
-            "input_mask": tf.ones_like(ids).to_tensor(0, shape=shape),
-            "segment_ids": segments.to_tensor(0, shape=shape),
-        }
+        return pack_inputs(self._token_ids(text), ids_b, self.max_seq_length, self.cls_id, self.sep_id)
 
     # -- ids -> task outputs -----------------------------------------------------
 
@@ -155,85 +80,11 @@ class BertServingModule(tf.Module):
         The model runs on the batch cut to its longest request
         (`drop_unused_padding`): requests padded to `max_seq_length` mostly
         end well before it, and no output at a real position depends on the
-        padding after it.
+        padding after it. The task's spec says what it returns.
         """
         # The request's length, static where the signature fixes it.
         seq_length = inputs["input_ids"].shape[1] or tf.shape(inputs["input_ids"])[1]
-        inputs = drop_unused_padding(inputs)
-        if self.task == "classifier":
-            logits = self.model(inputs, training=False)
-            probabilities = tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
-            label_ids = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
-            return {
-                "probabilities": probabilities,
-                "label_ids": label_ids,
-                "labels": self.labels_table.lookup(tf.cast(label_ids, tf.int64)),
-            }
-        if self.task == "regression":
-            return {"predictions": tf.cast(self.model(inputs, training=False), tf.float32)[:, 0]}
-        if self.task == "embeddings":
-            outputs = self.model(inputs, training=False)
-            sequence = tf.cast(outputs["sequence_output"], tf.float32)
-            mask = tf.cast(inputs["input_mask"], tf.float32)[:, :, None]
-            mean = tf.reduce_sum(sequence * mask, axis=1) / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
-            return {"pooled_output": tf.cast(outputs["pooled_output"], tf.float32), "mean_pooled": mean}
-        if self.task == "fill_mask":
-            return self._fill_mask(inputs)
-        return self._span_qa(inputs, seq_length)
-
-    def _fill_mask(self, inputs):
-        is_mask = tf.equal(inputs["input_ids"], self.mask_id)
-        # Positions of the first `max_masks` masks per row, padded with 0.
-        positions = tf.ragged.boolean_mask(
-            tf.broadcast_to(tf.range(tf.shape(is_mask)[1]), tf.shape(is_mask)), is_mask
-        )
-        mask_count = tf.minimum(tf.cast(positions.row_lengths(), tf.int32), self.max_masks)
-        positions = _take_first(positions, mask_count).to_tensor(0, shape=[None, self.max_masks])
-        outputs = self.model({**inputs, "masked_lm_positions": positions}, training=False)
-        probabilities = tf.nn.softmax(tf.cast(outputs["masked_lm_logits"], tf.float32), axis=-1)
-        scores, token_ids = tf.math.top_k(probabilities, k=self.top_k)  # [batch, max_masks, k]
-        valid = tf.sequence_mask(mask_count, self.max_masks)[:, :, None]
-        return {
-            "mask_count": mask_count,
-            "top_k_ids": tf.where(valid, token_ids, -1),
-            "top_k_tokens": tf.where(valid, tf.gather(self.id_to_token, token_ids), ""),
-            "top_k_scores": tf.where(valid, scores, 0.0),
-        }
-
-    def _span_qa(self, inputs, padded_length):
-        outputs = self.model(inputs, training=False)
-        start = tf.cast(outputs["start_logits"], tf.float32)
-        end = tf.cast(outputs["end_logits"], tf.float32)
-        seq = tf.shape(start)[1]
-        # Answers lie in the context (segment 1, real tokens, not the final [SEP]).
-        context = (inputs["segment_ids"] == 1) & (inputs["input_mask"] == 1) & (inputs["input_ids"] != self.sep_id)
-        scores = start[:, :, None] + end[:, None, :]  # [batch, start, end]
-        i = tf.range(seq)[:, None]
-        j = tf.range(seq)[None, :]
-        allowed = (j >= i) & (j - i < self.max_answer_length)
-        allowed = allowed[None] & context[:, :, None] & context[:, None, :]
-        scores = tf.where(allowed, scores, -1e9)
-        flat = tf.reshape(scores, [tf.shape(scores)[0], -1])
-        best = tf.argmax(flat, axis=-1, output_type=tf.int32)
-        best_start, best_end = best // seq, best % seq
-        has_answer = tf.reduce_any(allowed, axis=[1, 2])
-        positions = tf.range(seq)[None, :]
-        in_span = (positions >= best_start[:, None]) & (positions <= best_end[:, None]) & has_answer[:, None]
-        tokens = tf.ragged.boolean_mask(tf.gather(self.id_to_token, inputs["input_ids"]), in_span)
-        text = tf.strings.reduce_join(tokens, axis=1, separator=" ")
-        text = tf.strings.regex_replace(text, " ##", "")
-        # Back to the request's length; no answer starts or ends in the padding.
-        padding = [[0, 0], [0, padded_length - seq]]
-        start, end = (tf.pad(logits, padding, constant_values=MASK_ADDER) for logits in (start, end))
-        if isinstance(padded_length, int):  # a signature with a fixed length says so
-            start, end = tf.ensure_shape(start, [None, padded_length]), tf.ensure_shape(end, [None, padded_length])
-        return {
-            "start_logits": start,
-            "end_logits": end,
-            "answer_start": tf.where(has_answer, best_start, -1),
-            "answer_end": tf.where(has_answer, best_end, -1),
-            "answer_text": text,
-        }
+        return self.spec.serving_outputs(self, drop_unused_padding(inputs), seq_length)
 
     # -- signatures ----------------------------------------------------------------
 
@@ -277,4 +128,4 @@ class BertServingModule(tf.Module):
         }
 
 
-__all__ = ["BertServingModule", "InGraphTokenizer", "TASKS", "truncated_pair_lengths"]
+__all__ = ["BertServingModule", "InGraphTokenizer"]

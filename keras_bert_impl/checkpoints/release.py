@@ -1,0 +1,106 @@
+"""A release directory: `bert_config.json`, `vocab.txt` and an original-layout
+checkpoint, as google-research/bert publishes them and our tools write them.
+
+Example:
+>>> import os, tempfile
+>>> directory = tempfile.mkdtemp()
+>>> _ = open(os.path.join(directory, "vocab.txt"), "w").write("[PAD]\\nthe\\nThe\\n")
+>>> infer_do_lower_case(os.path.join(directory, "vocab.txt"), None)
+False
+"""
+
+import dataclasses
+import os
+
+from keras_bert_impl.errors import CheckpointError
+from keras_bert_impl.io import write_text_atomically
+
+# Checkpoint prefixes tried in a release directory, in this order, after the
+# latest one named by its `checkpoint` state file.
+_PREFIXES = ("model.ckpt", "bert_model.ckpt")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReleaseFiles:
+    """The files of a release: `bert_config_file`, `vocab_file`, `checkpoint` (a prefix)."""
+
+    bert_config_file: str
+    vocab_file: str
+    checkpoint: str
+
+
+def find_release(path):
+    """The files of the release at `path` (a directory, or a checkpoint prefix in one).
+
+    The checkpoint is the prefix given, else the directory's fine-tuned
+    `model.ckpt`, else `bert_model.ckpt`, else the latest training
+    checkpoint its `checkpoint` file names.
+
+    Raises:
+        CheckpointError: no config, vocabulary or checkpoint there.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        directory, prefix = path, None
+    else:
+        directory, prefix = os.path.dirname(path) or ".", path
+    config_file = os.path.join(directory, "bert_config.json")
+    vocab_file = os.path.join(directory, "vocab.txt")
+    for required in (config_file, vocab_file):
+        if not os.path.exists(required):
+            raise CheckpointError(f"{directory}: not a release, it has no {os.path.basename(required)}")
+    if prefix is None:
+        candidates = [os.path.join(directory, name) for name in _PREFIXES]
+        prefix = next((c for c in candidates if os.path.exists(c + ".index")), None)
+    if prefix is None:
+        import tensorflow as tf
+
+        prefix = tf.train.latest_checkpoint(directory)
+    if prefix is None or not os.path.exists(prefix + ".index"):
+        raise CheckpointError(f"{directory}: not a release, it has no checkpoint ({' or '.join(_PREFIXES)})")
+    return ReleaseFiles(config_file, vocab_file, prefix)
+
+
+def infer_do_lower_case(vocab_file, checkpoint):
+    """Whether a release is uncased.
+
+    The original's `validate_case_matches_checkpoint` knows the casing of
+    Google's releases by name (`uncased_L-12_H-768_A-12` ...); otherwise an
+    uncased vocabulary has no upper-case letters, since its text was
+    lower-cased before the vocabulary was built.
+    """
+    import re
+
+    from keras_bert_impl.tokenization import load_vocab
+
+    match = re.match(r"^.*?([A-Za-z0-9_-]+)/bert_model\.ckpt", checkpoint or "")
+    if match:
+        name = match.group(1)
+        if name in ("uncased_L-24_H-1024_A-16", "uncased_L-12_H-768_A-12", "multilingual_L-12_H-768_A-12",
+                    "chinese_L-12_H-768_A-12"):
+            return True
+        if name in ("cased_L-12_H-768_A-12", "cased_L-24_H-1024_A-16", "multi_cased_L-12_H-768_A-12"):
+            return False
+    return not any(token != token.lower() for token in load_vocab(vocab_file) if not token.startswith("["))
+
+
+def write_release(model, directory, config, vocabulary, global_step=None):
+    """Writes `model` as a release: `model.ckpt`, `bert_config.json`, `vocab.txt`.
+
+    Args:
+        model: Any of our models.
+        directory: Created if missing.
+        config: The model's `BertConfig`.
+        vocabulary: Token list in id order.
+        global_step: Stored in the checkpoint when given.
+
+    Returns:
+        The checkpoint prefix written.
+    """
+    from keras_bert_impl.checkpoints.original import save_original_checkpoint
+
+    os.makedirs(directory, exist_ok=True)
+    prefix = save_original_checkpoint(model, os.path.join(directory, _PREFIXES[0]), global_step=global_step)
+    config.to_json_file(os.path.join(directory, "bert_config.json"))
+    write_text_atomically(os.path.join(directory, "vocab.txt"), "".join(f"{token}\n" for token in vocabulary))
+    return prefix

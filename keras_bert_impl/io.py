@@ -1,0 +1,151 @@
+"""The small file helpers every module shares.
+
+* Atomic outputs: a file appears under its final name only when complete.
+  Every writer goes through `temporary_path`, so partial files have one name
+  style (`<path>.partial-<pid>-<hex>`), unique per writer, which a reader
+  never mistakes for a finished file and `remove_partials` can clean up
+  after a killed writer.
+* UTF-8 line reading whose errors name `file:line`.
+* `key = value` result files (the original's `eval_results.txt`).
+* The check that a sequence length fits the model's position embeddings.
+
+Example:
+>>> import os, tempfile
+>>> path = os.path.join(tempfile.mkdtemp(), "eval_results.txt")
+>>> write_results(path, {"loss": 0.5, "global_step": 3})
+>>> open(path).read()
+'global_step = 3\\nloss = 0.5\\n'
+>>> [line for line in read_utf8_lines(path)]
+[(1, 'global_step = 3\\n'), (2, 'loss = 0.5\\n')]
+"""
+
+import contextlib
+import glob
+import os
+import shutil
+import uuid
+
+from keras_bert_impl.errors import ConfigError, InputFileError
+
+PARTIAL_MARK = ".partial-"
+
+
+def temporary_path(path):
+    """Where `path` is written until it is complete; unique to this writer."""
+    return f"{os.fspath(path)}{PARTIAL_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def remove_partials(path):
+    """Deletes what writers of `path` left behind when they were killed."""
+    for leftover in glob.glob(glob.escape(os.fspath(path)) + PARTIAL_MARK + "*"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(leftover)
+
+
+@contextlib.contextmanager
+def atomic_output(path):
+    """Yields a temporary path to write; renames it to `path` on success.
+
+    On an exception the temporary file is removed and `path` is untouched.
+
+    Example:
+    >>> import os, tempfile
+    >>> target = os.path.join(tempfile.mkdtemp(), "out.txt")
+    >>> with atomic_output(target) as partial:
+    ...     _ = open(partial, "w").write("done\\n")
+    >>> open(target).read()
+    'done\\n'
+    """
+    partial = temporary_path(path)
+    try:
+        yield partial
+        os.replace(partial, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(partial)
+
+
+def write_text_atomically(path, text):
+    """Writes `text` (UTF-8, `\\n` newlines) to `path` atomically."""
+    with atomic_output(path) as partial:
+        with open(partial, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+
+
+def write_bytes_atomically(path, data):
+    """Writes `data` to `path` atomically."""
+    with atomic_output(path) as partial:
+        with open(partial, "wb") as f:
+            f.write(data)
+
+
+def copy_atomically(source, target):
+    """Copies `source` to `target` atomically; copying a file onto itself does nothing."""
+    if os.path.abspath(source) == os.path.abspath(target):
+        return
+    with atomic_output(target) as partial:
+        shutil.copyfile(source, partial)
+
+
+def read_utf8_lines(path, kind="input file"):
+    """Yields `(line_number, text)` of a UTF-8 file (a BOM on line 1 is dropped).
+
+    Args:
+        path: The file.
+        kind: What the file is, for the not-found message ("data file").
+
+    Raises:
+        InputFileError: missing file, a directory, or invalid UTF-8; the
+            message names `path:line` and the offending byte.
+    """
+    try:
+        with open(path, "rb") as f:
+            for line_number, raw in enumerate(f, start=1):
+                try:
+                    text = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
+                except UnicodeDecodeError as e:
+                    raise InputFileError(
+                        f"{path}:{line_number}: not valid UTF-8 (byte {e.start}: {raw[e.start:e.start + 1]!r})"
+                    ) from None
+                yield line_number, text
+    except FileNotFoundError:
+        raise InputFileError(f"{path}: {kind} not found") from None
+    except IsADirectoryError:
+        raise InputFileError(f"{path}: is a directory, expected a {kind}") from None
+
+
+def format_results(results, format_value=str):
+    """`key = value` lines sorted by key, as the original's `eval_results.txt`."""
+    return "".join(f"{key} = {format_value(results[key])}\n" for key in sorted(results))
+
+
+def write_results(path, results, format_value=str):
+    """Writes `format_results(results, format_value)` to `path` atomically."""
+    write_text_atomically(path, format_results(results, format_value))
+
+
+def check_max_seq_length(max_seq_length, config, config_file="bert_config.json"):
+    """Raises unless `max_seq_length` fits `config.max_position_embeddings`.
+
+    Raises:
+        ConfigError: naming the config file and both numbers.
+    """
+    if max_seq_length > config.max_position_embeddings:
+        raise ConfigError(
+            f"--max_seq_length {max_seq_length} exceeds max_position_embeddings "
+            f"{config.max_position_embeddings} of {config_file}"
+        )
+
+
+__all__ = [
+    "atomic_output",
+    "check_max_seq_length",
+    "copy_atomically",
+    "format_results",
+    "read_utf8_lines",
+    "remove_partials",
+    "temporary_path",
+    "write_bytes_atomically",
+    "write_results",
+    "write_text_atomically",
+]

@@ -1,0 +1,46 @@
+"""Text embeddings: BERT as a frozen feature extractor.
+
+The `embeddings` task exports the pooled output (`bert/pooler`, the [CLS]
+vector through the pooler's tanh layer) and the mean of the final layer over
+the real tokens (what sentence-transformers' mean pooling computes).
+
+Example:
+>>> EMBEDDINGS.head_variables
+()
+"""
+
+from keras_bert_impl.tasks.spec import TaskSpec
+
+
+def _build_bert(config, num_labels=None):
+    from keras_bert_impl.models.bert_model import BertModel
+
+    return BertModel(config)
+
+
+def mean_over_tokens(sequence_output, input_mask):
+    """Mean of `sequence_output` [batch, seq, width] over the real tokens -> [batch, width]."""
+    import tensorflow as tf
+
+    mask = tf.cast(input_mask, sequence_output.dtype)[:, :, None]
+    return tf.reduce_sum(sequence_output * mask, axis=1) / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
+
+
+def embeddings_serving_outputs(serving, inputs, padded_length):
+    """`pooled_output` and `mean_pooled`, float32 [batch, hidden_size]."""
+    import tensorflow as tf
+
+    outputs = serving.model(inputs, training=False)
+    sequence = tf.cast(outputs["sequence_output"], tf.float32)
+    return {
+        "pooled_output": tf.cast(outputs["pooled_output"], tf.float32),
+        "mean_pooled": mean_over_tokens(sequence, inputs["input_mask"]),
+    }
+
+
+EMBEDDINGS = TaskSpec(
+    name="embeddings",
+    description="Text embeddings: the pooled output and the mean over real tokens.",
+    build_model=_build_bert,
+    serving_outputs=embeddings_serving_outputs,
+)

@@ -1,0 +1,289 @@
+"""Extractive question answering (SQuAD v1.1 / v2.0): the original `run_squad`.
+
+The `span_qa` task spec, its serving outputs (best answer span decoded
+in-graph), and `run_squad`, the job behind `tools/run_squad.py`.
+
+Example:
+>>> SPAN_QA.head_variables
+('cls/squad/output_weights', 'cls/squad/output_bias')
+"""
+
+import json
+import os
+import random
+
+from keras_bert_impl.checkpoints.name_map import SQUAD_VARIABLES
+from keras_bert_impl.errors import InputFileError
+from keras_bert_impl.io import write_results, write_text_atomically
+from keras_bert_impl.tasks.spec import TaskSpec
+from keras_bert_impl.training.fine_tuning import (
+    FineTuningSettings,
+    build_in_strategy,
+    fit_for_steps,
+    load_fine_tuned,
+    load_initial_weights,
+    read_release,
+    save_release,
+    training_steps,
+)
+
+_INPUTS = ("input_ids", "input_mask", "segment_ids")
+
+
+def _build_span_qa(config, num_labels=None):
+    from keras_bert_impl.models.span_qa import BertSpanQA
+
+    return BertSpanQA(config)
+
+
+def span_qa_serving_outputs(serving, inputs, padded_length):
+    """Start/end logits [batch, padded_length] and the best answer in the context.
+
+    Answers lie in segment 1 (real tokens, not the final [SEP]) and are at
+    most `serving.max_answer_length` pieces long; `answer_start/_end` are -1
+    and `answer_text` "" when no span is allowed.
+    """
+    import tensorflow as tf
+
+    from keras_bert_impl.layers.attention import MASK_ADDER
+
+    outputs = serving.model(inputs, training=False)
+    start = tf.cast(outputs["start_logits"], tf.float32)
+    end = tf.cast(outputs["end_logits"], tf.float32)
+    seq = tf.shape(start)[1]
+    context = (inputs["segment_ids"] == 1) & (inputs["input_mask"] == 1) & (inputs["input_ids"] != serving.sep_id)
+    scores = start[:, :, None] + end[:, None, :]  # [batch, start, end]
+    i = tf.range(seq)[:, None]
+    j = tf.range(seq)[None, :]
+    allowed = (j >= i) & (j - i < serving.max_answer_length)
+    allowed = allowed[None] & context[:, :, None] & context[:, None, :]
+    scores = tf.where(allowed, scores, -1e9)
+    flat = tf.reshape(scores, [tf.shape(scores)[0], -1])  # [batch, start * end]
+    best = tf.argmax(flat, axis=-1, output_type=tf.int32)
+    best_start, best_end = best // seq, best % seq
+    has_answer = tf.reduce_any(allowed, axis=[1, 2])
+    positions = tf.range(seq)[None, :]
+    in_span = (positions >= best_start[:, None]) & (positions <= best_end[:, None]) & has_answer[:, None]
+    tokens = tf.ragged.boolean_mask(tf.gather(serving.id_to_token, inputs["input_ids"]), in_span)
+    text = tf.strings.reduce_join(tokens, axis=1, separator=" ")
+    text = tf.strings.regex_replace(text, " ##", "")
+    # Back to the request's length; no answer starts or ends in the padding.
+    padding = [[0, 0], [0, padded_length - seq]]
+    start, end = (tf.pad(logits, padding, constant_values=MASK_ADDER) for logits in (start, end))
+    if isinstance(padded_length, int):  # a signature with a fixed length says so
+        start, end = tf.ensure_shape(start, [None, padded_length]), tf.ensure_shape(end, [None, padded_length])
+    return {
+        "start_logits": start,
+        "end_logits": end,
+        "answer_start": tf.where(has_answer, best_start, -1),
+        "answer_end": tf.where(has_answer, best_end, -1),
+        "answer_text": text,
+    }
+
+
+SPAN_QA = TaskSpec(
+    name="span_qa",
+    description="Extractive question answering (SQuAD): start/end logits and the best answer span.",
+    build_model=_build_span_qa,
+    head_variables=tuple(SQUAD_VARIABLES),
+    serving_outputs=span_qa_serving_outputs,
+    warmup_pairs=True,
+)
+
+
+def read_training_examples(train_file, version_2_with_negative, seed, verbose_logging, log):
+    """The training questions, shuffled as the original, skipped ones reported."""
+    from keras_bert_impl.data.squad import read_squad_examples
+
+    examples, skipped = read_squad_examples(train_file, True, version_2_with_negative)
+    if skipped:
+        shown = skipped if verbose_logging else skipped[:5]
+        more = "" if len(shown) == len(skipped) else f", ... ({len(skipped) - len(shown)} more; --verbose_logging lists all)"
+        log(
+            f"{train_file}: skipped {len(skipped)} of {len(skipped) + len(examples)} questions whose "
+            f"answer text is not at answer_start (as the original): {', '.join(map(str, shown))}{more}"
+        )
+    if not examples:
+        raise InputFileError(f"{train_file}: no usable training questions")
+    # The original pre-shuffles so that a small shuffle buffer suffices.
+    random.Random(seed).shuffle(examples)
+    return examples
+
+
+def feature_arrays(features, is_training):
+    """`(inputs, targets)`: int32 arrays [num_features, max_seq_length] of the
+    model inputs, and for training `{start_logits, end_logits}` positions."""
+    import numpy as np
+
+    columns = {key: [] for key in _INPUTS}
+    starts, ends = [], []
+    for feature in features:
+        for key in _INPUTS:
+            columns[key].append(np.asarray(getattr(feature, key), np.int32))
+        if is_training:
+            starts.append(feature.start_position)
+            ends.append(feature.end_position)
+    inputs = {key: np.stack(rows) for key, rows in columns.items()}
+    targets = None
+    if is_training:
+        targets = {"start_logits": np.asarray(starts, np.int32), "end_logits": np.asarray(ends, np.int32)}
+    return inputs, targets
+
+
+def fine_tune(model, num_questions, inputs, targets, settings, output_dir, train_file, log):
+    """`model.fit` with the original optimizer, loss and step count; returns the global step."""
+    import tensorflow as tf
+
+    from keras_bert_impl.models.span_qa import span_qa_losses
+    from keras_bert_impl.training.optimization import create_optimizer
+
+    batch_size = settings.train_batch_size
+    num_train_steps, num_warmup_steps = training_steps(
+        num_questions, batch_size, settings.num_train_epochs, settings.warmup_proportion
+    )
+    if num_train_steps < 1:
+        raise InputFileError(
+            f"{train_file}: {num_questions} questions with --train_batch_size={batch_size} "
+            f"and --num_train_epochs={settings.num_train_epochs} make 0 training steps"
+        )
+    num_windows = len(targets["start_logits"])
+    log(
+        f"training on {num_questions} questions ({num_windows} windows): {num_train_steps} steps "
+        f"of {batch_size} ({num_warmup_steps} warmup)"
+    )
+    with model.distribute_strategy.scope():
+        loss, loss_weights = span_qa_losses()
+        model.compile(
+            optimizer=create_optimizer(settings.learning_rate, num_train_steps, num_warmup_steps),
+            loss=loss,
+            loss_weights=loss_weights,
+        )
+    dataset = (
+        tf.data.Dataset.from_tensor_slices((inputs, targets))
+        .repeat()
+        .shuffle(100, seed=settings.seed)
+        .batch(batch_size, drop_remainder=True)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+    return fit_for_steps(
+        model, dataset, num_train_steps, num_windows, output_dir, batch_size, settings.save_checkpoints_steps, log
+    )
+
+
+def has_gold_answers(dataset, version_2_with_negative):
+    """Whether the official evaluation can run: every question has `answers`
+    (for v1.1 at least one each; v2.0's unanswerable ones have none)."""
+    for article in dataset:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                answers = qa.get("answers")
+                if not isinstance(answers, list) or not (answers or version_2_with_negative):
+                    return False
+                if not all(isinstance(a, dict) and isinstance(a.get("text"), str) for a in answers):
+                    return False
+    return True
+
+
+def predict(model, examples, tokenizer, global_step, output_dir, predict_file, max_seq_length, doc_stride,
+            max_query_length, predict_batch_size, n_best_size, max_answer_length, do_lower_case,
+            version_2_with_negative, null_score_diff_threshold, log):
+    """Predicts `predict_file`, writes the JSON files and, with gold answers, the evaluation."""
+    from keras_bert_impl.data.squad import (
+        convert_examples_to_features,
+        load_squad_json,
+        postprocess_predictions,
+        predictions_json,
+    )
+    from keras_bert_impl.data.squad_metrics import evaluate_v1, evaluate_v2
+
+    features = list(
+        convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training=False)
+    )
+    log(f"predicting {len(examples)} questions ({len(features)} windows)")
+    logits = {"start_logits": [], "end_logits": []}
+    if features:
+        inputs, _ = feature_arrays(features, is_training=False)
+        logits = model.predict(inputs, batch_size=predict_batch_size, verbose=0)
+    results = zip([f.unique_id for f in features], logits["start_logits"], logits["end_logits"])
+    output = postprocess_predictions(
+        examples, features, results, n_best_size, max_answer_length, do_lower_case,
+        version_2_with_negative, null_score_diff_threshold,
+    )
+    files = [("predictions.json", output.predictions), ("nbest_predictions.json", output.nbest)]
+    if version_2_with_negative:
+        files.append(("null_odds.json", output.null_odds))
+    for name, mapping in files:
+        write_text_atomically(os.path.join(output_dir, name), predictions_json(mapping))
+    log(f"wrote {', '.join(name for name, _ in files)} to {output_dir}")
+
+    dataset = load_squad_json(predict_file)
+    if not has_gold_answers(dataset, version_2_with_negative):
+        log(f"{predict_file} has no gold answers for every question: no eval_results.txt")
+        return {}
+    if version_2_with_negative:
+        result = evaluate_v2(dataset, output.predictions, na_probs=output.null_odds)
+    else:
+        result = evaluate_v1(dataset, output.predictions)
+    result["global_step"] = global_step
+    write_results(os.path.join(output_dir, "eval_results.txt"), result)
+    log(f"official {'v2.0' if version_2_with_negative else 'v1.1'} evaluation: {json.dumps(result)}")
+    return result
+
+
+def run_squad(
+    output_dir, bert_config_file, vocab_file, init_checkpoint=None, do_lower_case=True, train_file=None,
+    predict_file=None, do_train=False, do_predict=False, max_seq_length=384, doc_stride=128, max_query_length=64,
+    predict_batch_size=8, n_best_size=20, max_answer_length=30, verbose_logging=False,
+    version_2_with_negative=False, null_score_diff_threshold=0.0, settings=FineTuningSettings(), log=print,
+):
+    """The original `run_squad.py` as one call.
+
+    Writes to `output_dir`: `predictions.json`, `nbest_predictions.json`,
+    `null_odds.json` (v2.0) and, when `predict_file` has gold answers, the
+    official evaluation in `eval_results.txt`; after training `model.ckpt`
+    with copies of the config and vocab, training checkpoints and logs.
+
+    Returns:
+        The official evaluation (`{}` without one).
+    """
+    from keras_bert_impl.data.squad import convert_examples_to_features, read_squad_examples
+
+    # Everything about the input is checked before TensorFlow starts.
+    release = read_release(bert_config_file, vocab_file, do_lower_case, init_checkpoint, max_seq_length)
+    train_examples = (
+        read_training_examples(train_file, version_2_with_negative, settings.seed, verbose_logging, log)
+        if do_train else None
+    )
+    predict_examples = read_squad_examples(predict_file, False)[0] if do_predict else None
+    if do_train:
+        train_features = convert_examples_to_features(
+            train_examples, release.tokenizer, max_seq_length, doc_stride, max_query_length, is_training=True
+        )
+        train_inputs, train_targets = feature_arrays(train_features, is_training=True)
+
+    batch_sizes = {
+        flag: size for flag, size, used in (
+            ("train_batch_size", settings.train_batch_size, do_train),
+            ("predict_batch_size", predict_batch_size, do_predict),
+        ) if used
+    }
+    os.makedirs(output_dir, exist_ok=True)
+    model, _ = build_in_strategy(
+        lambda: SPAN_QA.build_model(release.config), settings.strategy, settings.tpu_name, settings.seed, batch_sizes
+    )
+    if do_train:
+        load_initial_weights(model, init_checkpoint, SPAN_QA.head_variables, log)
+        global_step = fine_tune(
+            model, len(train_examples), train_inputs, train_targets, settings, output_dir, train_file, log
+        )
+        save_release(model, output_dir, bert_config_file, vocab_file, global_step, log)
+    else:
+        global_step = load_fine_tuned(model, output_dir, init_checkpoint, SPAN_QA.head_variables, "SQuAD", log)
+
+    if not do_predict:
+        return {}
+    return predict(
+        model, predict_examples, release.tokenizer, global_step, output_dir, predict_file, max_seq_length,
+        doc_stride, max_query_length, predict_batch_size, n_best_size, max_answer_length, do_lower_case,
+        version_2_with_negative, null_score_diff_threshold, log,
+    )

@@ -1,0 +1,251 @@
+"""`TextClassifier`: fine-tune BERT on raw text with Keras `fit`.
+
+The Python face of `run_classifier`: a `BertClassifier` (the original
+`output_weights`/`output_bias` head on the pooled output) that carries its
+`BertPreprocessor`, so `fit`, `evaluate` and `predict` take strings and
+tokenize them inside the `tf.data` pipeline, exactly as `FullTokenizer`.
+`compile()` with no arguments is the original recipe: AdamW without bias
+correction, warmup then linear decay to zero over the steps `fit` will run,
+gradients clipped to norm 1.0.
+"""
+
+import logging
+import os
+import tempfile
+
+import keras
+import numpy as np
+
+from keras_bert_impl.models.classifier import BertClassifier
+from keras_bert_impl.tasks.classifier import CLASSIFIER, REGRESSION
+from keras_bert_impl.tasks.text_data import text_dataset
+from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
+
+_PACKAGE = "keras_bert_impl"
+logger = logging.getLogger("keras_bert_impl")
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class TextClassifier(BertClassifier):
+    """Classification (or regression, `num_classes=1`) of texts and text pairs.
+
+    Args:
+        bert_config: A `BertConfig` (or its dict).
+        num_classes: Classes; 1 makes a regression (mean squared error).
+        preprocessor: The `BertPreprocessor` of the model's vocabulary.
+        dropout_rate: Dropout on the pooled output (the original's 0.1).
+        learning_rate: Peak learning rate of the default optimizer.
+        warmup_proportion: Fraction of the steps with linear warmup.
+        seed: Seed of `fit`'s shuffling (None: not seeded).
+        dtype: Keras dtype policy.
+
+    Example:
+    >>> from keras_bert_impl.config import BertConfig
+    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "good", "bad", "film"]
+    >>> config = BertConfig(vocab_size=len(vocab), hidden_size=8, num_hidden_layers=1,
+    ...                     num_attention_heads=2, intermediate_size=16)
+    >>> model = TextClassifier(config, num_classes=2,
+    ...                        preprocessor=BertPreprocessor(vocab, max_seq_length=8))
+    >>> model.compile()
+    >>> _ = model.fit(["good film", "bad film"] * 4, [1, 0] * 4, batch_size=4, epochs=1, verbose=0)
+    >>> model.predict(["good film"], verbose=0).shape
+    (1, 2)
+    """
+
+    def __init__(self, bert_config, num_classes, preprocessor, dropout_rate=0.1, learning_rate=5e-5,
+                 warmup_proportion=0.1, seed=None, dtype=None, name="text_classifier", **kwargs):
+        if isinstance(preprocessor, dict):
+            preprocessor = keras.layers.deserialize(preprocessor)
+        super().__init__(bert_config, num_labels=num_classes, dropout_rate=dropout_rate, dtype=dtype, name=name,
+                         **kwargs)
+        self.num_classes = num_classes
+        self.preprocessor = preprocessor
+        self.learning_rate = learning_rate
+        self.warmup_proportion = warmup_proportion
+        self.seed = seed
+        self._original_recipe = None
+
+    @property
+    def spec(self):
+        """The task spec: `classifier`, or `regression` for one class."""
+        return REGRESSION if self.num_classes == 1 else CLASSIFIER
+
+    # -- from and to releases ---------------------------------------------
+
+    @classmethod
+    def from_release(cls, path, num_classes, max_seq_length=128, do_lower_case=None, **kwargs):
+        """A classifier on the encoder of a release, with a fresh head.
+
+        Args:
+            path: A release directory (`bert_config.json`, `vocab.txt`,
+                `bert_model.ckpt` or `model.ckpt`), or a checkpoint prefix in one.
+            num_classes: Classes (1: regression).
+            max_seq_length: Padded length of the inputs.
+            do_lower_case: None follows the release (its name where the
+                original's check knows it, else its vocabulary's casing).
+            **kwargs: Passed to the constructor.
+
+        Returns:
+            The model; `model.load_report` says what was loaded and what is new.
+        """
+        return load_from_release(cls, path, max_seq_length, do_lower_case,
+                                 fresh=CLASSIFIER.head_variables, num_classes=num_classes, **kwargs)
+
+    def save_release(self, path, global_step=None):
+        """Writes an original-layout release (what `--init_checkpoint` takes); returns the prefix."""
+        from keras_bert_impl.checkpoints.release import write_release
+
+        if global_step is None and self.optimizer is not None and self.optimizer.built:
+            global_step = int(self.optimizer.iterations.numpy())
+        return write_release(self, path, self.bert_config, self.preprocessor.vocabulary, global_step)
+
+    def export(self, export_base, label_names=None, version=None):
+        """Exports for TF Serving under `export_base/<version>/`; returns that directory.
+
+        The SavedModel tokenizes raw text in-graph with this model's
+        preprocessing (signatures `serving_default`, `serve_text_pair`,
+        `serve_ids`, `serve_examples`).
+        """
+        from keras_bert_impl.serving.export import export_saved_model
+        from keras_bert_impl.tokenization.preprocessor import shared_tables
+
+        with tempfile.TemporaryDirectory(prefix="vocab-") as work:
+            vocab_file = os.path.join(work, "vocab.txt")
+            with open(vocab_file, "w", encoding="utf-8") as f:
+                f.write("".join(f"{token}\n" for token in self.preprocessor.vocabulary))
+            return export_saved_model(
+                self, self.spec.name, vocab_file, export_base, do_lower_case=self.preprocessor.do_lower_case,
+                max_seq_length=self.preprocessor.max_seq_length, label_names=label_names, version=version,
+                tables=shared_tables(),
+            )
+
+    # -- Keras --------------------------------------------------------------
+
+    def compile(self, optimizer=None, loss=None, metrics=None, **kwargs):
+        """Keras `compile`; with no optimizer, the original's, sized by `fit`.
+
+        With no loss: sparse categorical cross-entropy on the logits (the
+        original's), or mean squared error for regression; with no metrics:
+        accuracy (none for regression).
+        """
+        if loss is None:
+            loss = (keras.losses.MeanSquaredError() if self.num_classes == 1
+                    else keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        if metrics is None:
+            metrics = [] if self.num_classes == 1 else [keras.metrics.SparseCategoricalAccuracy("accuracy")]
+        self._original_recipe = None
+        if optimizer is None:
+            # The schedule needs the number of steps, which only `fit` knows.
+            self._original_recipe = dict(loss=loss, metrics=metrics, **kwargs)
+            optimizer = "adam"
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    def _compile_original_optimizer(self, num_train_steps):
+        from keras_bert_impl.training.optimization import create_optimizer
+
+        recipe, self._original_recipe = self._original_recipe, None
+        num_warmup_steps = int(num_train_steps * self.warmup_proportion)
+        logger.info("original optimizer: %d steps (%d warmup)", num_train_steps, num_warmup_steps)
+        super().compile(optimizer=create_optimizer(self.learning_rate, num_train_steps, num_warmup_steps), **recipe)
+
+    def _dataset(self, x, y=None, sample_weight=None, batch_size=None, **options):
+        return text_dataset(x, y, sample_weight, batch_size=batch_size or 32,
+                            preprocess=self.preprocessor, seed=self.seed, **options)
+
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
+            validation_data=None, shuffle=True, sample_weight=None, steps_per_epoch=None, **kwargs):
+        """Keras `fit` on raw texts (a list, a pair of lists, or a dataset of strings).
+
+        Arrays are shuffled with the model's `seed`, repeated and cut into
+        full batches, as the original's input function; `steps_per_epoch`
+        defaults to one pass.
+        """
+        in_memory = not _is_dataset(x)
+        if in_memory:
+            texts = x[0] if isinstance(x, tuple) else x
+            batch_size = batch_size or 32
+            steps_per_epoch = steps_per_epoch or max(1, len(texts) // batch_size)
+            x = self._dataset(x, y, sample_weight, batch_size, shuffle=shuffle, repeat=True, drop_remainder=True)
+            y = sample_weight = None
+        else:
+            x = self._dataset(x, batch_size=batch_size, shuffle=shuffle)
+        if validation_data is not None:
+            validation_data = self._dataset(*_unpack(validation_data), batch_size=batch_size)
+        if self._original_recipe is not None:
+            steps = steps_per_epoch or int(x.cardinality())
+            if steps < 1:
+                raise ValueError("fit with the original optimizer needs a dataset of known length or steps_per_epoch")
+            self._compile_original_optimizer(steps * (epochs - kwargs.get("initial_epoch", 0)))
+        return super().fit(x, epochs=epochs, verbose=verbose, callbacks=callbacks, validation_data=validation_data,
+                           steps_per_epoch=steps_per_epoch, **kwargs)
+
+    def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
+        """Keras `evaluate` on raw texts."""
+        return super().evaluate(self._dataset(x, y, sample_weight, batch_size), **kwargs)
+
+    def predict(self, x, batch_size=None, **kwargs):
+        """Class probabilities [num_texts, num_classes] (the score [num_texts] for regression)."""
+        from keras_bert_impl.probabilities import softmax
+
+        logits = super().predict(self._dataset(x, batch_size=batch_size), **kwargs)
+        if self.num_classes == 1:
+            return np.asarray(logits)[:, 0]
+        return softmax(logits).astype(np.float32)
+
+    def get_config(self):
+        config = super().get_config()
+        config.pop("num_labels")
+        return {
+            **config,
+            "num_classes": self.num_classes,
+            "preprocessor": keras.layers.serialize(self.preprocessor),
+            "learning_rate": self.learning_rate,
+            "warmup_proportion": self.warmup_proportion,
+            "seed": self.seed,
+        }
+
+
+def _is_dataset(x):
+    import tensorflow as tf
+
+    return isinstance(x, tf.data.Dataset)
+
+
+def _unpack(data):
+    if _is_dataset(data):
+        return (data,)
+    return tuple(data)
+
+
+def load_from_release(cls, path, max_seq_length, do_lower_case, fresh=(), **kwargs):
+    """`cls(config, preprocessor=..., **kwargs)` with the weights of a release.
+
+    Args:
+        cls: A Python task model class.
+        path: A release directory or checkpoint prefix.
+        max_seq_length: Of the preprocessor.
+        do_lower_case: None follows the release.
+        fresh: Variable names the release may lack (a new head).
+        **kwargs: Passed to `cls`.
+    """
+    from keras_bert_impl.checkpoints.original import load_original_checkpoint
+    from keras_bert_impl.checkpoints.release import find_release, infer_do_lower_case
+    from keras_bert_impl.config import BertConfig
+    from keras_bert_impl.io import check_max_seq_length
+    from keras_bert_impl.tokenization import validate_case_matches_checkpoint
+
+    files = find_release(path)
+    config = BertConfig.from_json_file(files.bert_config_file)
+    check_max_seq_length(max_seq_length, config, files.bert_config_file)
+    if do_lower_case is None:
+        do_lower_case = infer_do_lower_case(files.vocab_file, files.checkpoint)
+    validate_case_matches_checkpoint(do_lower_case, files.checkpoint)
+    preprocessor = BertPreprocessor(files.vocab_file, do_lower_case=do_lower_case, max_seq_length=max_seq_length,
+                                    masks_in_text=kwargs.pop("masks_in_text", False))
+    model = cls(config, preprocessor=preprocessor, **kwargs)
+    model.load_report = load_original_checkpoint(model, files.checkpoint, allow_fresh=fresh)
+    logger.info("%s: %s", files.checkpoint, model.load_report.summary())
+    return model
+
+
+__all__ = ["TextClassifier", "load_from_release"]

@@ -1,0 +1,219 @@
+"""Raw text -> BERT inputs in TensorFlow ops: `BertPreprocessor`.
+
+One preprocessing for training and serving: `BertPreprocessor` (a Keras
+layer, for `tf.data` pipelines and Python task models) and the exported
+SavedModel signatures both call `pack_inputs` on the ids of the in-graph
+tokenizer, which tokenizes exactly as `FullTokenizer`. Pairs are truncated
+as the original `_truncate_seq_pair` and laid out as `[CLS] a [SEP] b [SEP]`
+with segment ids 0 then 1, as the original `convert_single_example`.
+"""
+
+import functools
+
+import keras
+import tensorflow as tf
+
+from keras_bert_impl.tokenization.full_tokenizer import load_vocab
+from keras_bert_impl.tokenization.in_graph import InGraphTokenizer, build_tables
+
+MASK_LITERAL = "[MASK]"
+_PACKAGE = "keras_bert_impl"
+
+
+@functools.lru_cache(maxsize=1)
+def shared_tables():
+    """`build_tables()`, computed once per process (they take seconds)."""
+    return build_tables()
+
+
+def truncated_pair_lengths(length_a, length_b, max_total):
+    """The original `_truncate_seq_pair`, in closed form over a batch.
+
+    The original pops one token at a time from the longer list (from `b` on a
+    tie). Equivalently: shorten the longer one towards the other, then take
+    the rest alternately, `b` first.
+
+    Args:
+        length_a, length_b: [batch] int32 token counts.
+        max_total: Tokens allowed for `a` and `b` together.
+
+    Returns:
+        `(new_length_a, new_length_b)`.
+    """
+    excess = tf.maximum(length_a + length_b - max_total, 0)
+    cut_a = tf.where(length_a > length_b, tf.minimum(excess, length_a - length_b), 0)
+    length_a, excess = length_a - cut_a, excess - cut_a
+    cut_b = tf.where(length_b > length_a, tf.minimum(excess, length_b - length_a), 0)
+    length_b, excess = length_b - cut_b, excess - cut_b
+    return length_a - excess // 2, length_b - (excess - excess // 2)
+
+
+def take_first(ragged, lengths):
+    """The first `lengths[i]` items of each row of `ragged`."""
+    positions = tf.ragged.range(ragged.row_lengths())
+    keep = positions < tf.cast(lengths, positions.dtype)[:, None]
+    return tf.ragged.boolean_mask(ragged, keep)
+
+
+def token_ids_with_masks(tokenizer, texts, mask_id):
+    """Ragged [batch, (ids)] int32 where "[MASK]" written in a text is `mask_id`
+    (the tokenizer alone would split it into "[", "mask", "]")."""
+    parts = tf.strings.split(texts, sep=MASK_LITERAL)  # [batch, (parts)]
+    pieces = tf.cast(tokenizer.tokenize(parts.flat_values), tf.int32)  # [parts, (ids)]
+    index_in_row = tf.ragged.range(parts.row_lengths()).flat_values
+    is_last = index_in_row == tf.gather(parts.row_lengths(), parts.value_rowids()) - 1
+    masks = tf.RaggedTensor.from_row_lengths(
+        tf.fill([tf.reduce_sum(tf.cast(~is_last, tf.int32))], mask_id),
+        tf.cast(~is_last, tf.int64),
+    )
+    joined = tf.concat([pieces, masks], axis=1)  # each part followed by [MASK], but the last
+    return tf.RaggedTensor.from_row_splits(joined, parts.row_splits).merge_dims(1, 2)
+
+
+def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
+    """Ragged word-piece ids -> the model's padded inputs, as the original.
+
+    Args:
+        ids_a: Ragged int32 [batch, (ids)] of the first texts.
+        ids_b: Ragged int32 [batch, (ids)] of the second texts, or None. A
+            second text with no tokens gives the single-text layout, as the
+            original.
+        max_seq_length: Padded length, special tokens included.
+        cls_id, sep_id: Ids of `[CLS]` and `[SEP]`.
+
+    Returns:
+        Dict of int32 [batch, max_seq_length] `input_ids`, `input_mask`,
+        `segment_ids`.
+    """
+    batch = ids_a.nrows(out_type=tf.int32)
+    if ids_b is None:
+        length_a = tf.minimum(tf.cast(ids_a.row_lengths(), tf.int32), max_seq_length - 2)
+        ids_a = take_first(ids_a, length_a)
+        pieces = [ids_a]
+        segment_pieces = [tf.zeros_like(ids_a)]
+        last_segment = tf.zeros([batch, 1], tf.int32)
+    else:
+        raw_a, raw_b = tf.cast(ids_a.row_lengths(), tf.int32), tf.cast(ids_b.row_lengths(), tf.int32)
+        has_b = raw_b > 0
+        pair_a, pair_b = truncated_pair_lengths(raw_a, raw_b, max_seq_length - 3)
+        length_a = tf.where(has_b, pair_a, tf.minimum(raw_a, max_seq_length - 2))
+        ids_a, ids_b = take_first(ids_a, length_a), take_first(ids_b, tf.where(has_b, pair_b, 0))
+        middle_sep = tf.RaggedTensor.from_row_lengths(
+            tf.fill([tf.reduce_sum(tf.cast(has_b, tf.int32))], sep_id), tf.cast(has_b, tf.int64)
+        )
+        pieces = [ids_a, middle_sep, ids_b]
+        segment_pieces = [tf.zeros_like(ids_a), tf.zeros_like(middle_sep), tf.ones_like(ids_b)]
+        last_segment = tf.cast(has_b, tf.int32)[:, None]
+    cls = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], cls_id))
+    sep = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], sep_id))
+    ids = tf.concat([cls] + pieces + [sep], axis=1)  # [batch, (length)]
+    segments = tf.concat(
+        [tf.RaggedTensor.from_tensor(tf.zeros([batch, 1], tf.int32))]
+        + segment_pieces
+        + [tf.RaggedTensor.from_tensor(last_segment)],
+        axis=1,
+    )
+    shape = [None, max_seq_length]
+    return {
+        "input_ids": ids.to_tensor(0, shape=shape),  # [batch, max_seq_length]
+        "input_mask": tf.ones_like(ids).to_tensor(0, shape=shape),
+        "segment_ids": segments.to_tensor(0, shape=shape),
+    }
+
+
+def _vocabulary_list(vocabulary):
+    if isinstance(vocabulary, (list, tuple)):
+        return list(vocabulary)
+    vocab = load_vocab(vocabulary)
+    tokens = [""] * (max(vocab.values()) + 1)
+    for token, index in vocab.items():
+        tokens[index] = token
+    return tokens
+
+
+def _as_strings(texts):
+    return texts if isinstance(texts, tf.Tensor) else tf.convert_to_tensor(texts, tf.string)
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class BertPreprocessor(keras.layers.Layer):
+    """Raw strings (one text, or a pair) -> `input_ids`, `input_mask`, `segment_ids`.
+
+    Tokenizes exactly as the original `FullTokenizer` (in TensorFlow ops, so
+    it runs inside `tf.data` and in exported SavedModels), truncates pairs as
+    the original and pads to `max_seq_length`.
+
+    Args:
+        vocabulary: A `vocab.txt` path, or the token list in id order.
+        do_lower_case: As `FullTokenizer` (uncased models: True).
+        max_seq_length: Padded length, special tokens included.
+        masks_in_text: Read "[MASK]" written in a text as the mask token
+            (fill-mask inputs).
+
+    Call arguments:
+        inputs: A string tensor [batch] (or a list of strings), or a tuple
+            `(texts, texts_b)` of two.
+
+    Example:
+    >>> preprocessor = BertPreprocessor(
+    ...     ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "!"],
+    ...     max_seq_length=8)
+    >>> outputs = preprocessor((["Hello world!"], ["hello"]))
+    >>> outputs["input_ids"].numpy().tolist()
+    [[2, 5, 6, 7, 3, 5, 3, 0]]
+    >>> outputs["segment_ids"].numpy().tolist()
+    [[0, 0, 0, 0, 0, 1, 1, 0]]
+    """
+
+    def __init__(self, vocabulary, do_lower_case=True, max_seq_length=128, masks_in_text=False, **kwargs):
+        super().__init__(**kwargs)
+        self.vocabulary = _vocabulary_list(vocabulary)
+        if max_seq_length < 3:
+            raise ValueError(f"max_seq_length must be at least 3 ([CLS] a [SEP]), got {max_seq_length}")
+        self.do_lower_case = do_lower_case
+        self.max_seq_length = max_seq_length
+        self.masks_in_text = masks_in_text
+        index = {token: i for i, token in enumerate(self.vocabulary)}  # the last id of a repeated token
+        missing = [token for token in ("[UNK]", "[CLS]", "[SEP]") + (("[MASK]",) if masks_in_text else ())
+                   if token not in index]
+        if missing:
+            raise ValueError(f"the vocabulary has no {', '.join(missing)}")
+        self.cls_id, self.sep_id, self.mask_id = index["[CLS]"], index["[SEP]"], index.get("[MASK]", 0)
+        self.tokenizer = InGraphTokenizer(self.vocabulary, do_lower_case=do_lower_case, tables=shared_tables())
+        self.built = True
+
+    def token_ids(self, texts):
+        """[batch] strings -> ragged [batch, (ids)] int32 word-piece ids."""
+        texts = tf.convert_to_tensor(texts, tf.string)
+        if self.masks_in_text:
+            return token_ids_with_masks(self.tokenizer, texts, self.mask_id)
+        return tf.cast(self.tokenizer.tokenize(texts), tf.int32)
+
+    def __call__(self, inputs, **kwargs):
+        # Keras takes only tensors positionally; strings and lists become tensors here.
+        if isinstance(inputs, tuple) and len(inputs) == 2 and not isinstance(inputs[0], str):
+            inputs = tuple(_as_strings(texts) for texts in inputs)
+        else:
+            inputs = _as_strings(inputs)
+        return super().__call__(inputs, **kwargs)
+
+    def call(self, inputs):
+        if isinstance(inputs, (tuple, list)) and len(inputs) == 2 and not isinstance(inputs[0], str):
+            texts, texts_b = inputs
+            ids_b = self.token_ids(texts_b)
+        else:
+            texts, ids_b = inputs, None
+        return pack_inputs(self.token_ids(texts), ids_b, self.max_seq_length, self.cls_id, self.sep_id)
+
+    def compute_output_spec(self, inputs):
+        spec = keras.KerasTensor((None, self.max_seq_length), dtype="int32")
+        return {"input_ids": spec, "input_mask": spec, "segment_ids": spec}
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "vocabulary": self.vocabulary,
+            "do_lower_case": self.do_lower_case,
+            "max_seq_length": self.max_seq_length,
+            "masks_in_text": self.masks_in_text,
+        }

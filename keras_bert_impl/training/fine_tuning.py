@@ -1,0 +1,263 @@
+"""The fine-tuning plumbing every task shares: a release in, `fit` to a step
+count with checkpoints that resume, a fine-tuned release out.
+
+A *release* is what google-research/bert publishes and what our tools
+write: `bert_config.json`, `vocab.txt` and an original-layout checkpoint.
+`fit_for_steps` is the original Estimator's training contract in Keras:
+exactly `num_train_steps` optimizer steps, `model.ckpt-<step>` every
+`save_checkpoints_steps` (weights, Adam slots, step, dropout RNG state), and
+a rerun of the same call after an interruption, even kill -9, continues from
+the newest one at the same place in the seeded data.
+
+Example:
+>>> training_steps(num_examples=1000, batch_size=32, num_epochs=3.0, warmup_proportion=0.1)
+(93, 9)
+"""
+
+import dataclasses
+import math
+import os
+import sys
+
+from keras_bert_impl.errors import CheckpointError
+from keras_bert_impl.io import check_max_seq_length, copy_atomically
+
+FINE_TUNED_CHECKPOINT = "model.ckpt"
+
+
+def log_to_stderr(prog):
+    """A `log(message)` that prints `prog: message` on stderr."""
+    return lambda message: print(f"{prog}: {message}", file=sys.stderr, flush=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Release:
+    """A BERT release, checked: its config, tokenizer and file names.
+
+    Attributes:
+        config: The `BertConfig`.
+        tokenizer: `FullTokenizer` over `vocab_file`.
+        bert_config_file, vocab_file: The files read.
+        init_checkpoint: The checkpoint prefix (may be None: fresh weights).
+        do_lower_case: The casing the tokenizer applies.
+    """
+
+    config: object
+    tokenizer: object
+    bert_config_file: str
+    vocab_file: str
+    init_checkpoint: str = None
+    do_lower_case: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class FineTuningSettings:
+    """How to fine-tune: the original scripts' training flags, plus the strategy.
+
+    Attributes:
+        train_batch_size: Examples per optimizer step (all replicas).
+        learning_rate: Peak learning rate of AdamW.
+        num_train_epochs: Passes over the training examples (may be fractional).
+        warmup_proportion: Fraction of the steps with linear warmup.
+        save_checkpoints_steps: Steps between `model.ckpt-<step>` checkpoints.
+        strategy: `default`, `one_device`, `mirrored`, `multi_worker_mirrored` or `tpu`.
+        tpu_name: TPU name or address for `strategy="tpu"`.
+        seed: Seed of initialisation, dropout and shuffling.
+    """
+
+    train_batch_size: int = 32
+    learning_rate: float = 5e-5
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    save_checkpoints_steps: int = 1000
+    strategy: str = "default"
+    tpu_name: str = None
+    seed: int = 12345
+
+    @classmethod
+    def field_names(cls):
+        return tuple(field.name for field in dataclasses.fields(cls))
+
+
+def read_release(bert_config_file, vocab_file, do_lower_case=True, init_checkpoint=None, max_seq_length=None):
+    """Reads and cross-checks a release.
+
+    Args:
+        bert_config_file: The original `bert_config.json`.
+        vocab_file: Its `vocab.txt`.
+        do_lower_case: Lower-case input; checked against the checkpoint's
+            name as the original's `validate_case_matches_checkpoint` does.
+        init_checkpoint: The checkpoint prefix, or None.
+        max_seq_length: If given, must fit `max_position_embeddings`.
+
+    Returns:
+        A `Release`.
+
+    Raises:
+        ConfigError, VocabError: the files are bad or do not fit together.
+    """
+    from keras_bert_impl.config import BertConfig
+    from keras_bert_impl.tokenization import FullTokenizer, check_special_tokens, validate_case_matches_checkpoint
+
+    config = BertConfig.from_json_file(bert_config_file)
+    if max_seq_length is not None:
+        check_max_seq_length(max_seq_length, config, bert_config_file)
+    validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
+    tokenizer = FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+    check_special_tokens(tokenizer.vocab, vocab_file)
+    return Release(config, tokenizer, bert_config_file, vocab_file, init_checkpoint, do_lower_case)
+
+
+def training_steps(num_examples, batch_size, num_epochs, warmup_proportion):
+    """The original's `(num_train_steps, num_warmup_steps)`."""
+    num_train_steps = int(num_examples / batch_size * num_epochs)
+    return num_train_steps, int(num_train_steps * warmup_proportion)
+
+
+def build_in_strategy(make_model, strategy="default", tpu_name=None, seed=12345, batch_sizes=None):
+    """The distribution strategy and a model built in its scope.
+
+    Args:
+        make_model: `() -> keras.Model`.
+        strategy: A strategy name (`training.strategy.get_strategy`).
+        tpu_name: TPU name or address for `strategy="tpu"`.
+        seed: Keras' global seed, set before the model is built.
+        batch_sizes: `{flag name: batch size}`; each must split over the
+            replicas.
+
+    Returns:
+        `(model, strategy)`.
+    """
+    import keras
+
+    from keras_bert_impl.training.strategy import check_batch_size, get_strategy
+
+    distribution = get_strategy(strategy, tpu_name)
+    for flag, batch_size in (batch_sizes or {}).items():
+        check_batch_size(batch_size, distribution, f"--{flag}")
+    keras.utils.set_random_seed(seed)
+    with distribution.scope():
+        return make_model(), distribution
+
+
+def fit_for_steps(model, dataset, num_train_steps, num_examples, output_dir, batch_size,
+                  save_checkpoints_steps=1000, log=print):
+    """`model.fit` on a repeating `dataset` until `num_train_steps` optimizer steps.
+
+    Training checkpoints (`model.ckpt-<step>`) and TensorBoard summaries go
+    to `output_dir`. A rerun continues from the newest checkpoint there
+    (weights, Adam slots, step) and from the same place in the seeded data,
+    so an interrupted run ends where the uninterrupted one would.
+
+    Args:
+        model: A compiled Keras model.
+        dataset: Repeating `tf.data.Dataset` of `batch_size` batches.
+        num_train_steps: Optimizer steps in all.
+        num_examples: Examples in one pass (sets the steps per epoch shown).
+        output_dir: Checkpoints and summaries.
+        batch_size: Examples per step.
+        save_checkpoints_steps: Steps between training checkpoints.
+        log: `log(message)` for progress lines.
+
+    Returns:
+        The global step reached.
+    """
+    from keras_bert_impl.training.callbacks import StopAtStep, TrainingSummaries
+    from keras_bert_impl.training.checkpointing import (
+        TrainingCheckpoint,
+        checkpoint_steps,
+        restore_training_checkpoint,
+    )
+
+    step = 0
+    existing = checkpoint_steps(output_dir)
+    if existing:
+        prefix = os.path.join(output_dir, f"model.ckpt-{existing[-1]}")
+        with model.distribute_strategy.scope():
+            step = restore_training_checkpoint(model, model.optimizer, prefix)
+        log(f"resuming from {prefix} (step {step} of {num_train_steps})")
+    if step >= num_train_steps:
+        return step
+    steps_per_epoch = min(num_train_steps, max(1, num_examples // batch_size))
+    model.fit(
+        dataset.skip(step),  # The batches the restored steps consumed.
+        initial_epoch=step // steps_per_epoch,
+        epochs=math.ceil(num_train_steps / steps_per_epoch),
+        steps_per_epoch=steps_per_epoch,
+        verbose=2,
+        callbacks=[
+            StopAtStep(num_train_steps),
+            TrainingCheckpoint(output_dir, save_checkpoints_steps),
+            TrainingSummaries(
+                output_dir,
+                every_n_steps=max(1, min(100, save_checkpoints_steps, num_train_steps // 20)),
+            ),
+        ],
+    )
+    return int(model.optimizer.iterations.numpy())
+
+
+def load_fine_tuned(model, output_dir, init_checkpoint, head, task, log=print):
+    """Weights for prediction without training; returns their global step.
+
+    They come from `output_dir/model.ckpt` when it exists (as the original's
+    Estimator restores its model_dir), else from `init_checkpoint`, which
+    must then hold the `head` variables.
+
+    Args:
+        model: The task model.
+        output_dir: Where a fine-tuning run wrote its release.
+        init_checkpoint: The fallback checkpoint prefix.
+        head: Original names of the head's variables.
+        task: What the head is for, in messages ("SQuAD").
+        log: `log(message)`.
+
+    Raises:
+        CheckpointError: neither holds a fine-tuned head.
+    """
+    import tensorflow as tf
+
+    from keras_bert_impl.checkpoints.original import list_original_variables, load_original_checkpoint
+
+    prefix = os.path.join(output_dir, FINE_TUNED_CHECKPOINT)
+    if not os.path.exists(prefix + ".index"):
+        prefix = init_checkpoint
+    if not prefix:
+        raise CheckpointError(
+            f"--init_checkpoint is not set and {output_dir} holds no {FINE_TUNED_CHECKPOINT}: "
+            "no fine-tuned weights (add --do_train to fine-tune first)"
+        )
+    names = list_original_variables(prefix)
+    if not all(name in names for name in head):
+        raise CheckpointError(
+            f"{prefix}: has no {' or '.join(head)}, so it is not fine-tuned for {task} "
+            "(add --do_train to fine-tune it)"
+        )
+    log(f"using the weights of {prefix}")
+    load_original_checkpoint(model, prefix)
+    return int(tf.train.load_checkpoint(prefix).get_tensor("global_step")) if "global_step" in names else 0
+
+
+def load_initial_weights(model, init_checkpoint, head, log=print):
+    """Loads a release into `model` before fine-tuning; the head may be fresh."""
+    from keras_bert_impl.checkpoints.original import load_original_checkpoint
+
+    if init_checkpoint:
+        report = load_original_checkpoint(model, init_checkpoint, allow_fresh=head)
+        log(f"{init_checkpoint}: {report.summary()}")
+
+
+def save_release(model, output_dir, bert_config_file, vocab_file, global_step=None, log=print):
+    """Writes `output_dir/model.ckpt` with copies of the config and vocab: a release.
+
+    Returns:
+        The checkpoint prefix written.
+    """
+    from keras_bert_impl.checkpoints.original import save_original_checkpoint
+
+    os.makedirs(output_dir, exist_ok=True)
+    prefix = save_original_checkpoint(model, os.path.join(output_dir, FINE_TUNED_CHECKPOINT), global_step=global_step)
+    copy_atomically(bert_config_file, os.path.join(output_dir, "bert_config.json"))
+    copy_atomically(vocab_file, os.path.join(output_dir, "vocab.txt"))
+    log(f"wrote {prefix} (global_step {global_step})")
+    return prefix

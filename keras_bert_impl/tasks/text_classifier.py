@@ -181,6 +181,8 @@ class TextClassifier(BertClassifier):
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
         """Keras `evaluate` on raw texts."""
+        if kwargs.get("_use_cached_eval_dataset"):  # fit's validation: already preprocessed
+            return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight, **kwargs)
         return super().evaluate(self._dataset(x, y, sample_weight, batch_size), **kwargs)
 
     def predict(self, x, batch_size=None, **kwargs):

@@ -68,13 +68,15 @@ def text_dataset(x, y=None, sample_weight=None, batch_size=32, preprocess=None, 
 
 
 def _preprocessed(preprocess, item):
-    if len(item) == 1:
-        item = item[0]
-        if not isinstance(item, tuple):
-            return preprocess(item)
-    if isinstance(item, tuple) and len(item) == 2 and all(t.dtype == tf.string for t in item):
-        return preprocess(item)  # a text pair, no labels
+    if len(item) == 1:  # texts only
+        return preprocess(item[0])
+    if len(item) == 2 and all(_is_text(part) for part in item):  # a text pair, no labels
+        return preprocess(item)
     return (preprocess(item[0]),) + tuple(item[1:])
+
+
+def _is_text(value):
+    return isinstance(value, tf.Tensor) and value.dtype == tf.string
 
 
 def _shuffled(dataset, shuffle, seed, size, repeat):

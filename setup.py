@@ -52,7 +52,7 @@ setup(
             "bert-prepare-data=keras_bert_impl_tools.prepare_data:console_main",
             "bert-tfidf-baseline=keras_bert_impl_tools.tfidf_baseline:console_main",
             "bert-figures=keras_bert_impl_tools.make_figures:console_main",
-            "bert-predict-saved-model=keras_bert_impl_tools.predict_saved_model:main",
+            "bert-predict-saved-model=keras_bert_impl_tools.predict_saved_model:console_main",
         ],
     },
 )

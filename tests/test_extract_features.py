@@ -160,7 +160,7 @@ def test_non_utf8_input_names_file_and_line(release, tmp_path):
         ({"bert_config_file": "/nonexistent/bert_config.json"}, ["/nonexistent/bert_config.json: config file not found"]),
         ({"init_checkpoint": "/nonexistent/bert_model.ckpt"}, ["/nonexistent/bert_model.ckpt", "checkpoint not found"]),
         ({"output_file": "/proc/forbidden/out.jsonl"}, ["/proc/forbidden"]),
-        ({"bogus_flag": 1}, ["unrecognized arguments: --bogus_flag"]),
+        ({"bogus_flag": 1}, ["Unknown command line flag 'bogus_flag'"]),
     ],
 )
 def test_bad_flags_and_files_are_one_line_errors(release, tmp_path, change, fragments):

@@ -1,43 +1,185 @@
 """Every tool answers a wrong flag, a missing file or an unwritable output
 directory with one clear stderr line and a non-zero exit, leaving nothing
-that looks finished."""
+that looks finished; every tool answers --help, and takes the original
+scripts' flags, absl-style (--flagfile, --undefok, no prefixes)."""
 
+import importlib.metadata
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOOLS = sorted(name for name in os.listdir(os.path.join(REPO, "tools")) if name.endswith(".py") and name != "__init__.py")
+
+# google-research/bert's flags of each script (their names; types and
+# defaults are checked by the tools' own tests).
+ORIGINAL_FLAGS = {
+    "create_pretraining_data.py": (
+        "input_file output_file vocab_file do_lower_case do_whole_word_mask max_seq_length "
+        "max_predictions_per_seq random_seed dupe_factor masked_lm_prob short_seq_prob"
+    ),
+    "run_pretraining.py": (
+        "bert_config_file input_file output_dir init_checkpoint max_seq_length max_predictions_per_seq "
+        "do_train do_eval train_batch_size eval_batch_size learning_rate num_train_steps num_warmup_steps "
+        "save_checkpoints_steps iterations_per_loop max_eval_steps use_tpu tpu_name tpu_zone gcp_project "
+        "master num_tpu_cores"
+    ),
+    "extract_features.py": (
+        "input_file output_file layers bert_config_file max_seq_length init_checkpoint vocab_file "
+        "do_lower_case batch_size use_tpu master num_tpu_cores use_one_hot_embeddings"
+    ),
+    "run_classifier.py": (
+        "data_dir bert_config_file task_name vocab_file output_dir init_checkpoint do_lower_case "
+        "max_seq_length do_train do_eval do_predict train_batch_size eval_batch_size predict_batch_size "
+        "learning_rate num_train_epochs warmup_proportion save_checkpoints_steps iterations_per_loop "
+        "use_tpu tpu_name tpu_zone gcp_project master num_tpu_cores"
+    ),
+    "run_squad.py": (
+        "bert_config_file vocab_file output_dir train_file predict_file init_checkpoint do_lower_case "
+        "max_seq_length doc_stride max_query_length do_train do_predict train_batch_size "
+        "predict_batch_size learning_rate num_train_epochs warmup_proportion save_checkpoints_steps "
+        "iterations_per_loop n_best_size max_answer_length use_tpu tpu_name tpu_zone gcp_project master "
+        "num_tpu_cores verbose_logging version_2_with_negative null_score_diff_threshold"
+    ),
+}
 
 
-def run(tool, *flags):
+def run(tool, *flags, stdin=None):
     return subprocess.run(
         [sys.executable, os.path.join(REPO, "tools", tool), *flags],
-        capture_output=True, text=True, cwd=REPO, timeout=300,
+        capture_output=True, text=True, cwd=REPO, timeout=300, input=stdin,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
     )
+
+
+def assert_one_line_error(result, fragment):
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert fragment in lines[0]
 
 
 @pytest.mark.parametrize(
     "tool, flags, fragment",
     [
-        ("demo.py", ["--no_such_flag"], "unrecognized arguments: --no_such_flag"),
+        ("demo.py", ["--no_such_flag"], "Unknown command line flag 'no_such_flag'"),
+        ("demo.py", ["stray"], "unexpected positional arguments: stray"),
         ("prepare_data.py", [], "missing required flag(s): --output_dir"),
         ("prepare_data.py", ["--output_dir=/proc/forbidden/data"], "/proc/forbidden"),
         ("prepare_data.py", ["--output_dir=/tmp/x", "--train_size=0"], "--train_size must be positive"),
+        ("prepare_data.py", ["--output_dir=/tmp/x", "--train_size=many"], "--train_size"),
         ("tfidf_baseline.py", ["--data_dir=/nonexistent/sentiment"], "/nonexistent/sentiment/train.csv: not found"),
         ("make_figures.py", ["--curves_png=/tmp/c.png"], "missing required flag(s): --event_dirs"),
         ("make_figures.py", ["--event_dirs=/nonexistent/run", "--curves_png=/tmp/never.png"], "no scalar summaries found under /nonexistent/run"),
         ("convert_hf_checkpoint.py", ["--hf_model_dir=/nonexistent/hf", "--output_dir=/tmp/never"], "/nonexistent/hf/config.json: config file not found"),
+        ("convert_hf_checkpoint.py", ["--output_dir=/tmp/never"], "give exactly one of --hf_model_dir or --from_pip"),
         ("export_saved_model.py", ["--task=classifier"], "missing required flag(s)"),
         ("run_pretraining.py", ["--bert_config_file=x", "--input_file=y", "--output_dir=z"], "at least one of --do_train or --do_eval"),
+        ("run_pretraining.py", ["--bert_config_file=x", "--input_file=y", "--output_dir=z", "--do_eval", "--mixed_precision=fp8"], "--mixed_precision"),
+        ("extract_features.py", ["--input_file=x"], "missing required flag(s): --output_file, --bert_config_file, --init_checkpoint, --vocab_file"),
+        ("create_pretraining_data.py", ["--input_file=x", "--output_file=y", "--vocab_file=z", "--num_shards=4"], "--num_shards needs --scalable or --beam"),
+        ("create_pretraining_data.py", ["--input_file=x", "--output_file=y", "--vocab_file=z", "--runner=DirectRunner"], "Unknown command line flag 'runner'"),
+        ("predict_saved_model.py", [], "give the SavedModel directory"),
+        ("predict_saved_model.py", ["/nonexistent/saved_model"], "/nonexistent/saved_model: no such SavedModel directory"),
+        ("predict_saved_model.py", ["--no_such_flag"], "Unknown command line flag 'no_such_flag'"),
     ],
 )
 def test_one_line_errors(tool, flags, fragment):
-    result = run(tool, *flags)
-    assert result.returncode != 0
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert fragment in lines[0]
+    assert_one_line_error(run(tool, *flags), fragment)
     assert not os.path.exists("/tmp/never.png") and not os.path.exists("/tmp/never")
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+@pytest.mark.parametrize("help_flag", ["--help", "--helpfull", "-h"])
+def test_every_tool_answers_help(tool, help_flag):
+    result = run(tool, help_flag)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert re.search(r"^\s+--(\[no\])?\w+: ", result.stdout, re.M), result.stdout
+    assert "--flagfile" in result.stdout and "--undefok" in result.stdout
+
+
+@pytest.mark.parametrize("tool", sorted(ORIGINAL_FLAGS))
+def test_original_flags_are_accepted(tool):
+    """Each of google-research/bert's flags is defined, under its own name."""
+    listed = set(re.findall(r"^\s+--(?:\[no\])?(\w+): ", run(tool, "--helpfull").stdout, re.M))
+    missing = [name for name in ORIGINAL_FLAGS[tool].split() if name not in listed]
+    assert not missing, f"{tool} lacks the original's flags {missing}"
+
+
+def test_flags_without_effect_say_so():
+    helpfull = " ".join(run("extract_features.py", "--helpfull").stdout.split())
+    for name in ("use_tpu", "master", "num_tpu_cores", "use_one_hot_embeddings"):
+        text = re.search(rf"--(?:\[no\])?{name}: (.*?)(?: \(default| --)", helpfull + " --").group(1)
+        assert "no effect" in text, (name, text)
+
+
+def test_flagfile_and_undefok(tmp_path):
+    flagfile = tmp_path / "flags.txt"
+    flagfile.write_text("# the original's flags, one a line\n--output_dir=/tmp/x\n--train_size=0\n")
+    assert_one_line_error(run("prepare_data.py", f"--flagfile={flagfile}"), "--train_size must be positive")
+    # --undefok: a flag this tool does not define (e.g. meant for another) is ignored.
+    result = run("prepare_data.py", f"--flagfile={flagfile}", "--undefok=use_tpu,iterations", "--use_tpu", "--iterations=3")
+    assert_one_line_error(result, "--train_size must be positive")
+    assert_one_line_error(run("prepare_data.py", f"--flagfile={flagfile}", "--use_tpu"), "Unknown command line flag 'use_tpu'")
+
+
+@pytest.mark.parametrize("flag", ["--do_lower", "--do_lower=false", "--nodo_lower", "--max_seq=64"])
+def test_flag_prefixes_are_refused(flag):
+    result = run("create_pretraining_data.py", "--input_file=x", "--output_file=y", "--vocab_file=z", flag)
+    name = flag.lstrip("-").split("=")[0]
+    assert_one_line_error(result, f"Unknown command line flag '{name}'")
+    assert result.returncode == 2
+
+
+def test_booleans_take_absl_forms(tmp_path):
+    """--flag, --noflag and --flag=false parse; a bad value is one line."""
+    for flag in ("--do_lower_case", "--nodo_lower_case", "--do_lower_case=false", "--do_lower_case=True"):
+        result = run("create_pretraining_data.py", "--input_file=x", "--output_file=y", f"--vocab_file={tmp_path}/none.txt", flag)
+        assert_one_line_error(result, "none.txt: cannot read vocabulary file")
+        assert result.returncode == 1
+    result = run("create_pretraining_data.py", "--do_lower_case=maybe")
+    assert_one_line_error(result, "do_lower_case")
+    assert result.returncode == 2
+
+
+def test_predict_saved_model_bad_requests_are_one_line(tmp_path):
+    import tensorflow as tf
+
+    class Doubler(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="x")])
+        def double(self, x):
+            return {"y": x * 2}
+
+    module = Doubler()
+    tf.saved_model.save(module, str(tmp_path / "doubler"), signatures={"serving_default": module.double})
+    good = run("predict_saved_model.py", str(tmp_path / "doubler"), stdin='[{"signature": "serving_default", "inputs": {"x": [1, 2]}}]')
+    assert good.returncode == 0, good.stderr
+    assert good.stdout == '{"blocked_modules_loaded": [], "results": [{"y": [2.0, 4.0]}]}'
+    assert_one_line_error(run("predict_saved_model.py", str(tmp_path / "doubler"), stdin="not json"), "JSONDecodeError")
+    result = run("predict_saved_model.py", f"--saved_model_dir={tmp_path / 'doubler'}", stdin='[{"signature": "other", "inputs": {}}]')
+    assert_one_line_error(result, "no signature 'other'")
+
+
+def _console_scripts():
+    try:
+        entry_points = importlib.metadata.distribution("keras_bert_impl").entry_points
+    except importlib.metadata.PackageNotFoundError:
+        return []
+    return sorted((e for e in entry_points if e.group == "console_scripts"), key=lambda e: e.name)
+
+
+@pytest.mark.parametrize("entry_point", _console_scripts(), ids=lambda e: e.name)
+def test_every_console_script_answers_help(entry_point):
+    """As the installed script runs it: `sys.exit(function())` with argv from the command line."""
+    module, function = entry_point.value.split(":")
+    code = f"import sys; sys.argv = [{entry_point.name!r}, '--help']; from {module} import {function}; sys.exit({function}())"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd="/", timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+    )
+    assert result.returncode == 0, result.stderr
+    assert "--flagfile" in result.stdout

@@ -18,119 +18,77 @@ Examples:
       --input_file=wiki/*.txt --output_file=data/wiki.tfrecord --vocab_file=vocab.txt
 """
 
-import os
 import sys
-import time
 
-if __package__ in (None, ""):  # run as `python tools/create_pretraining_data.py`
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from absl import flags
 
-from keras_bert_impl.cli import FlagParser, run_tool  # noqa: E402
+from keras_bert_impl.cli import FlagError, flag_values, parse_flags, require, run_tool
+from keras_bert_impl.jobs.create_pretraining_data import create_pretraining_data
+
+PROG = "create_pretraining_data"
+SHARDING_FLAGS = ("num_shards", "num_workers", "chunk_mb")
 
 
-def build_parser():
-    parser = FlagParser(prog="create_pretraining_data", description=__doc__.split("\n\n")[0])
-    add = parser.add_argument
-    add("--input_file", help="Input text file, or comma list of files and globs.")
-    add("--output_file", help="Output TFRecord file, or comma list (written round-robin); with --scalable, the shards' prefix.")
-    add("--vocab_file", help="The vocabulary file that the BERT model was trained on.")
-    parser.add_bool("do_lower_case", True, "Lower-case the input; True for uncased models")
-    parser.add_bool("do_whole_word_mask", False, "Mask whole words rather than single word pieces")
-    add("--max_seq_length", type=int, default=128, help="Maximum sequence length (default: %(default)s).")
-    add("--max_predictions_per_seq", type=int, default=20, help="Maximum masked-LM predictions per sequence (default: %(default)s).")
-    add("--random_seed", type=int, default=12345, help="Random seed (default: %(default)s).")
-    add("--dupe_factor", type=int, default=10, help="Passes over the input, each with other masks (default: %(default)s).")
-    add("--masked_lm_prob", type=float, default=0.15, help="Masked-LM probability (default: %(default)s).")
-    add("--short_seq_prob", type=float, default=0.1, help="Probability of a shorter target length (default: %(default)s).")
-    parser.add_bool("gzip_compress", False, "Write gzip-compressed TFRecords (tf-models' flag)")
-    parser.add_bool("use_v2_feature_names", False, "Name features input_word_ids / input_type_ids (tf-models' flag)")
-    parser.add_bool("skip_invalid_utf8", False, "Skip and count lines that are not UTF-8 instead of stopping")
-    parser.add_bool("scalable", False, "Streaming, sharded mode: bounded memory, several processes, --num_shards outputs")
-    parser.add_bool("beam", False, "Run the scalable mode as an Apache Beam pipeline (the [beam] extra); unknown flags are pipeline options")
-    add("--num_shards", type=int, default=None, help="--scalable/--beam: output files (default: 16).")
-    add("--num_workers", type=int, default=None, help="--scalable: worker processes (default: the CPU count); with --beam, passed to the runner.")
-    add("--chunk_mb", type=float, default=None, help="--scalable/--beam: input MB per chunk, within which random next sentences, duplicates and shuffling stay (default: 2).")
-    parser.add_bool("progress", sys.stderr.isatty(), "Show a progress line on stderr")
-    return parser
+def define_flags(fv):
+    define = dict(flag_values=fv)
+    flags.DEFINE_string("input_file", None, "Input text file, or comma list of files and globs.", **define)
+    flags.DEFINE_string("output_file", None, "Output TFRecord file, or comma list (written round-robin); with --scalable, the shards' prefix.", **define)
+    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.", **define)
+    flags.DEFINE_boolean("do_lower_case", True, "Lower-case the input; True for uncased models.", **define)
+    flags.DEFINE_boolean("do_whole_word_mask", False, "Mask whole words rather than single word pieces.", **define)
+    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.", **define)
+    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum masked-LM predictions per sequence.", **define)
+    flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.", **define)
+    flags.DEFINE_integer("dupe_factor", 10, "Passes over the input, each with other masks.", **define)
+    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked-LM probability.", **define)
+    flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a target length shorter than the maximum.", **define)
+    flags.DEFINE_boolean("gzip_compress", False, "Write gzip-compressed TFRecords (tf-models' flag).", **define)
+    flags.DEFINE_boolean("use_v2_feature_names", False, "Name features input_word_ids / input_type_ids (tf-models' flag).", **define)
+    flags.DEFINE_boolean("skip_invalid_utf8", False, "Skip and count lines that are not UTF-8 instead of stopping.", **define)
+    flags.DEFINE_boolean("scalable", False, "Streaming, sharded mode: bounded memory, several processes, --num_shards outputs.", **define)
+    flags.DEFINE_boolean("beam", False, "Run the scalable mode as an Apache Beam pipeline (the [beam] extra); unknown flags are pipeline options.", **define)
+    flags.DEFINE_integer("num_shards", None, "--scalable/--beam: output files (default: 16).", **define)
+    flags.DEFINE_integer("num_workers", None, "--scalable: worker processes (default: the CPU count); with --beam, passed to the runner.", **define)
+    flags.DEFINE_float("chunk_mb", None, "--scalable/--beam: input MB per chunk, within which random next sentences, duplicates and shuffling stay (default: 2).", **define)
+    flags.DEFINE_boolean("progress", sys.stderr.isatty(), "Show a progress line on stderr.", **define)
+
+
+def parse_with_pipeline_args(argv):
+    """The parsed flags and, with --beam, the flags this tool does not know (Beam's)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    probe = flags.FlagValues()
+    define_flags(probe)
+    try:
+        rest = probe([PROG] + argv, known_only=True)[1:]
+    except flags.Error as error:
+        raise FlagError(str(error).splitlines()[0]) from None
+    help_asked = any(arg.lstrip("-").split("=")[0] in ("help", "helpshort", "helpfull", "h", "?") for arg in rest)
+    if not probe.beam or help_asked:
+        return parse_flags(define_flags, argv, prog=PROG, description=__doc__), []
+    return probe, rest
 
 
 def main(argv=None):
-    parser = build_parser()
-    args, pipeline_args = parser.parse_known_args(argv)
-    if pipeline_args and not args.beam:
-        parser.error(f"unrecognized arguments: {' '.join(pipeline_args)}")
-    parser.require(args, "input_file", "output_file", "vocab_file")
-    sharded = args.scalable or args.beam
-    for flag in ("num_shards", "num_workers", "chunk_mb"):
-        value = getattr(args, flag)
+    fv, pipeline_args = parse_with_pipeline_args(argv)
+    require(fv, "input_file", "output_file", "vocab_file")
+    sharded = fv.scalable or fv.beam
+    for flag in SHARDING_FLAGS:
+        value = fv[flag].value
         if value is not None and not sharded:
-            parser.error(f"--{flag} needs --scalable or --beam")
+            raise FlagError(f"--{flag} needs --scalable or --beam")
         if value is not None and value <= 0:
-            parser.error(f"--{flag} must be positive")
-    if args.num_workers is not None and args.beam:  # Also a Dataflow option: hand it on.
-        pipeline_args.append(f"--num_workers={args.num_workers}")
-    if sharded and "," in args.output_file:
-        parser.error("--scalable/--beam write shards named after one --output_file prefix, not a comma list")
-
-    from keras_bert_impl.data.pretraining_instances import InstanceOptions
-    from keras_bert_impl.data.pretraining_pipeline import (
-        GenerationSettings,
-        Progress,
-        write_original_order,
-        write_sharded,
-    )
-    from keras_bert_impl.data.tfrecords import GZIP, resolve_input_files
-    from keras_bert_impl.tokenization import load_vocab
-
-    try:
-        options = InstanceOptions(
-            max_seq_length=args.max_seq_length,
-            max_predictions_per_seq=args.max_predictions_per_seq,
-            masked_lm_prob=args.masked_lm_prob,
-            short_seq_prob=args.short_seq_prob,
-            dupe_factor=args.dupe_factor,
-            do_whole_word_mask=args.do_whole_word_mask,
-        )
-    except ValueError as error:
-        parser.error(f"--{error}")
-    settings = GenerationSettings(
-        vocab=load_vocab(args.vocab_file),
-        vocab_file=args.vocab_file,
-        do_lower_case=args.do_lower_case,
-        options=options,
-        random_seed=args.random_seed,
-        compression=GZIP if args.gzip_compress else None,
-        use_v2_feature_names=args.use_v2_feature_names,
-        skip_invalid_utf8=args.skip_invalid_utf8,
-    )
-    progress_stream = sys.stderr if args.progress else None
-    num_shards = args.num_shards or 16
-    chunk_bytes = int((args.chunk_mb or 2.0) * (1 << 20))
-
-    start = time.perf_counter()
-    kept = 0
-    if args.beam:
-        from keras_bert_impl.data.beam_pipeline import run_beam_pipeline
-
-        stats, outputs = run_beam_pipeline(
-            args.input_file, args.output_file, settings, num_shards, chunk_bytes, pipeline_args
-        )
-    elif args.scalable:
-        stats, outputs, kept = write_sharded(
-            resolve_input_files(args.input_file), args.output_file, settings, num_shards,
-            num_workers=args.num_workers or os.cpu_count() or 1, chunk_bytes=chunk_bytes,
-            progress_stream=progress_stream,
-        )
-    else:
-        outputs = [path.strip() for path in args.output_file.split(",") if path.strip()]
-        progress = Progress(progress_stream)
-        stats = write_original_order(resolve_input_files(args.input_file), outputs, settings, progress)
-        progress.close()
-    elapsed = time.perf_counter() - start
-    done = f"kept {kept} finished shard(s) from an earlier run" if kept else f"{stats.instances / max(elapsed, 1e-9):,.0f} instances/s"
-    print(
-        f"create_pretraining_data: wrote {len(outputs) - kept} file(s) in {elapsed:.1f}s ({done}): {stats.summary()}",
-        file=sys.stderr,
+            raise FlagError(f"--{flag} must be positive")
+    if fv.num_workers is not None and fv.beam:  # Also a Dataflow option: hand it on.
+        pipeline_args.append(f"--num_workers={fv.num_workers}")
+    if sharded and "," in fv.output_file:
+        raise FlagError("--scalable/--beam write shards named after one --output_file prefix, not a comma list")
+    create_pretraining_data(
+        fv.input_file, fv.output_file, fv.vocab_file, pipeline_args=pipeline_args,
+        **flag_values(fv, (
+            "do_lower_case", "do_whole_word_mask", "max_seq_length", "max_predictions_per_seq", "random_seed",
+            "dupe_factor", "masked_lm_prob", "short_seq_prob", "gzip_compress", "use_v2_feature_names",
+            "skip_invalid_utf8", "scalable", "beam", "progress", *SHARDING_FLAGS,
+        )),
     )
 
 

@@ -1,10 +1,12 @@
 #!/usr/bin/env python
 """Calls a SavedModel's signatures the way TF Serving runs them: with only
 TensorFlow and TF Text's C++ kernels, in a process where keras_bert_impl, Keras
-and the peers cannot be imported. Deliberately imports nothing of ours.
+and the peers cannot be imported. Deliberately imports nothing of ours (so its
+absl flags are defined here, not with keras_bert_impl.cli).
 
 Usage:
     python tools/predict_saved_model.py SAVED_MODEL_DIR < requests.json
+    bert-predict-saved-model --saved_model_dir=SAVED_MODEL_DIR < requests.json
 where requests.json is [{"signature": NAME, "inputs": {name: nested list}}, ...]
 (a string input may be {"b64": [base64 strings]} to pass raw bytes). Prints
 {"blocked_modules_loaded": [...], "results": [outputs or {"error": ...}, ...]}.
@@ -28,29 +30,63 @@ import base64  # noqa: E402
 import glob  # noqa: E402
 import importlib.util  # noqa: E402
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+from absl import flags  # noqa: E402
+
+PROG = "predict_saved_model"
+HELP_FLAGS = ("help", "helpshort", "helpfull")
 
 
-def load_tf_text_ops():
-    """Registers TF Text's C++ kernels, which the TF Serving binary links in,
-    without importing its Python package (that would import Keras)."""
+class UsageError(Exception):
+    """A bad flag or a missing SavedModel directory (exit 2)."""
+
+
+def define_flags(fv):
+    flags.DEFINE_string("saved_model_dir", None, "The SavedModel directory (or give it as the one positional argument).", flag_values=fv)
+    for name in HELP_FLAGS:
+        flags.DEFINE_boolean(name, False, "Show the flags of this tool and exit.", flag_values=fv)
+
+
+def parse_flags(argv):
+    """The SavedModel directory that `argv` names, or None after printing the help."""
+    fv = flags.FlagValues()
+    define_flags(fv)
+    argv = ["--help"] if "-h" in argv or "-?" in argv else argv
+    try:
+        positional = fv([PROG] + argv)[1:]
+    except flags.Error as error:
+        raise UsageError(str(error).splitlines()[0]) from None
+    if any(fv[name].value for name in HELP_FLAGS):
+        print(f"{PROG}: {__doc__}\nflags:\n{fv.get_help(include_special_flags=True)}")
+        return None
+    if len(positional) + bool(fv.saved_model_dir) != 1:
+        raise UsageError("give the SavedModel directory, as --saved_model_dir or the one positional argument")
+    saved_model_dir = fv.saved_model_dir or positional[0]
+    if not os.path.isdir(saved_model_dir):
+        raise UsageError(f"{saved_model_dir}: no such SavedModel directory")
+    return saved_model_dir
+
+
+def predict(saved_model_dir, requests):
+    """`{"blocked_modules_loaded": [...], "results": [outputs or {"error": ...}, ...]}`."""
+    import numpy as np
+    import tensorflow as tf
+
+    # TF Text's C++ kernels, which the TF Serving binary links in, without
+    # importing its Python package (that would import Keras).
     package_dir = importlib.util.find_spec("tensorflow_text").submodule_search_locations[0]
     for library in sorted(glob.glob(os.path.join(package_dir, "python", "ops", "*.so"))):
         tf.load_op_library(library)
 
+    def to_tensor(value, spec):
+        if isinstance(value, dict):  # {"b64": [...]}: raw bytes, e.g. invalid UTF-8 or protos
+            return tf.constant([base64.b64decode(v) for v in value["b64"]], tf.string)
+        return tf.constant(np.array(value, dtype=object if spec.dtype == tf.string else spec.dtype.as_numpy_dtype))
 
-def to_tensor(value, spec):
-    if isinstance(value, dict):  # {"b64": [...]}: raw bytes, e.g. invalid UTF-8 or protos
-        return tf.constant([base64.b64decode(v) for v in value["b64"]], tf.string)
-    return tf.constant(np.array(value, dtype=object if spec.dtype == tf.string else spec.dtype.as_numpy_dtype))
-
-
-def main():
-    load_tf_text_ops()
-    loaded = tf.saved_model.load(sys.argv[1])
+    loaded = tf.saved_model.load(saved_model_dir)
     results = []
-    for request in json.load(sys.stdin):
+    for request in requests:
+        if request["signature"] not in loaded.signatures:
+            raise KeyError(f"no signature {request['signature']!r}; the SavedModel has {sorted(loaded.signatures)}")
         function = loaded.signatures[request["signature"]]
         specs = function.structured_input_signature[1]
         inputs = {name: to_tensor(value, specs[name]) for name, value in request["inputs"].items()}
@@ -63,9 +99,34 @@ def main():
             name: (np.char.decode(t.numpy().astype(bytes), "utf-8") if t.dtype == tf.string else t.numpy()).tolist()
             for name, t in outputs.items()
         })
-    loaded_blocked = [n for n in BLOCKED if sys.modules.get(n) is not None]
-    json.dump({"blocked_modules_loaded": loaded_blocked, "results": results}, sys.stdout)
+    return {"blocked_modules_loaded": [n for n in BLOCKED if sys.modules.get(n) is not None], "results": results}
+
+
+def main(argv=None):
+    """Runs the tool; returns the exit code (bad input: one stderr line)."""
+    try:
+        saved_model_dir = parse_flags(list(sys.argv[1:] if argv is None else argv))
+    except UsageError as e:
+        print(f"{PROG}: error: {e} (see --help)", file=sys.stderr)
+        return 2
+    if saved_model_dir is None:  # --help
+        return 0
+    import tensorflow as tf
+
+    try:
+        requests = json.load(sys.stdin)
+        output = predict(saved_model_dir, requests)
+    except (OSError, ValueError, KeyError, TypeError, tf.errors.OpError) as e:  # JSONDecodeError is a ValueError
+        message = (str(e).strip() or "?").splitlines()[0]
+        print(f"{PROG}: error: {type(e).__name__}: {message}", file=sys.stderr)
+        return 1
+    json.dump(output, sys.stdout)
+    return 0
+
+
+def console_main():
+    sys.exit(main())
 
 
 if __name__ == "__main__":
-    main()
+    console_main()

@@ -1,0 +1,133 @@
+"""Pretraining TFRecords from text files, in the original's order or sharded
+(`tools/create_pretraining_data.py`, console `bert-create-pretraining-data`).
+
+Example:
+>>> import os, tempfile
+>>> from keras_bert_impl.io import write_text_atomically
+>>> work = tempfile.mkdtemp()
+>>> write_text_atomically(os.path.join(work, "vocab.txt"), "\\n".join(
+...     ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "dog", "ran", "."]) + "\\n")
+>>> write_text_atomically(os.path.join(work, "in.txt"), "The cat sat.\\nThe dog ran.\\n\\nThe dog sat.\\nThe cat ran.\\n")
+>>> stats = create_pretraining_data(
+...     os.path.join(work, "in.txt"), os.path.join(work, "out.tfrecord"), os.path.join(work, "vocab.txt"),
+...     max_seq_length=16, max_predictions_per_seq=2, dupe_factor=1, verbose=False)
+>>> stats.instances > 0, os.path.exists(os.path.join(work, "out.tfrecord"))
+(True, True)
+"""
+
+import os
+import sys
+import time
+
+from keras_bert_impl.cli import FlagError
+
+
+def create_pretraining_data(
+    input_file,
+    output_file,
+    vocab_file,
+    *,
+    do_lower_case=True,
+    do_whole_word_mask=False,
+    max_seq_length=128,
+    max_predictions_per_seq=20,
+    random_seed=12345,
+    dupe_factor=10,
+    masked_lm_prob=0.15,
+    short_seq_prob=0.1,
+    gzip_compress=False,
+    use_v2_feature_names=False,
+    skip_invalid_utf8=False,
+    scalable=False,
+    beam=False,
+    num_shards=None,
+    num_workers=None,
+    chunk_mb=None,
+    progress=False,
+    pipeline_args=(),
+    verbose=True,
+):
+    """Writes masked-LM / next-sentence examples of the text files.
+
+    Args:
+        input_file: Comma list of files and globs; one sentence per line, a
+            blank line between documents.
+        output_file: Comma list of TFRecord files written round-robin, or with
+            `scalable`/`beam` the prefix of `num_shards` shards.
+        vocab_file: The model's vocab.txt.
+        do_lower_case ... short_seq_prob: The original's flags.
+        gzip_compress, use_v2_feature_names: tf-models' flags.
+        skip_invalid_utf8: Count lines that are not UTF-8 instead of stopping.
+        scalable: Streaming, sharded, multi-process mode.
+        beam: The sharded mode as an Apache Beam pipeline, with `pipeline_args`.
+        num_shards, num_workers, chunk_mb: Layout of the sharded modes
+            (defaults 16, the CPU count, 2).
+        progress: A progress line on stderr.
+        verbose: Print a summary line on stderr.
+
+    Returns:
+        The `PretrainingDataStats` of what was written.
+
+    Raises:
+        FlagError: an option out of range (as the original's flags name it).
+    """
+    from keras_bert_impl.data.pretraining_instances import InstanceOptions
+    from keras_bert_impl.data.pretraining_pipeline import (
+        GenerationSettings,
+        Progress,
+        write_original_order,
+        write_sharded,
+    )
+    from keras_bert_impl.data.tfrecords import GZIP, resolve_input_files
+    from keras_bert_impl.tokenization import load_vocab
+
+    try:
+        options = InstanceOptions(
+            max_seq_length=max_seq_length,
+            max_predictions_per_seq=max_predictions_per_seq,
+            masked_lm_prob=masked_lm_prob,
+            short_seq_prob=short_seq_prob,
+            dupe_factor=dupe_factor,
+            do_whole_word_mask=do_whole_word_mask,
+        )
+    except ValueError as error:
+        raise FlagError(f"--{error}") from None
+    settings = GenerationSettings(
+        vocab=load_vocab(vocab_file),
+        vocab_file=vocab_file,
+        do_lower_case=do_lower_case,
+        options=options,
+        random_seed=random_seed,
+        compression=GZIP if gzip_compress else None,
+        use_v2_feature_names=use_v2_feature_names,
+        skip_invalid_utf8=skip_invalid_utf8,
+    )
+    progress_stream = sys.stderr if progress else None
+    num_shards = num_shards or 16
+    chunk_bytes = int((chunk_mb or 2.0) * (1 << 20))
+
+    start = time.perf_counter()
+    kept = 0
+    if beam:
+        from keras_bert_impl.data.beam_pipeline import run_beam_pipeline
+
+        stats, outputs = run_beam_pipeline(input_file, output_file, settings, num_shards, chunk_bytes, list(pipeline_args))
+    elif scalable:
+        stats, outputs, kept = write_sharded(
+            resolve_input_files(input_file), output_file, settings, num_shards,
+            num_workers=num_workers or os.cpu_count() or 1, chunk_bytes=chunk_bytes,
+            progress_stream=progress_stream,
+        )
+    else:
+        outputs = [path.strip() for path in output_file.split(",") if path.strip()]
+        progress_line = Progress(progress_stream)
+        stats = write_original_order(resolve_input_files(input_file), outputs, settings, progress_line)
+        progress_line.close()
+    elapsed = time.perf_counter() - start
+    done = f"kept {kept} finished shard(s) from an earlier run" if kept else f"{stats.instances / max(elapsed, 1e-9):,.0f} instances/s"
+    if verbose:
+        print(
+            f"create_pretraining_data: wrote {len(outputs) - kept} file(s) in {elapsed:.1f}s ({done}): {stats.summary()}",
+            file=sys.stderr,
+        )
+    return stats

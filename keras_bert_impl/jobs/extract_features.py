@@ -1,0 +1,118 @@
+"""Per-token hidden states of chosen encoder layers as JSON lines, as the
+original extract_features.py writes them (`tools/extract_features.py`,
+console `bert-extract-features`).
+
+One JSON object per input line (`text_a` or `text_a ||| text_b`):
+
+    {"linex_index": 0, "features": [{"token": "[CLS]", "layers": [
+        {"index": -1, "values": [0.123456, ...]}, ...]}, ...]}
+
+Example:
+>>> parse_layers("-1,-2", num_layers=4)
+[-1, -2]
+>>> parse_layers("-1,7", num_layers=4)
+Traceback (most recent call last):
+...
+keras_bert_impl.cli.FlagError: --layers '-1,7': indexes must lie in [-4, 3] for a 4-layer model
+"""
+
+import collections
+import json
+import os
+import sys
+
+from keras_bert_impl.cli import FlagError
+
+
+def parse_layers(text, num_layers):
+    """The `--layers` comma list as integers, each a valid index of `num_layers`.
+
+    Raises:
+        FlagError: not integers, none, or an index out of range.
+    """
+    try:
+        layers = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise FlagError(f"--layers must be a comma list of integers, got {text!r}") from None
+    bad = [i for i in layers if not -num_layers <= i < num_layers]
+    if not layers or bad:
+        raise FlagError(f"--layers {text!r}: indexes must lie in [{-num_layers}, {num_layers - 1}] for a {num_layers}-layer model")
+    return layers
+
+
+def feature_record(features, layer_outputs, layer_indexes):
+    """The original's JSON object for one example.
+
+    Args:
+        features: `InputFeatures` of the example.
+        layer_outputs: One [seq_length, H] array per entry of `layer_indexes`.
+        layer_indexes: As given by `--layers`.
+    """
+    tokens = []
+    for position, token in enumerate(features.tokens):
+        layers = [
+            collections.OrderedDict(index=index, values=[round(float(x), 6) for x in output[position]])
+            for index, output in zip(layer_indexes, layer_outputs)
+        ]
+        tokens.append(collections.OrderedDict(token=token, layers=layers))
+    return collections.OrderedDict(linex_index=features.unique_id, features=tokens)
+
+
+def extract_features(
+    *,
+    input_file,
+    output_file,
+    bert_config_file,
+    init_checkpoint,
+    vocab_file,
+    layers="-1,-2,-3,-4",
+    max_seq_length=128,
+    do_lower_case=True,
+    batch_size=32,
+):
+    """Writes `output_file` (atomically), one JSON line per line of `input_file`.
+
+    Returns:
+        The number of examples written.
+
+    Raises:
+        ConfigError, FlagError, InputFileError, VocabError, CheckpointError:
+            bad flags or files, before anything is written.
+    """
+    import numpy as np
+
+    from keras_bert_impl.checkpoints.original import load_original_checkpoint
+    from keras_bert_impl.config import BertConfig
+    from keras_bert_impl.data.text_pairs import convert_example_to_features, read_text_pair_examples
+    from keras_bert_impl.io import atomic_output, check_max_seq_length
+    from keras_bert_impl.models.bert_model import BertModel
+    from keras_bert_impl.tokenization import FullTokenizer, check_special_tokens, validate_case_matches_checkpoint
+
+    config = BertConfig.from_json_file(bert_config_file)
+    check_max_seq_length(max_seq_length, config, bert_config_file)
+    if max_seq_length < 3:
+        raise FlagError("--max_seq_length must be at least 3")
+    layer_indexes = parse_layers(layers, config.num_hidden_layers)
+    validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
+    tokenizer = FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+    check_special_tokens(tokenizer.vocab, vocab_file)
+    examples = read_text_pair_examples(input_file)
+    features = [convert_example_to_features(e, tokenizer, max_seq_length) for e in examples]
+
+    model = BertModel(config, output_all_encoder_layers=True)
+    load_original_checkpoint(model, init_checkpoint)
+
+    os.makedirs(os.path.dirname(os.path.abspath(output_file)), exist_ok=True)
+    with atomic_output(output_file) as partial, open(partial, "w", encoding="utf-8") as writer:
+        for start in range(0, len(features), batch_size):
+            batch = features[start : start + batch_size]
+            inputs = {
+                key: np.array([getattr(f, key) for f in batch], "int32")
+                for key in ("input_ids", "input_mask", "segment_ids")
+            }
+            all_layers = model.predict_on_batch(inputs)["encoder_outputs"]
+            for row, feature in enumerate(batch):
+                outputs = [np.asarray(all_layers[i][row]) for i in layer_indexes]
+                writer.write(json.dumps(feature_record(feature, outputs, layer_indexes)) + "\n")
+    print(f"extract_features: wrote {len(features)} examples to {output_file}", file=sys.stderr)
+    return len(features)

@@ -1,0 +1,178 @@
+"""MLM + NSP pretraining with `model.fit`, resumable and distributed, as the
+original run_pretraining.py (`tools/run_pretraining.py`, console
+`bert-run-pretraining`).
+
+Checkpoints `model.ckpt-<step>` in `output_dir` are in the original layout
+(weights, Adam slots, global_step): rerunning after a crash (even kill -9)
+continues from the latest one, with optimizer state, step and data position,
+and stops at `num_train_steps`. Evaluation writes `eval_results.txt`.
+
+Example:
+>>> MIXED_PRECISION["bfloat16"]
+'mixed_bfloat16'
+>>> is_chief()  # No TF_CONFIG: a single worker, which is the chief.
+True
+"""
+
+import json
+import math
+import os
+import sys
+import time
+
+from keras_bert_impl.cli import FlagError
+
+# --mixed_precision values -> Keras dtype policies.
+MIXED_PRECISION = {"none": None, "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+
+
+def split_logical_cpus(count):
+    """Splits the CPU into `count` logical devices (lets MirroredStrategy run on a CPU box)."""
+    import tensorflow as tf
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * count)
+
+
+def is_chief():
+    """Only the chief writes checkpoints and results under a multi-worker strategy."""
+    task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
+    return task.get("type", "chief") == "chief" or (task.get("type") == "worker" and task.get("index", 0) == 0)
+
+
+def run_pretraining(
+    *,
+    bert_config_file,
+    input_file,
+    output_dir,
+    init_checkpoint=None,
+    max_seq_length=128,
+    max_predictions_per_seq=20,
+    do_train=False,
+    do_eval=False,
+    train_batch_size=32,
+    eval_batch_size=8,
+    learning_rate=5e-5,
+    num_train_steps=100000,
+    num_warmup_steps=10000,
+    save_checkpoints_steps=1000,
+    max_eval_steps=100,
+    keep_checkpoint_max=5,
+    strategy="default",
+    tpu_name=None,
+    mixed_precision="none",
+    jit_compile=False,
+    clip_norm=1.0,
+    gradient_accumulation_steps=1,
+    seed=12345,
+    num_cpu_devices=0,
+    summary_steps=100,
+):
+    """Trains and/or evaluates a `BertPretrainingModel`; the arguments are
+    run_pretraining.py's flags (and this tool's extra ones).
+
+    Returns:
+        The evaluation results (`{}` without `do_eval`), also written to
+        `output_dir/eval_results.txt` by the chief.
+    """
+    import keras
+    import tensorflow as tf
+
+    from keras_bert_impl.checkpoints.original import load_original_checkpoint
+    from keras_bert_impl.config import BertConfig
+    from keras_bert_impl.data.tfrecords import pretraining_dataset, resolve_input_files
+    from keras_bert_impl.io import check_max_seq_length, write_results
+    from keras_bert_impl.models.pretraining import BertPretrainingModel, split_pretraining_features
+    from keras_bert_impl.training.callbacks import StopAtStep, TrainingSummaries
+    from keras_bert_impl.training.checkpointing import (
+        TrainingCheckpoint,
+        checkpoint_steps,
+        restore_training_checkpoint,
+        save_training_checkpoint,
+    )
+    from keras_bert_impl.training.optimization import create_optimizer
+    from keras_bert_impl.training.strategy import adapt_model_to_multi_worker, check_batch_size, get_strategy
+
+    if num_cpu_devices > 1:
+        split_logical_cpus(num_cpu_devices)
+    config = BertConfig.from_json_file(bert_config_file)
+    check_max_seq_length(max_seq_length, config, bert_config_file)
+    input_files = resolve_input_files(input_file)
+    distribution = get_strategy(strategy, tpu_name)
+    check_batch_size(train_batch_size, distribution, "--train_batch_size")
+    check_batch_size(eval_batch_size, distribution, "--eval_batch_size")
+    chief = is_chief()
+    own_dir = output_dir if chief else os.path.join(output_dir, f".worker-{os.getpid()}")
+    os.makedirs(own_dir, exist_ok=True)
+
+    with distribution.scope():
+        model = BertPretrainingModel(config, dtype=MIXED_PRECISION[mixed_precision])
+        optimizer = create_optimizer(
+            learning_rate, num_train_steps, num_warmup_steps,
+            gradient_accumulation_steps=gradient_accumulation_steps if gradient_accumulation_steps > 1 else None,
+            # Under a strategy, Keras clips each replica's gradient before the
+            # all-reduce, as the original's TPU code clipped per core.
+            global_clipnorm=clip_norm or None,
+        )
+        if mixed_precision == "float16":
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        model.compile(optimizer=optimizer, jit_compile=jit_compile)
+        optimizer.build(model.trainable_variables)
+        adapt_model_to_multi_worker(model, distribution)
+
+        step = 0
+        existing = checkpoint_steps(output_dir)
+        if existing:
+            prefix = os.path.join(output_dir, f"model.ckpt-{existing[-1]}")
+            step = restore_training_checkpoint(model, optimizer, prefix)
+            print(f"run_pretraining: resuming from {prefix} (step {step})", file=sys.stderr)
+        elif init_checkpoint:
+            report = load_original_checkpoint(model, init_checkpoint, allow_fresh=["cls/"])
+            print(f"run_pretraining: {init_checkpoint}: {report.summary()}", file=sys.stderr)
+
+    if do_train and step < num_train_steps:
+        accumulation = gradient_accumulation_steps
+        micro_batch = train_batch_size // accumulation
+        if micro_batch * accumulation != train_batch_size:
+            raise FlagError("--train_batch_size must be divisible by --gradient_accumulation_steps")
+        dataset = pretraining_dataset(
+            input_files, micro_batch, max_seq_length, max_predictions_per_seq, is_training=True, seed=seed,
+        ).map(split_pretraining_features)
+        # The data position: skip the micro-batches the restored steps consumed.
+        dataset = dataset.skip(step * accumulation)
+        dataset = dataset.prefetch(tf.data.AUTOTUNE)
+        # Keras epochs of `save_checkpoints_steps` optimizer steps over one
+        # endless iterator; StopAtStep ends the run exactly at num_train_steps.
+        chunk = save_checkpoints_steps * accumulation
+        start = time.perf_counter()
+        model.fit(
+            dataset,
+            steps_per_epoch=chunk,
+            initial_epoch=(step * accumulation) // chunk,
+            epochs=math.ceil(num_train_steps * accumulation / chunk),
+            callbacks=[
+                StopAtStep(num_train_steps),
+                TrainingCheckpoint(own_dir, save_checkpoints_steps, keep=keep_checkpoint_max),
+                TrainingSummaries(os.path.join(own_dir, "train"), summary_steps),
+            ],
+            verbose=1 if chief else 0,
+        )
+        save_training_checkpoint(model, optimizer, own_dir, keep=keep_checkpoint_max)
+        config.to_json_file(os.path.join(own_dir, "bert_config.json"))
+        print(f"run_pretraining: trained to step {num_train_steps} in {time.perf_counter() - start:.1f}s", file=sys.stderr)
+
+    results = {}
+    if do_eval:
+        dataset = pretraining_dataset(
+            input_files, eval_batch_size, max_seq_length, max_predictions_per_seq,
+            is_training=False, drop_remainder=True,
+        ).map(split_pretraining_features).take(max_eval_steps)
+        results = model.evaluate(dataset, return_dict=True, verbose=1 if chief else 0)
+        inner = getattr(optimizer, "inner_optimizer", optimizer)
+        results = {k: float(v) for k, v in results.items()}
+        results["global_step"] = int(inner.iterations.numpy())
+        if chief:
+            write_results(os.path.join(output_dir, "eval_results.txt"), results)
+            for key in sorted(results):
+                print(f"  {key} = {results[key]}", file=sys.stderr)
+    return results

@@ -189,7 +189,10 @@ class TextClassifier(BertClassifier):
         """Class probabilities [num_texts, num_classes] (the score [num_texts] for regression)."""
         from keras_bert_impl.probabilities import softmax
 
-        logits = super().predict(self._dataset(x, batch_size=batch_size), **kwargs)
+        if _is_dataset(x):
+            logits = super().predict(self._dataset(x, batch_size=batch_size), **kwargs)
+        else:  # tokenized once, eagerly: mapping in tf.data would rebuild the tokenizer graph per call
+            logits = super().predict(self.preprocessor(_as_texts(x)), batch_size=batch_size or 32, **kwargs)
         if self.num_classes == 1:
             return np.asarray(logits)[:, 0]
         return softmax(logits).astype(np.float32)
@@ -211,6 +214,10 @@ def _is_dataset(x):
     import tensorflow as tf
 
     return isinstance(x, tf.data.Dataset)
+
+
+def _as_texts(x):
+    return tuple(list(texts) for texts in x) if isinstance(x, tuple) else list(x)
 
 
 def _unpack(data):

@@ -130,6 +130,13 @@ def define_fine_tuning_flags(fv, default_max_seq_length=128):
     define_tpu_flags(fv)
     flags.DEFINE_string("strategy", "default", "default, one_device, mirrored, multi_worker_mirrored or tpu.", **define)
     flags.DEFINE_integer("seed", 12345, "Seed of initialisation, dropout and shuffling.", **define)
+    flags.DEFINE_boolean(
+        "real_tokens_only", True,
+        "Cut each batch after its longest row, so training, evaluation and prediction compute on real "
+        "tokens, wherever the results equal the full-width ones (classification and tagging throughout, "
+        "SQuAD prediction; SQuAD training keeps the full width, whose loss covers the padding). "
+        "--noreal_tokens_only computes every batch at --max_seq_length as the original.", **define,
+    )
 
 
 def check_fine_tuning_flags(fv):

@@ -7,6 +7,7 @@ from keras_bert_impl.layers.activations import get_activation
 from keras_bert_impl.layers.attention import SelfAttention, attention_mask_adder
 from keras_bert_impl.layers.embeddings import LAYER_NORM_EPSILON, truncated_normal
 from keras_bert_impl.layers.gather import gather_indexes
+from keras_bert_impl.layers.token_rows import real_token_rows, rows_to_padded
 
 _PACKAGE = "keras_bert_impl"
 
@@ -127,6 +128,48 @@ class TransformerLayer(keras.layers.Layer):
         layer_output = self.after_attention(context, matrix, training=training)
         return ops.reshape(layer_output, shape), probs
 
+    def call_on_rows(self, rows, token_positions, row_of_position, padded_shape, mask_adder,
+                     training=None, dense=None):
+        """The layer on the real tokens of a padded batch, as a [rows, H] matrix.
+
+        Query, key, value and everything after attention run on the rows;
+        only the attention products see the [batch, N, seq, seq] layout, and
+        a masked key gets the original's -10000, whose exp() is exactly 0 in
+        float32 and bfloat16, so each real row equals the padded layer's.
+
+        Args:
+            rows: [rows, H] the layer's input at the real tokens.
+            token_positions, row_of_position: From `real_token_rows`.
+            padded_shape: `(batch_size, seq_length)` of the padded batch.
+            mask_adder: [batch_size, 1, 1, seq_length].
+            training: Enables dropout.
+            dense: Optional `dense(layer, x)` in place of `layer(x)` for the
+                six Dense sub-layers (see `models.padding_free.frozen_dense`).
+
+        Returns:
+            `(layer_output, attention_probs)`: [rows, H] and
+            [batch_size, N, seq_length, seq_length].
+        """
+        dense = dense or (lambda layer, x: layer(x))
+        attention = self.attention
+        batch_size, seq_length = padded_shape
+        heads, size_per_head = attention.num_attention_heads, attention.size_per_head
+
+        def to_heads(x):
+            # [rows, H] -> [batch * seq, H] -> [batch, seq, N, D] -> [batch, N, seq, D]
+            x = ops.reshape(ops.take(x, row_of_position, axis=0), (batch_size, seq_length, heads, size_per_head))
+            return ops.transpose(x, (0, 2, 1, 3))
+
+        # [batch, N, seq, D]
+        context, probs = attention.attend(
+            to_heads(dense(attention.query, rows)), to_heads(dense(attention.key, rows)),
+            to_heads(dense(attention.value, rows)), mask_adder, training=training,
+        )
+        # [batch, N, seq, D] -> [batch, seq, N, D] -> [batch * seq, H] -> [rows, H]
+        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, heads * size_per_head))
+        context = ops.take(context, token_positions, axis=0)
+        return self.after_attention(context, rows, training=training, dense=dense), probs
+
     def after_attention(self, context, residual, training=None, dense=None):
         """`attention/output`, `intermediate` and `output` on [rows, H] matrices.
 
@@ -175,6 +218,15 @@ class TransformerEncoder(keras.layers.Layer):
         num_hidden_layers: Number of `TransformerLayer`s.
         (the remaining args are those of `TransformerLayer`)
 
+        real_tokens_only: Run every per-token operation on the real tokens
+            only (`TransformerLayer.call_on_rows`), for training and
+            evaluation on batches with padding. Real positions come out as
+            in the padded computation (within float rounding); padded
+            positions come out as zeros, where the padded computation gives
+            values that a loss over real tokens never reads. Also settable
+            on a built model (`models.padding_free.set_real_tokens_only`).
+            Ignored with `output_positions` or without `input_mask`.
+
     Call args:
         hidden_states: [batch_size, seq_length, H] embeddings output.
         input_mask: [batch_size, seq_length], 1 for real tokens, 0 for padding
@@ -207,9 +259,11 @@ class TransformerEncoder(keras.layers.Layer):
         hidden_dropout_prob=0.1,
         attention_probs_dropout_prob=0.1,
         initializer_range=0.02,
+        real_tokens_only=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.real_tokens_only = real_tokens_only
         self.num_hidden_layers = num_hidden_layers
         self.hidden_size = hidden_size
         self.num_attention_heads = num_attention_heads
@@ -242,6 +296,8 @@ class TransformerEncoder(keras.layers.Layer):
         if input_mask is not None:
             # [batch_size, 1, 1, seq_length]
             mask_adder = attention_mask_adder(input_mask, self.compute_dtype)
+            if self.real_tokens_only and output_positions is None:
+                return self._call_on_real_tokens(hidden_states, input_mask, mask_adder, training)
         all_outputs, all_probs = [], []
         for index, block in enumerate(self.blocks):
             last = index == len(self.blocks) - 1
@@ -250,6 +306,22 @@ class TransformerEncoder(keras.layers.Layer):
                 query_positions=output_positions if last else None,
             )
             all_outputs.append(hidden_states)
+            all_probs.append(probs)
+        return all_outputs, all_probs
+
+    def _call_on_real_tokens(self, hidden_states, input_mask, mask_adder, training):
+        """`call` with the per-token work on real tokens only (see `real_tokens_only`)."""
+        shape = ops.shape(hidden_states)
+        token_positions, row_of_position = real_token_rows(input_mask)
+        # [batch * seq, H] -> [rows, H]
+        rows = ops.take(ops.reshape(hidden_states, (-1, self.hidden_size)), token_positions, axis=0)
+        all_outputs, all_probs = [], []
+        for block in self.blocks:
+            rows, probs = block.call_on_rows(
+                rows, token_positions, row_of_position, (shape[0], shape[1]), mask_adder, training=training
+            )
+            # [batch, seq, H], zeros at padding.
+            all_outputs.append(rows_to_padded(rows, row_of_position, input_mask))
             all_probs.append(probs)
         return all_outputs, all_probs
 
@@ -275,5 +347,6 @@ class TransformerEncoder(keras.layers.Layer):
             hidden_dropout_prob=self.hidden_dropout_prob,
             attention_probs_dropout_prob=self.attention_probs_dropout_prob,
             initializer_range=self.initializer_range,
+            real_tokens_only=self.real_tokens_only,
         )
         return config

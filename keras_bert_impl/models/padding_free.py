@@ -29,74 +29,10 @@ import functools
 import tensorflow as tf
 
 from keras_bert_impl.layers.attention import attention_mask_adder
+from keras_bert_impl.layers.token_rows import real_token_rows, rows_to_padded
+from keras_bert_impl.layers.transformer import TransformerEncoder
 
 _SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
-
-
-def real_token_rows(input_mask, bucket_size=1):
-    """Where each real token goes in the compact matrix, and where each position reads it back.
-
-    Args:
-        input_mask: [batch, seq] 1 for real tokens, 0 for padding (any
-            pattern, not only trailing padding).
-        bucket_size: Round the row count up to a multiple of this (at least
-            one bucket, even for an all-padding batch). The extra rows hold
-            flat position 0; nothing reads them back.
-
-    Returns:
-        `(token_positions, row_of_position)`: int32 [rows] flat positions
-        (`batch_index * seq + position`) of the real tokens in order, then
-        the filler rows; and int32 [batch * seq] the row of each flat
-        position (row 0 for padding, whose values are never used).
-
-    Example:
-    >>> positions, rows = real_token_rows([[1, 1, 0], [1, 0, 0]], bucket_size=2)
-    >>> positions.numpy().tolist(), rows.numpy().tolist()
-    ([0, 1, 3, 0], [0, 1, 0, 2, 0, 0])
-    """
-    # [batch * seq]
-    is_real = tf.reshape(tf.convert_to_tensor(input_mask), [-1]) > 0
-    # [num_real]
-    positions = tf.cast(tf.where(is_real)[:, 0], tf.int32)
-    num_real = tf.shape(positions)[0]
-    rows = tf.maximum((num_real + bucket_size - 1) // bucket_size, 1) * bucket_size
-    # [rows]
-    positions = tf.concat([positions, tf.zeros([rows - num_real], tf.int32)], axis=0)
-    # [batch * seq]: the i-th real token is row i.
-    row_of_position = tf.where(is_real, tf.cumsum(tf.cast(is_real, tf.int32)) - 1, 0)
-    return positions, row_of_position
-
-
-def _attention_context(attention, hidden, token_positions, row_of_position, padded_shape, mask_adder, dense):
-    """The layer's attention for the real tokens of a padded batch.
-
-    Args:
-        attention: The layer's `SelfAttention`.
-        hidden: [rows, H] the layer's input at the real tokens.
-        token_positions, row_of_position: From `real_token_rows`.
-        padded_shape: `(batch_size, seq_length)`.
-        mask_adder: [batch_size, 1, 1, seq_length].
-        dense: `dense(layer, x)` for the query/key/value layers.
-
-    Returns:
-        [rows, H] attention context of the real tokens.
-    """
-    batch_size, seq_length = padded_shape
-    heads, size_per_head = attention.num_attention_heads, attention.size_per_head
-
-    def to_heads(x):
-        # [rows, H] -> [batch * seq, H] -> [batch, N, seq, D]
-        x = tf.reshape(tf.gather(x, row_of_position), [batch_size, seq_length, heads, size_per_head])
-        return tf.transpose(x, [0, 2, 1, 3])
-
-    # [batch, N, seq, D]
-    context, _ = attention.attend(
-        to_heads(dense(attention.query, hidden)), to_heads(dense(attention.key, hidden)),
-        to_heads(dense(attention.value, hidden)), mask_adder, training=False,
-    )
-    # [batch, seq, N, D] -> [batch * seq, H] -> [rows, H]
-    context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch_size * seq_length, heads * size_per_head])
-    return tf.gather(context, token_positions)
 
 
 def forward_on_rows(bert_model, inputs, token_positions, row_of_position, dense=None):
@@ -128,18 +64,14 @@ def forward_on_rows(bert_model, inputs, token_positions, row_of_position, dense=
     hidden = tf.gather(tf.reshape(embedded, [-1, hidden_size]), token_positions)
     # [batch, 1, 1, seq]
     mask_adder = attention_mask_adder(input_mask, bert_model.encoder.compute_dtype)
-    dense = dense or (lambda layer, x: layer(x))
 
     for block in bert_model.encoder.blocks:
-        context = _attention_context(
-            block.attention, hidden, token_positions, row_of_position, (batch_size, seq_length), mask_adder, dense
-        )
         # [rows, H]
-        hidden = block.after_attention(context, hidden, training=False, dense=dense)
-
-    # [batch * seq, H] -> [batch, seq, H], zeros at padding.
-    sequence_output = tf.reshape(tf.gather(hidden, row_of_position), [batch_size, seq_length, hidden_size])
-    sequence_output = tf.where((input_mask > 0)[:, :, None], sequence_output, tf.zeros_like(sequence_output))
+        hidden, _ = block.call_on_rows(
+            hidden, token_positions, row_of_position, (batch_size, seq_length), mask_adder, training=False, dense=dense
+        )
+    # [batch, seq, H], zeros at padding.
+    sequence_output = rows_to_padded(hidden, row_of_position, input_mask)
     return {"sequence_output": sequence_output, "pooled_output": bert_model.pooler(sequence_output)}
 
 
@@ -353,11 +285,66 @@ def drop_unused_padding(inputs):
     >>> drop_unused_padding(inputs)["input_ids"].numpy().tolist()
     [[5, 6], [7, 0]]
     """
-    input_mask = tf.convert_to_tensor(inputs["input_mask"])
-    seq_length = tf.shape(input_mask)[1]
     # One past the last real position of any row (at least 1, also for an empty batch).
-    used_length = tf.maximum(tf.reduce_max(tf.where(input_mask > 0, tf.range(1, seq_length + 1)[None, :], 1)), 1)
+    length = used_length(inputs["input_mask"])
     return {
-        name: tf.convert_to_tensor(value)[:, :used_length] if name in _SEQUENCE_INPUTS else value
+        name: tf.convert_to_tensor(value)[:, :length] if name in _SEQUENCE_INPUTS else value
         for name, value in inputs.items()
     }
+
+
+def used_length(input_mask, bucket_size=1):
+    """One past the last real position of any row, rounded up to a multiple of `bucket_size`.
+
+    Never more than the padded width, and at least 1 (also for a batch
+    with no real token).
+
+    Args:
+        input_mask: [batch, seq] 1 for real tokens, 0 for padding.
+        bucket_size: Round up to a multiple of this, so that a compiler sees
+            at most `ceil(seq / bucket_size)` shapes.
+
+    Returns:
+        int32 scalar.
+
+    Example:
+    >>> int(used_length([[1, 1, 1, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0, 0]], bucket_size=2))
+    4
+    """
+    input_mask = tf.convert_to_tensor(input_mask)
+    seq_length = tf.shape(input_mask)[1]
+    last = tf.reduce_max(tf.where(input_mask > 0, tf.range(1, seq_length + 1)[None, :], 1))
+    rounded = (tf.maximum(last, 1) + bucket_size - 1) // bucket_size * bucket_size
+    return tf.minimum(rounded, tf.maximum(seq_length, 1))
+
+
+def set_real_tokens_only(model, enabled=True):
+    """Turns `real_tokens_only` on or off in every `TransformerEncoder` of `model`.
+
+    With it on, training and evaluation compute every per-token operation
+    on the real tokens only; the results at real positions, and so every
+    loss over real tokens (classification from [CLS], tagging weighted by
+    the labelled pieces), equal the padded computation's within float
+    rounding. Set it before `compile`/`fit`: Keras traces its functions on
+    first use.
+
+    Args:
+        model: A Keras model holding `BertModel`s (or a `TransformerEncoder`).
+        enabled: On or off.
+
+    Returns:
+        The number of encoders changed.
+
+    Example:
+    >>> from keras_bert_impl.config import BertConfig
+    >>> from keras_bert_impl.models.classifier import BertClassifier
+    >>> model = BertClassifier(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
+    ...                                   num_attention_heads=2, intermediate_size=16), num_labels=2)
+    >>> set_real_tokens_only(model)
+    1
+    """
+    layers = [model] + list(model._flatten_layers(include_self=False, recursive=True))
+    encoders = [layer for layer in layers if isinstance(layer, TransformerEncoder)]
+    for encoder in encoders:
+        encoder.real_tokens_only = enabled
+    return len(encoders)

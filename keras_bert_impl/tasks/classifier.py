@@ -25,6 +25,8 @@ from keras_bert_impl.training.fine_tuning import (
     fit_for_steps,
     load_fine_tuned,
     load_initial_weights,
+    on_real_tokens,
+    predict_batches,
     read_release,
     save_release,
     training_steps,
@@ -215,10 +217,10 @@ def fine_tune(model, task, features, labels, settings, output_dir, data_dir, log
         .shuffle(num_examples, seed=settings.seed, reshuffle_each_iteration=True)
         .repeat()
         .batch(batch_size, drop_remainder=True)
-        .prefetch(tf.data.AUTOTUNE)
     )
+    dataset = on_real_tokens(dataset, settings, features["input_mask"].shape[1]).prefetch(tf.data.AUTOTUNE)
     return fit_for_steps(
-        model, dataset, num_train_steps, num_examples, output_dir, batch_size, settings.save_checkpoints_steps, log
+        model, dataset, num_train_steps, settings.num_train_epochs, output_dir, settings.save_checkpoints_steps, log
     )
 
 
@@ -281,16 +283,16 @@ def run_classifier(
     result = {}
     if do_eval:
         examples = data["dev"]
-        logits = model.predict(encode(examples, release.tokenizer, max_seq_length), batch_size=eval_batch_size, verbose=0)
+        logits = predict_batches(model, encode(examples, release.tokenizer, max_seq_length), eval_batch_size,
+                                 settings, log)
         result = evaluation_results(task, label_ids(task, examples), logits, eval_batch_size, global_step)
         text = format_eval_results(result)
         write_text_atomically(os.path.join(output_dir, "eval_results.txt"), text)
         log(f"eval on {len(examples)} examples:\n{text.rstrip()}")
     if do_predict:
         examples = data["test"]
-        logits = model.predict(
-            encode(examples, release.tokenizer, max_seq_length), batch_size=predict_batch_size, verbose=0
-        )
+        logits = predict_batches(model, encode(examples, release.tokenizer, max_seq_length), predict_batch_size,
+                                 settings, log)
         path = os.path.join(output_dir, "test_results.tsv")
         write_text_atomically(path, format_test_results(task, logits))
         log(f"wrote predictions for {len(examples)} examples to {path}")

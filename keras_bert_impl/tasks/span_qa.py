@@ -22,6 +22,7 @@ from keras_bert_impl.training.fine_tuning import (
     fit_for_steps,
     load_fine_tuned,
     load_initial_weights,
+    predict_batches,
     read_release,
     save_release,
     training_steps,
@@ -163,10 +164,12 @@ def fine_tune(model, num_questions, inputs, targets, settings, output_dir, train
         .repeat()
         .shuffle(100, seed=settings.seed)
         .batch(batch_size, drop_remainder=True)
+        # Full width: the original's loss is a softmax over every position,
+        # padding included, so cutting the padding would change it.
         .prefetch(tf.data.AUTOTUNE)
     )
     return fit_for_steps(
-        model, dataset, num_train_steps, num_windows, output_dir, batch_size, settings.save_checkpoints_steps, log
+        model, dataset, num_train_steps, settings.num_train_epochs, output_dir, settings.save_checkpoints_steps, log
     )
 
 
@@ -186,7 +189,7 @@ def has_gold_answers(dataset, version_2_with_negative):
 
 def predict(model, examples, tokenizer, global_step, output_dir, predict_file, max_seq_length, doc_stride,
             max_query_length, predict_batch_size, n_best_size, max_answer_length, do_lower_case,
-            version_2_with_negative, null_score_diff_threshold, log):
+            version_2_with_negative, null_score_diff_threshold, log, settings=FineTuningSettings()):
     """Predicts `predict_file`, writes the JSON files and, with gold answers, the evaluation."""
     from keras_bert_impl.data.squad import (
         convert_examples_to_features,
@@ -203,7 +206,8 @@ def predict(model, examples, tokenizer, global_step, output_dir, predict_file, m
     logits = {"start_logits": [], "end_logits": []}
     if features:
         inputs, _ = feature_arrays(features, is_training=False)
-        logits = model.predict(inputs, batch_size=predict_batch_size, verbose=0)
+        # Cut padding is exact here: answers are read at real context tokens only.
+        logits = predict_batches(model, inputs, predict_batch_size, settings, log, "windows")
     results = zip([f.unique_id for f in features], logits["start_logits"], logits["end_logits"])
     output = postprocess_predictions(
         examples, features, results, n_best_size, max_answer_length, do_lower_case,
@@ -285,5 +289,5 @@ def run_squad(
     return predict(
         model, predict_examples, release.tokenizer, global_step, output_dir, predict_file, max_seq_length,
         doc_stride, max_query_length, predict_batch_size, n_best_size, max_answer_length, do_lower_case,
-        version_2_with_negative, null_score_diff_threshold, log,
+        version_2_with_negative, null_score_diff_threshold, log, settings,
     )

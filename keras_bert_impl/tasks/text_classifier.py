@@ -37,6 +37,10 @@ class TextClassifier(BertClassifier):
         learning_rate: Peak learning rate of the default optimizer.
         warmup_proportion: Fraction of the steps with linear warmup.
         seed: Seed of `fit`'s shuffling (None: not seeded).
+        real_tokens_only: Cut each batch of `fit`, `evaluate` and `predict`
+            after its longest row (`training.real_tokens`): the results of
+            the full width at a fraction of the work. False computes every
+            batch at the preprocessor's `max_seq_length`.
         dtype: Keras dtype policy.
 
     Example:
@@ -53,7 +57,8 @@ class TextClassifier(BertClassifier):
     """
 
     def __init__(self, bert_config, num_classes, preprocessor, dropout_rate=0.1, learning_rate=5e-5,
-                 warmup_proportion=0.1, seed=None, dtype=None, name="text_classifier", **kwargs):
+                 warmup_proportion=0.1, seed=None, real_tokens_only=True, dtype=None, name="text_classifier",
+                 **kwargs):
         if isinstance(preprocessor, dict):
             preprocessor = keras.layers.deserialize(preprocessor)
         super().__init__(bert_config, num_labels=num_classes, dropout_rate=dropout_rate, dtype=dtype, name=name,
@@ -63,6 +68,7 @@ class TextClassifier(BertClassifier):
         self.learning_rate = learning_rate
         self.warmup_proportion = warmup_proportion
         self.seed = seed
+        self.real_tokens_only = real_tokens_only
         self._original_recipe = None
 
     @property
@@ -148,9 +154,17 @@ class TextClassifier(BertClassifier):
         logger.info("original optimizer: %d steps (%d warmup)", num_train_steps, num_warmup_steps)
         super().compile(optimizer=create_optimizer(self.learning_rate, num_train_steps, num_warmup_steps), **recipe)
 
+    def _bucket_size(self):
+        from keras_bert_impl.training.real_tokens import default_bucket_size
+
+        return default_bucket_size(self.preprocessor.max_seq_length)
+
     def _dataset(self, x, y=None, sample_weight=None, batch_size=None, **options):
-        return text_dataset(x, y, sample_weight, batch_size=batch_size or 32,
-                            preprocess=self.preprocessor, seed=self.seed, **options)
+        from keras_bert_impl.training.real_tokens import cut_padding
+
+        dataset = text_dataset(x, y, sample_weight, batch_size=batch_size or 32,
+                               preprocess=self.preprocessor, seed=self.seed, **options)
+        return cut_padding(dataset, self._bucket_size()) if self.real_tokens_only else dataset
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
             validation_data=None, shuffle=True, sample_weight=None, steps_per_epoch=None, **kwargs):
@@ -191,7 +205,15 @@ class TextClassifier(BertClassifier):
 
         if _is_dataset(x):
             logits = super().predict(self._dataset(x, batch_size=batch_size), **kwargs)
-        else:  # tokenized once, eagerly: mapping in tf.data would rebuild the tokenizer graph per call
+        elif self.real_tokens_only and not kwargs.get("callbacks"):
+            # Tokenized once, eagerly (mapping in tf.data would rebuild the
+            # tokenizer graph per call), then predicted batch by batch, each
+            # cut after its longest row.
+            from keras_bert_impl.training.real_tokens import predict_on_real_tokens
+
+            inputs = {key: value.numpy() for key, value in self.preprocessor(_as_texts(x)).items()}
+            logits = predict_on_real_tokens(self, inputs, batch_size or 32, self._bucket_size(), description="texts")
+        else:
             logits = super().predict(self.preprocessor(_as_texts(x)), batch_size=batch_size or 32, **kwargs)
         if self.num_classes == 1:
             return np.asarray(logits)[:, 0]
@@ -207,6 +229,7 @@ class TextClassifier(BertClassifier):
             "learning_rate": self.learning_rate,
             "warmup_proportion": self.warmup_proportion,
             "seed": self.seed,
+            "real_tokens_only": self.real_tokens_only,
         }
 
 

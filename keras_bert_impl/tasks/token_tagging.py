@@ -23,6 +23,8 @@ from keras_bert_impl.training.fine_tuning import (
     fit_for_steps,
     load_fine_tuned,
     load_initial_weights,
+    on_real_tokens,
+    predict_batches,
     read_release,
     save_release,
     training_steps,
@@ -134,18 +136,19 @@ def fine_tune(model, arrays, settings, output_dir, train_file, log):
         .shuffle(num_windows, seed=settings.seed, reshuffle_each_iteration=True)
         .repeat()
         .batch(batch_size, drop_remainder=True)
-        .prefetch(tf.data.AUTOTUNE)
     )
+    dataset = on_real_tokens(dataset, settings, arrays["input_mask"].shape[1]).prefetch(tf.data.AUTOTUNE)
     return fit_for_steps(
-        model, dataset, num_train_steps, num_windows, output_dir, batch_size, settings.save_checkpoints_steps, log
+        model, dataset, num_train_steps, settings.num_train_epochs, output_dir, settings.save_checkpoints_steps, log
     )
 
 
-def predict_labels(model, features, arrays, sentences, labels, batch_size):
-    """`(word_labels, logits)`: predicted labels per sentence and word, and the raw logits."""
+def predict_labels(model, features, arrays, sentences, labels, batch_size, settings=FineTuningSettings(), log=print):
+    """`(word_labels, logits)`: predicted labels per sentence and word, and the logits
+    [windows, max_seq_length, num_labels] (zeros after each batch's cut, see `predict_batches`)."""
     from keras_bert_impl.data.conll import word_label_ids
 
-    logits = model.predict({key: arrays[key] for key in _INPUTS}, batch_size=batch_size, verbose=0)
+    logits = predict_batches(model, {key: arrays[key] for key in _INPUTS}, batch_size, settings, log, "windows")
     word_ids = word_label_ids(features, logits.argmax(axis=-1), sentences)
     return [[labels[i] for i in ids] for ids in word_ids], logits
 
@@ -216,7 +219,9 @@ def run_ner(
     if do_eval:
         features, arrays = encoded["eval"]
         sentences = data["eval"]
-        predicted, logits = predict_labels(model, features, arrays, sentences, labels, eval_batch_size)
+        predicted, logits = predict_labels(
+            model, features, arrays, sentences, labels, eval_batch_size, settings, log
+        )
         result = entity_scores([s.labels for s in sentences], predicted)
         result["eval_loss"] = weighted_loss(logits, arrays["label_ids"], arrays["label_weights"])
         result["global_step"] = global_step
@@ -229,7 +234,9 @@ def run_ner(
     if do_predict:
         features, arrays = encoded["predict"]
         sentences = data["predict"]
-        predicted, _ = predict_labels(model, features, arrays, sentences, labels, predict_batch_size)
+        predicted, _ = predict_labels(
+            model, features, arrays, sentences, labels, predict_batch_size, settings, log
+        )
         path = os.path.join(output_dir, "test_predictions.txt")
         write_text_atomically(path, format_predictions(sentences, predicted))
         log(f"wrote predictions for {len(sentences)} sentences to {path}")

@@ -13,11 +13,32 @@ def current_learning_rate(optimizer):
     return float(keras.ops.convert_to_numpy(rate))
 
 
+def _mean_metrics(metrics):
+    """`{name: metric}` of the metrics that keep a `total` and a `count` (Keras means)."""
+    found = {}
+    for metric in metrics:
+        inner = getattr(metric, "metrics", None)
+        if inner:
+            found.update(_mean_metrics(inner))
+        elif {v.name for v in metric.variables} >= {"total", "count"}:
+            found[metric.name] = metric
+    return found
+
+
+def _total_and_count(metric):
+    values = {v.name: float(keras.ops.convert_to_numpy(v.value)) for v in metric.variables}
+    return values["total"], values["count"]
+
+
 class TrainingSummaries(keras.callbacks.Callback):
     """TensorBoard scalars (loss, metrics, learning rate) against the global step.
 
     Unlike `keras.callbacks.TensorBoard`, the x-axis is the optimizer's step,
     so a resumed run continues its curves instead of restarting them at 0.
+    Each point is the mean over the steps since the previous point (for the
+    loss and every mean metric, read from the metrics' totals and counts):
+    Keras' own logs are running means since the start of the epoch, which
+    jump when an epoch begins.
 
     Args:
         log_dir: Event file directory (e.g. `--output_dir`).
@@ -29,18 +50,38 @@ class TrainingSummaries(keras.callbacks.Callback):
         self.log_dir = log_dir
         self.every_n_steps = every_n_steps
         self._writer = None
+        self._last = {}  # name: (total, count) after the previous batch
+        self._window = {}  # name: (total, count) since the previous point
 
     def on_train_begin(self, logs=None):
         self._writer = tf.summary.create_file_writer(self.log_dir)
+        self._last, self._window = {}, {}
+
+    def _accumulate(self):
+        """Adds this batch's share of each mean metric to the window."""
+        for name, metric in _mean_metrics(self.model.metrics).items():
+            total, count = _total_and_count(metric)
+            last_total, last_count = self._last.get(name, (0.0, 0.0))
+            if count < last_count:  # reset at the start of an epoch
+                last_total, last_count = 0.0, 0.0
+            window_total, window_count = self._window.get(name, (0.0, 0.0))
+            self._window[name] = (window_total + total - last_total, window_count + count - last_count)
+            self._last[name] = (total, count)
 
     def on_train_batch_end(self, batch, logs=None):
+        self._accumulate()
         optimizer = self.model.optimizer
         step = int(getattr(optimizer, "inner_optimizer", optimizer).iterations.numpy())
         if not logs or step % self.every_n_steps:
             return
+        values = {key: float(value) for key, value in logs.items()}
+        for name, (total, count) in self._window.items():
+            if count > 0 and name in values:
+                values[name] = total / count
+        self._window = {}
         with self._writer.as_default(step=step):
-            for key, value in logs.items():
-                tf.summary.scalar(f"train/{key}", float(value))
+            for key, value in values.items():
+                tf.summary.scalar(f"train/{key}", value)
             tf.summary.scalar("train/learning_rate", current_learning_rate(optimizer))
 
     def on_test_end(self, logs=None):

@@ -63,6 +63,9 @@ class FineTuningSettings:
         strategy: `default`, `one_device`, `mirrored`, `multi_worker_mirrored` or `tpu`.
         tpu_name: TPU name or address for `strategy="tpu"`.
         seed: Seed of initialisation, dropout and shuffling.
+        real_tokens_only: Cut each batch after its longest row wherever that
+            gives the full-width result (`training.real_tokens`); False
+            computes at `max_seq_length` as the original does.
     """
 
     train_batch_size: int = 32
@@ -73,6 +76,7 @@ class FineTuningSettings:
     strategy: str = "default"
     tpu_name: str = None
     seed: int = 12345
+    real_tokens_only: bool = True
 
     @classmethod
     def field_names(cls):
@@ -140,7 +144,58 @@ def build_in_strategy(make_model, strategy="default", tpu_name=None, seed=12345,
         return make_model(), distribution
 
 
-def fit_for_steps(model, dataset, num_train_steps, num_examples, output_dir, batch_size,
+def on_real_tokens(dataset, settings, max_seq_length):
+    """`dataset`'s batches cut after their longest row, unless `settings` say otherwise.
+
+    TPUs compile one program per shape and want them static: they keep the
+    full width.
+
+    Args:
+        dataset: Batches of fixed-width features with `input_mask`.
+        settings: `FineTuningSettings` (`real_tokens_only`, `strategy`).
+        max_seq_length: The padded width (sets the bucket).
+
+    Returns:
+        A dataset of the same batches in the same order.
+    """
+    from keras_bert_impl.training.real_tokens import cut_padding, default_bucket_size
+
+    if not settings.real_tokens_only or settings.strategy == "tpu":
+        return dataset
+    return cut_padding(dataset, default_bucket_size(max_seq_length))
+
+
+def predict_batches(model, inputs, batch_size, settings, log=print, description="examples"):
+    """`model`'s outputs for `inputs` (NumPy), on real tokens as `settings` say.
+
+    Per-token outputs come back at the full width (zeros after each batch's
+    last real position when cut). See `training.real_tokens.predict_on_real_tokens`.
+    """
+    from keras_bert_impl.training.real_tokens import default_bucket_size, predict_on_real_tokens
+
+    width = len(inputs["input_mask"][0])
+    return predict_on_real_tokens(
+        model, inputs, batch_size, default_bucket_size(width),
+        cut=settings.real_tokens_only and settings.strategy != "tpu", log=log, description=description,
+    )
+
+
+def epoch_layout(num_train_steps, num_train_epochs):
+    """`(epochs, steps_per_epoch)` that Keras shows for a run of `num_train_steps`.
+
+    As many epochs as the user asked for (rounded up), of equal length but
+    the last: `--num_train_epochs=2` shows two epochs, whatever remainder
+    the original's step count leaves.
+
+    Example:
+    >>> epoch_layout(63, 2.0), epoch_layout(93, 3.0), epoch_layout(15, 0.5)
+    ((2, 32), (3, 31), (1, 15))
+    """
+    epochs = max(1, min(num_train_steps, math.ceil(num_train_epochs)))
+    return epochs, math.ceil(num_train_steps / epochs)
+
+
+def fit_for_steps(model, dataset, num_train_steps, num_train_epochs, output_dir,
                   save_checkpoints_steps=1000, log=print):
     """`model.fit` on a repeating `dataset` until `num_train_steps` optimizer steps.
 
@@ -151,11 +206,11 @@ def fit_for_steps(model, dataset, num_train_steps, num_examples, output_dir, bat
 
     Args:
         model: A compiled Keras model.
-        dataset: Repeating `tf.data.Dataset` of `batch_size` batches.
+        dataset: Repeating `tf.data.Dataset` of batches, one per step.
         num_train_steps: Optimizer steps in all.
-        num_examples: Examples in one pass (sets the steps per epoch shown).
+        num_train_epochs: Passes over the data they make (sets the epochs
+            shown, `epoch_layout`).
         output_dir: Checkpoints and summaries.
-        batch_size: Examples per step.
         save_checkpoints_steps: Steps between training checkpoints.
         log: `log(message)` for progress lines.
 
@@ -178,13 +233,15 @@ def fit_for_steps(model, dataset, num_train_steps, num_examples, output_dir, bat
         log(f"resuming from {prefix} (step {step} of {num_train_steps})")
     if step >= num_train_steps:
         return step
-    steps_per_epoch = min(num_train_steps, max(1, num_examples // batch_size))
+    epochs, steps_per_epoch = epoch_layout(num_train_steps, num_train_epochs)
     model.fit(
         dataset.skip(step),  # The batches the restored steps consumed.
         initial_epoch=step // steps_per_epoch,
-        epochs=math.ceil(num_train_steps / steps_per_epoch),
+        epochs=epochs,
         steps_per_epoch=steps_per_epoch,
-        verbose=2,
+        shuffle=False,  # The dataset is shuffled with the seed; Keras would only warn.
+        # A progress bar on a terminal, one line per epoch in a log file.
+        verbose=1 if sys.stdout.isatty() else 2,
         callbacks=[
             StopAtStep(num_train_steps),
             TrainingCheckpoint(output_dir, save_checkpoints_steps),

@@ -1,0 +1,168 @@
+"""Training, evaluation and prediction on the real tokens: each batch cut after its longest row.
+
+Examples are padded to `max_seq_length` (128 by default, as the original),
+while real sentences are mostly far shorter. Every position of a model here
+reads only real positions (the attention mask gives a padded key
+exp(-10000) = 0 weight), and the losses of classification (from [CLS]) and
+tagging (weighted by the labelled pieces) read only real positions, so the
+padding columns that no row of a batch reaches can go before the model
+runs: the same batches in the same order, the same loss and gradients
+within float rounding, at a fraction of the work.
+
+The cut width is rounded up to a multiple of a bucket, so a compiler that
+builds one program per shape (XLA on a GPU, a TPU) sees a bounded number
+of shapes.
+
+Example:
+>>> import numpy as np
+>>> batch = ({"input_ids": np.array([[2, 5, 7, 0, 0, 0], [2, 9, 0, 0, 0, 0]]),
+...           "input_mask": np.array([[1, 1, 1, 0, 0, 0], [1, 1, 0, 0, 0, 0]])},
+...          np.array([[1, 2, 3, 0, 0, 0], [4, 5, 0, 0, 0, 0]]), np.array([0, 1]))
+>>> x, tags, labels = cut_batch(batch, bucket_size=2)
+>>> x["input_ids"].numpy().tolist(), tags.numpy().tolist(), labels.tolist()
+([[2, 5, 7, 0], [2, 9, 0, 0]], [[1, 2, 3, 0], [4, 5, 0, 0]], [0, 1])
+"""
+
+import sys
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from keras_bert_impl.models.padding_free import used_length
+
+
+def default_bucket_size(max_seq_length):
+    """The rounding of cut widths: 8 on a CPU, `max_seq_length / 8` where XLA compiles.
+
+    Keras compiles `fit` with XLA when TensorFlow sees a GPU: one program per
+    width, so at most 8 widths there. On a CPU every width runs as it is,
+    and 8 keeps the rounding waste to a few columns.
+
+    Example:
+    >>> default_bucket_size(128) in (8, 16)
+    True
+    """
+    if tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"):
+        return max(8, max_seq_length // 8)
+    return 8
+
+
+def cut_batch(batch, bucket_size=8):
+    """Cuts every [batch, seq] tensor of a batch after its longest row (rounded up).
+
+    The width is that of `input_mask` (the first dict holding one); every
+    tensor of rank 2 or more whose second dimension has that width is cut
+    (token inputs, and per-token labels and weights), everything else
+    passes through.
+
+    Args:
+        batch: A structure (dicts, tuples) of tensors with `input_mask`
+            [batch, seq] in it.
+        bucket_size: Round the width up to a multiple of this.
+
+    Returns:
+        The same structure, cut.
+    """
+    input_mask = _find_input_mask(batch)
+    if input_mask is None:
+        raise ValueError("cut_batch needs an input_mask in the batch")
+    width = input_mask.shape[1]
+    length = used_length(input_mask, bucket_size)
+
+    def cut(value):
+        shape = getattr(value, "shape", None)
+        if shape is not None and len(shape) >= 2 and shape[1] is not None and shape[1] == width:
+            return tf.convert_to_tensor(value)[:, :length]
+        return value
+
+    return tf.nest.map_structure(cut, batch)
+
+
+def _find_input_mask(batch):
+    if isinstance(batch, dict):
+        if "input_mask" in batch:
+            return tf.convert_to_tensor(batch["input_mask"])
+        batch = list(batch.values())
+    if isinstance(batch, (tuple, list)):
+        for part in batch:
+            found = _find_input_mask(part)
+            if found is not None:
+                return found
+    return None
+
+
+def cut_padding(dataset, bucket_size=8):
+    """`dataset.map(cut_batch)`: a dataset of batches, each cut after its longest row.
+
+    Args:
+        dataset: A batched `tf.data.Dataset` with `input_mask` in its elements
+            (a static width, as after `batch` of fixed-length features).
+        bucket_size: See `cut_batch`.
+
+    Returns:
+        The cut dataset, in the same order.
+    """
+    return dataset.map(lambda *batch: cut_batch(batch[0] if len(batch) == 1 else batch, bucket_size))
+
+
+def _padded_back(outputs, length, width):
+    """Per-token outputs [batch, length, ...] back to [batch, width, ...] with zeros."""
+
+    def pad(value):
+        value = np.asarray(value)
+        if value.ndim >= 2 and value.shape[1] == length and length < width:
+            padding = [(0, 0)] * value.ndim
+            padding[1] = (0, width - length)
+            return np.pad(value, padding)
+        return value
+
+    return tf.nest.map_structure(pad, outputs)
+
+
+def predict_on_real_tokens(model, inputs, batch_size, bucket_size=8, cut=True, log=None, description="examples"):
+    """`model.predict(inputs)` with each batch cut after its longest row.
+
+    Per-token outputs come back at the full width, zeros after each batch's
+    cut (positions no caller reads: they are padding). Progress: a Keras
+    progress bar when stdout is a terminal, else a line every 30 s through
+    `log` for runs that take that long.
+
+    Args:
+        model: A Keras model taking the dict of `inputs`.
+        inputs: Dict of arrays [num_examples, seq], `input_mask` among them.
+        batch_size: Examples per batch.
+        bucket_size: See `cut_batch`.
+        cut: False predicts at the full width (as the original).
+        log: `log(message)` for progress lines, or None.
+        description: What the examples are, in progress lines.
+
+    Returns:
+        The model's outputs for all examples, as NumPy (the same structure
+        as one call's).
+    """
+    import keras
+
+    num_examples = len(inputs["input_mask"])
+    width = np.asarray(inputs["input_mask"]).shape[1]
+    dataset = tf.data.Dataset.from_tensor_slices(inputs).batch(batch_size)
+    if cut:
+        dataset = cut_padding(dataset, bucket_size)
+    # One trace for every width and batch size: the spec's dimensions are unknown.
+    forward = tf.function(lambda batch: model(batch, training=False), input_signature=[dataset.element_spec])
+    bar = keras.utils.Progbar(num_examples, unit_name=description) if sys.stdout.isatty() else None
+    outputs, done = [], 0
+    start = last_report = time.monotonic()
+    for batch in dataset.prefetch(tf.data.AUTOTUNE):
+        result = tf.nest.map_structure(lambda t: t.numpy(), forward(batch))
+        outputs.append(_padded_back(result, int(batch["input_mask"].shape[1]), width))
+        done += int(batch["input_mask"].shape[0])
+        if bar is not None:
+            bar.update(done)
+        elif log is not None and time.monotonic() - last_report >= 30 and done < num_examples:
+            last_report = time.monotonic()
+            rate = done / (last_report - start)
+            log(f"predicted {done} of {num_examples} {description} ({rate:.1f}/s)")
+    if not outputs:
+        raise ValueError("predict_on_real_tokens needs at least one example")
+    return tf.nest.map_structure(lambda *parts: np.concatenate(parts, axis=0), *outputs)

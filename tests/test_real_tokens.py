@@ -1,0 +1,196 @@
+"""Fine-tuning on real tokens equals the full-width computation; epochs and curves as asked."""
+
+import glob
+import os
+import warnings
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bert_impl.models.classifier import BertClassifier
+from keras_bert_impl.models.token_classifier import BertTokenClassifier, token_classification_loss
+from keras_bert_impl.training.callbacks import TrainingSummaries
+from keras_bert_impl.training.fine_tuning import FineTuningSettings, epoch_layout, fit_for_steps, on_real_tokens
+from keras_bert_impl.training.optimization import create_optimizer
+from keras_bert_impl.training.real_tokens import cut_batch, cut_padding, predict_on_real_tokens
+from tests.helpers import randomize, tiny_config
+
+SEQ = 24
+
+
+def _examples(num, seed, max_length=11):
+    """Token inputs with natural-looking lengths: every batch ends well before SEQ."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(2, max_length + 1, num)
+    positions = np.arange(SEQ)[None, :]
+    input_mask = (positions < lengths[:, None]).astype(np.int32)
+    input_ids = rng.integers(1, 50, (num, SEQ)).astype(np.int32) * input_mask
+    segment_ids = ((positions >= lengths[:, None] // 2) & (input_mask > 0)).astype(np.int32)
+    return {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+
+
+def test_cut_batch_cuts_token_tensors_after_the_longest_row_rounded_to_the_bucket():
+    features = _examples(5, seed=0)
+    tags = features["input_ids"] % 3
+    labels = np.arange(5)
+    longest = int(features["input_mask"].sum(axis=1).max())
+    for bucket in (1, 4, 8):
+        x, cut_tags, cut_labels = cut_batch((features, tags, labels), bucket)
+        width = min(SEQ, -(-longest // bucket) * bucket)
+        assert x["input_ids"].shape == (5, width) and cut_tags.shape == (5, width)
+        np.testing.assert_array_equal(x["input_mask"], features["input_mask"][:, :width])
+        np.testing.assert_array_equal(cut_tags, tags[:, :width])
+        np.testing.assert_array_equal(cut_labels, labels)
+        # Nothing real was cut.
+        assert int(np.asarray(x["input_mask"]).sum()) == int(features["input_mask"].sum())
+
+
+def test_cut_padding_keeps_the_batches_and_their_order():
+    features = _examples(40, seed=1)
+
+    def batches():  # Each pipeline is iterated once, as fit iterates its dataset.
+        return tf.data.Dataset.from_tensor_slices(features).shuffle(40, seed=3).batch(8)
+
+    full, cut = list(batches()), list(cut_padding(batches(), bucket_size=1))
+    assert len(full) == len(cut) == 5
+    for a, b in zip(full, cut):
+        width = b["input_ids"].shape[1]
+        assert width == int(a["input_mask"].numpy().sum(axis=1).max()) < SEQ
+        np.testing.assert_array_equal(a["input_ids"][:, :width], b["input_ids"])
+        assert not a["input_mask"][:, width:].numpy().any()
+
+
+def _train(make_model, loss, targets_of, real_tokens_only, steps=4, weighted=False):
+    keras.utils.set_random_seed(7)
+    model = make_model()
+    randomize(model, seed=3, scale=0.2)
+    model.compile(optimizer=create_optimizer(1e-2, steps, 1), loss=loss,
+                  weighted_metrics=[] if weighted else None)
+    features = _examples(32, seed=5)
+    dataset = tf.data.Dataset.from_tensor_slices((features, *targets_of(features))).shuffle(32, seed=1).batch(
+        8, drop_remainder=True)
+    settings = FineTuningSettings(real_tokens_only=real_tokens_only)
+    dataset = on_real_tokens(dataset, settings, SEQ)
+    widths = [int(batch[0]["input_ids"].shape[1]) for batch in dataset]
+    history = model.fit(dataset, epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False)
+    return model, history.history["loss"][0], widths
+
+
+def _assert_same_training(make_model, loss, targets_of, weighted=False):
+    full, full_loss, full_widths = _train(make_model, loss, targets_of, False, weighted=weighted)
+    cut, cut_loss, cut_widths = _train(make_model, loss, targets_of, True, weighted=weighted)
+    assert set(full_widths) == {SEQ} and max(cut_widths) < SEQ  # the cut really happened
+    np.testing.assert_allclose(cut_loss, full_loss, rtol=1e-5)
+    for a, b in zip(full.weights, cut.weights):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), atol=1e-5, err_msg=a.path)
+    return full
+
+
+def test_classifier_training_on_real_tokens_equals_full_width():
+    config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, max_position_embeddings=SEQ)
+    full = _assert_same_training(
+        lambda: BertClassifier(config, num_labels=3, dropout_rate=0.0),
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        lambda features: (features["input_ids"][:, 1] % 3,),
+    )
+    # The steps moved the weights far beyond that tolerance.
+    keras.utils.set_random_seed(7)
+    untrained = BertClassifier(config, num_labels=3, dropout_rate=0.0)
+    randomize(untrained, seed=3, scale=0.2)
+    moved = max(float(np.abs(np.asarray(a) - np.asarray(b)).max()) for a, b in zip(full.weights, untrained.weights))
+    assert moved > 1e-3
+
+
+def test_tagger_training_on_real_tokens_equals_full_width():
+    # Per-token labels and weights are cut with the inputs; the loss is the
+    # mean over labelled pieces, which padding never holds.
+    config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, max_position_embeddings=SEQ)
+    _assert_same_training(
+        lambda: BertTokenClassifier(config, num_labels=4, dropout_rate=0.0),
+        token_classification_loss(),
+        lambda features: (features["input_ids"] % 4, features["input_mask"].astype(np.float32)),
+        weighted=True,
+    )
+
+
+def test_prediction_on_real_tokens_equals_full_width_at_real_positions():
+    config = tiny_config(max_position_embeddings=SEQ)
+    model = BertTokenClassifier(config, num_labels=4)
+    randomize(model, seed=2, scale=0.2)
+    features = _examples(13, seed=9)
+    full = model.predict(features, batch_size=4, verbose=0)
+    cut = predict_on_real_tokens(model, features, batch_size=4, bucket_size=1)
+    assert cut.shape == full.shape
+    real = features["input_mask"].astype(bool)
+    np.testing.assert_allclose(cut[real], full[real], atol=1e-5)
+    # After each batch's longest row (bucket 1): zeros.
+    for start in range(0, 13, 4):
+        width = int(features["input_mask"][start:start + 4].sum(axis=1).max())
+        assert not cut[start:start + 4, width:].any()
+        assert cut[start:start + 4, width - 1].any()
+
+
+@pytest.mark.parametrize("steps, epochs, expected", [(63, 2.0, (2, 32)), (93, 3.0, (3, 31)), (15, 0.5, (1, 15)),
+                                                      (3, 5.0, (3, 1))])
+def test_epoch_layout_shows_the_epochs_asked_for(steps, epochs, expected):
+    shown, per_epoch = epoch_layout(steps, epochs)
+    assert (shown, per_epoch) == expected
+    assert (shown - 1) * per_epoch < steps <= shown * per_epoch
+
+
+def _event_scalars(log_dir, tag):
+    values = {}
+    for path in glob.glob(os.path.join(log_dir, "events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                if value.tag == tag:
+                    values[event.step] = float(tf.make_ndarray(value.tensor))
+    return values
+
+
+def test_fit_for_steps_shows_two_epochs_and_summaries_do_not_jump(tmp_path, capfd):
+    # A model that does not learn (learning rate 0): each batch's loss is
+    # known in advance, so every curve point can be checked.
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer=keras.optimizers.SGD(0.0), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(10, 3)).astype(np.float32), rng.integers(0, 2, 10)
+    per_example = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)(y, model(x)).numpy()
+    batch_losses = [per_example[i:i + 2].mean() for i in range(0, 10, 2)]
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(2).repeat()
+    # 5 batches per pass, 2.2 passes: 11 steps, shown as 3 epochs of 4 (then 3).
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        step = fit_for_steps(model, dataset, 11, 2.2, str(tmp_path), save_checkpoints_steps=100, log=lambda m: None)
+    assert step == 11
+    out = capfd.readouterr().out
+    assert "Epoch 3/3" in out and "Epoch 4/" not in out
+    assert not [w for w in caught if "shuffle" in str(w.message)]
+    # every_n_steps = max(1, min(100, 100, 11 // 20)) = 1: each point is that step's batch loss,
+    # not a running mean since the start of its epoch.
+    logged = _event_scalars(str(tmp_path), "train/loss")
+    expected = {s: batch_losses[(s - 1) % 5] for s in range(1, 12)}
+    assert sorted(logged) == sorted(expected)
+    for s, value in logged.items():
+        assert value == pytest.approx(expected[s], rel=1e-5), s
+
+
+def test_summaries_average_over_the_window_across_an_epoch_boundary(tmp_path):
+    keras.utils.set_random_seed(2)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer=keras.optimizers.SGD(0.0), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    rng = np.random.default_rng(4)
+    x, y = rng.normal(size=(6, 3)).astype(np.float32), rng.integers(0, 2, 6)
+    per_example = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)(y, model(x)).numpy()
+    batch_losses = [per_example[i:i + 2].mean() for i in range(0, 6, 2)]
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(2).repeat()
+    # Epochs of 3 steps, a point every 2 steps: step 4's window holds step 3 (epoch 1) and step 4 (epoch 2).
+    model.fit(dataset, epochs=2, steps_per_epoch=3, verbose=0, callbacks=[TrainingSummaries(str(tmp_path), 2)])
+    logged = _event_scalars(str(tmp_path), "train/loss")
+    losses = batch_losses * 2
+    assert sorted(logged) == [2, 4, 6]
+    for s in (2, 4, 6):
+        assert logged[s] == pytest.approx((losses[s - 2] + losses[s - 1]) / 2, rel=1e-5), s

@@ -17,6 +17,11 @@ from keras_bert_impl.errors import ConfigError
 # `gelu_exact` so that a converted config records which function it needs.
 ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear")
 
+# google-research/bert's `modeling.get_activation` accepts "gelu", "relu",
+# "tanh" and "linear" (any case; "" or None for linear). Ours that it lacks,
+# mapped to the nearest function it has: the exact GELU to its tanh "gelu".
+_ORIGINAL_STAND_INS = {"gelu_exact": "gelu"}
+
 _INT_KEYS = (
     "vocab_size",
     "hidden_size",
@@ -108,6 +113,22 @@ class BertConfig:
     @property
     def size_per_head(self):
         return self.hidden_size // self.num_attention_heads
+
+    def original_compatible(self):
+        """This config with a `hidden_act` that google-research/bert's `modeling.py` accepts.
+
+        `"gelu_exact"` becomes the original's `"gelu"` (its tanh
+        approximation): the same model up to that approximation, not
+        bit-identical outputs. Any other config is returned unchanged.
+
+        Example:
+        >>> config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+        ...                     num_attention_heads=4, intermediate_size=64, hidden_act="gelu_exact")
+        >>> config.original_compatible().hidden_act
+        'gelu'
+        """
+        stand_in = _ORIGINAL_STAND_INS.get(self.hidden_act, self.hidden_act)
+        return dataclasses.replace(self, hidden_act=stand_in)
 
     # -- (de)serialization --------------------------------------------------
 

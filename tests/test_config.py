@@ -88,3 +88,14 @@ def test_missing_file_and_non_object(tmp_path):
 def test_direct_construction_validates():
     with pytest.raises(ConfigError, match="BertConfig: 'hidden_act'"):
         BertConfig(vocab_size=10, hidden_act="nope")
+
+
+def test_original_compatible_replaces_only_the_exact_gelu():
+    exact = BertConfig.from_dict(dict(json.loads(BERT_BASE_JSON), hidden_act="gelu_exact"))
+    compatible = exact.original_compatible()
+    assert compatible.hidden_act == "gelu"
+    # Everything else, and the file's keys, stay those of the original release.
+    assert compatible.to_json_string() == BERT_BASE_JSON
+    for act in ("gelu", "relu", "tanh", "linear"):
+        config = BertConfig(vocab_size=10, hidden_act=act)
+        assert config.original_compatible() == config

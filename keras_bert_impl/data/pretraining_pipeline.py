@@ -7,19 +7,25 @@ keeps the instances as encoded bytes in an unlinked temporary file instead of
 Python objects, and needs no TensorFlow.
 
 `write_sharded`: the same instance making, streamed. Each input file is cut
-into chunks of about `chunk_bytes` at document boundaries; a chunk is made into
-instances on its own (random next sentences and duplicates come from the same
-chunk, and its instances are shuffled together), with a generator seeded by the
-seed and the chunk's index; chunk c goes to shard c mod num_shards. Memory is
-bounded by one chunk per worker whatever the corpus size; the output depends on
-the seed, the inputs and the shard layout (chunk size, shard count), not on the
-number of workers. Shards are written under temporary names; a manifest next to
-them records the settings and finished shards, so a rerun skips those.
+into chunks of about `chunk_bytes` at document boundaries (smaller ones when
+that would leave shards without a chunk); a chunk is made into instances on its
+own (random next sentences and duplicates come from the same chunk, and its
+instances are shuffled together), with a generator seeded by the seed and the
+chunk's index; chunk c goes to shard c mod num_shards (`shard_layout`, which
+the Beam pipeline shares). Memory is bounded by one chunk per worker whatever
+the corpus size; the output depends on the seed, the inputs and the shard
+layout (chunk size, shard count), not on the number of workers.
+
+Shards are written under temporary names and renamed when complete; a manifest
+next to them records the settings and, per finished shard, its counts, byte
+size and SHA-256. A rerun keeps the finished shards whose file still has that
+size and checksum, and writes the others again (the same bytes).
 """
 
 import array
 import dataclasses
 import hashlib
+import heapq
 import json
 import multiprocessing
 import os
@@ -125,6 +131,90 @@ class PretrainingDataStats:
         if self.skipped_lines:
             text += f", {self.skipped_lines:,} invalid UTF-8 lines skipped"
         return text
+
+
+def file_sha256(path, filesystem=LocalFileSystem):
+    """Reads `path` once and returns `(size in bytes, hex SHA-256)`.
+
+    SHA-256 rather than CRC32C: hashlib's is in C, while the only CRC32C at
+    hand (tfrecords' numpy tables) is made for short records.
+
+    Args:
+        path: The file.
+        filesystem: `LocalFileSystem` or an equivalent for remote paths.
+    """
+    digest = hashlib.sha256()
+    size = 0
+    with filesystem.open(path) as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+            size += len(block)
+    return size, digest.hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class FinishedShard:
+    """A finished shard as the manifest records it.
+
+    Attributes:
+        stats: `PretrainingDataStats` of its instances.
+        size: The file's size in bytes.
+        sha256: The file's hex SHA-256.
+    """
+
+    stats: PretrainingDataStats
+    size: int
+    sha256: str
+
+    @classmethod
+    def of_file(cls, path, stats, filesystem=LocalFileSystem):
+        """The record of the complete file `path` holding instances counted in `stats`."""
+        size, sha256 = file_sha256(path, filesystem)
+        return cls(stats, size, sha256)
+
+    def to_json(self):
+        return {"stats": dataclasses.asdict(self.stats), "size": self.size, "sha256": self.sha256}
+
+    @classmethod
+    def from_json(cls, entry):
+        """Inverse of `to_json`.
+
+        Raises:
+            KeyError, TypeError, ValueError: `entry` is not such a record.
+        """
+        return cls(PretrainingDataStats(**entry["stats"]), int(entry["size"]), str(entry["sha256"]))
+
+    def problem(self, path):
+        """Why the file at `path` is not this shard ("size 10 != recorded 12"), or None.
+
+        The size is compared first, so that a truncated shard costs no read.
+        """
+        if not os.path.isfile(path):
+            return "missing"
+        size = os.path.getsize(path)
+        if size != self.size:
+            return f"size {size} != recorded {self.size}"
+        if file_sha256(path)[1] != self.sha256:
+            return "checksum mismatch (SHA-256)"
+        return None
+
+
+def empty_shards_warning(shard_stats):
+    """A message naming the shards without instances, or None when there are none.
+
+    Args:
+        shard_stats: `{shard file name: PretrainingDataStats}` of every shard.
+    """
+    empty = sorted(name for name, stats in shard_stats.items() if not stats.instances)
+    if not empty:
+        return None
+    documents = sum(stats.documents for stats in shard_stats.values())
+    names = ", ".join(empty[:3]) + (f" and {len(empty) - 3} more" if len(empty) > 3 else "")
+    return (
+        f"warning: {len(empty)} of {len(shard_stats)} shards hold no instances ({names}): "
+        f"the input has {documents:,} document(s) and a document is never split across shards; "
+        "use fewer --num_shards"
+    )
 
 
 class Progress:
@@ -294,24 +384,51 @@ class Chunk:
     end: int
 
 
-def plan_chunks(files_and_sizes, chunk_bytes):
+def plan_chunks(files_and_sizes, chunk_bytes, min_chunks=1):
     """Cuts each file into pieces of about `chunk_bytes` (at least one per non-empty file).
+
+    A piece is a byte range; reading it widens it to whole documents
+    (`read_lines`), so the cuts fall at document boundaries. When pieces of
+    `chunk_bytes` would number fewer than `min_chunks` (a corpus smaller than
+    about `min_chunks` x `chunk_bytes`), `min_chunks` smaller pieces are shared
+    out over the files by size instead, so that each shard gets some input.
 
     Args:
         files_and_sizes: `(path, size in bytes)` pairs, in order.
         chunk_bytes: Target piece size.
+        min_chunks: The fewest pieces wanted (the shard count); fewer only when
+            the files hold fewer bytes.
 
     Returns:
         List of `Chunk`; its index is the chunk's identity (seed, shard).
     """
+    files = [(path, size) for path, size in files_and_sizes if size > 0]
+    pieces = [max(1, round(size / chunk_bytes)) for _, size in files]
+    if sum(pieces) < min_chunks:
+        pieces = _share_out([size for _, size in files], min_chunks)
     chunks = []
-    for path, size in files_and_sizes:
-        if size <= 0:
-            continue
-        pieces = max(1, round(size / chunk_bytes))
-        bounds = [size * k // pieces for k in range(pieces + 1)]
+    for (path, size), count in zip(files, pieces):
+        bounds = [size * k // count for k in range(count + 1)]
         chunks += [Chunk(path, start, end) for start, end in zip(bounds, bounds[1:])]
     return chunks
+
+
+def _share_out(sizes, total):
+    """Pieces per file, `total` in all (or one per byte if fewer): one each to
+    start, then each next one to the file whose pieces are largest (the earlier
+    file on a tie), so the pieces come out about equal."""
+    pieces = [1] * len(sizes)
+    # Heap of (-bytes per piece, file index): largest pieces first.
+    heap = [(-size, index) for index, size in enumerate(sizes) if size > 1]
+    heapq.heapify(heap)
+    for _ in range(total - len(sizes)):
+        if not heap:
+            break
+        _, index = heapq.heappop(heap)
+        pieces[index] += 1
+        if pieces[index] < sizes[index]:
+            heapq.heappush(heap, (-sizes[index] / pieces[index], index))
+    return pieces
 
 
 def shard_paths(output_prefix, num_shards):
@@ -337,13 +454,16 @@ class ShardWriter:
         )
 
     def write(self, path, indexed_chunks, on_chunk=None):
-        """Writes the instances of `indexed_chunks` (`(index, Chunk)` pairs) to `path`.
+        """Writes the instances of `indexed_chunks` to `path` (complete or not at all).
 
         Args:
+            path: The shard's file.
+            indexed_chunks: `(chunk index, Chunk)` pairs, in order.
             on_chunk: Optional callable(documents, instances) after each chunk.
 
         Returns:
-            `PretrainingDataStats` of the shard.
+            `FinishedShard`: the shard's counts, and its size and checksum as
+            read back from `path`.
         """
         stats = PretrainingDataStats()
         with TFRecordFileWriter(path, self.settings.compression, self.filesystem) as writer:
@@ -352,7 +472,7 @@ class ShardWriter:
                 stats += chunk_stats
                 if on_chunk:
                     on_chunk(chunk_stats.documents, chunk_stats.instances)
-        return stats
+        return FinishedShard.of_file(path, stats, self.filesystem)
 
     def _write_chunk(self, writer, chunk_index, chunk):
         """Makes one chunk's instances, shuffles them together and writes them."""
@@ -387,6 +507,32 @@ def shard_tasks(chunks, paths):
     return [(path, [(c, chunk) for c, chunk in enumerate(chunks) if c % len(paths) == shard]) for shard, path in enumerate(paths)]
 
 
+def shard_layout(files_and_sizes, output_prefix, num_shards, chunk_bytes):
+    """What each shard is made of, for `write_sharded` and the Beam pipeline alike.
+
+    Args:
+        files_and_sizes: `(path, size in bytes)` pairs, sorted.
+        output_prefix: Shards are `{output_prefix}-00000-of-NNNNN` ...
+        num_shards: Number of output files.
+        chunk_bytes: Input bytes per chunk, at most.
+
+    Returns:
+        `(shard path, [(chunk index, Chunk), ...])` per shard, in shard order.
+    """
+    chunks = plan_chunks(files_and_sizes, chunk_bytes, min_chunks=num_shards)
+    return shard_tasks(chunks, shard_paths(output_prefix, num_shards))
+
+
+def layout_sha256(tasks):
+    """A digest of a `shard_layout`, for the manifest: finished shards are kept
+    only for the very layout (chunk bounds and indexes) that made them."""
+    layout = [
+        [os.path.basename(path), [[c, chunk.path, chunk.start, chunk.end] for c, chunk in indexed_chunks]]
+        for path, indexed_chunks in tasks
+    ]
+    return hashlib.sha256(json.dumps(layout).encode("utf-8")).hexdigest()
+
+
 # Per-process state of a worker in the pool: its ShardWriter and progress queue.
 _worker = {}
 
@@ -405,11 +551,40 @@ def _write_shard_in_worker(task):
 def _read_manifest(path):
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            manifest = json.load(f)
     except FileNotFoundError:
         return None
     except (ValueError, OSError):
         return None  # Unreadable: treat every shard as unfinished.
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("shards"), dict):
+        return None
+    return manifest
+
+
+def _check_finished_shards(paths, recorded, log):
+    """The shards of `paths` that `recorded` (manifest entries) lists and whose
+    files match their record; logs why each other listed one does not.
+
+    Returns:
+        `({file name: FinishedShard} kept, [paths to write again])`.
+    """
+    kept, rejected = {}, []
+    for path in paths:
+        name = os.path.basename(path)
+        if name not in recorded:
+            continue
+        try:
+            shard = FinishedShard.from_json(recorded[name])
+        except (KeyError, TypeError, ValueError):
+            problem = "no size and checksum recorded"
+        else:
+            problem = shard.problem(path)
+        if problem is None:
+            kept[name] = shard
+        else:
+            log(f"{path}: {problem}; writing it again")
+            rejected.append(path)
+    return kept, rejected
 
 
 def _write_manifest(path, manifest):
@@ -424,11 +599,15 @@ def write_sharded(
     num_workers=1,
     chunk_bytes=2 << 20,
     progress_stream=None,
+    log=print,
 ):
     """Streams `input_files` into `num_shards` TFRecord shards using `num_workers` processes.
 
-    Shards already finished by an earlier run with the same settings and inputs
-    (recorded in `{output_prefix}.manifest.json`) are kept and not redone.
+    Shards already finished by an earlier run with the same settings, inputs
+    and layout (recorded in `{output_prefix}.manifest.json`) are kept if their
+    file still has the recorded size and SHA-256; a shard whose file is
+    missing or differs is written again, with the same bytes, and `log` says
+    which and why.
 
     Args:
         input_files: Text files (one sentence per line, blank lines between
@@ -439,6 +618,8 @@ def write_sharded(
         num_workers: Processes making shards (1: this process).
         chunk_bytes: Input bytes per chunk (memory per worker grows with it).
         progress_stream: Where to draw progress (e.g. `sys.stderr`), or None.
+        log: Callable(message) for shards written again and for shards left
+            without instances (fewer documents than shards).
 
     Returns:
         `(stats, shard paths, number of shards kept from an earlier run)`.
@@ -452,12 +633,11 @@ def write_sharded(
         if not os.path.isfile(path):
             raise InputFileError(f"{path}: input file not found")
         files_and_sizes.append((path, os.path.getsize(path)))
-    chunks = plan_chunks(files_and_sizes, chunk_bytes)
-    if not chunks:
+    tasks = shard_layout(files_and_sizes, output_prefix, num_shards, chunk_bytes)
+    if not any(indexed_chunks for _, indexed_chunks in tasks):
         raise InputFileError(f"{', '.join(input_files)}: input files are empty")
     InstanceVocab.from_vocab(settings.vocab, settings.vocab_file)  # Fail here, not in a worker.
-    paths = shard_paths(output_prefix, num_shards)
-    tasks = shard_tasks(chunks, paths)
+    paths = [path for path, _ in tasks]
     os.makedirs(os.path.dirname(os.path.abspath(output_prefix)), exist_ok=True)
 
     manifest_path = f"{output_prefix}.manifest.json"
@@ -466,6 +646,7 @@ def write_sharded(
         inputs=[[path, size, int(os.path.getmtime(path))] for path, size in files_and_sizes],
         num_shards=num_shards,
         chunk_bytes=chunk_bytes,
+        layout_sha256=layout_sha256(tasks),
     )
     manifest = _read_manifest(manifest_path)
     if manifest is not None and manifest.get("settings") != fingerprint:
@@ -476,35 +657,36 @@ def write_sharded(
             )
         manifest = None
     manifest = manifest or {"settings": fingerprint, "shards": {}}
-    done = {os.path.basename(path) for path in paths if os.path.exists(path)} & set(manifest["shards"])
-    manifest["shards"] = {name: manifest["shards"][name] for name in done}
+    kept, rejected = _check_finished_shards(paths, manifest["shards"], log)
+    manifest["shards"] = {name: shard.to_json() for name, shard in kept.items()}
     _write_manifest(manifest_path, manifest)
+    for path in rejected:  # Nothing damaged stays under a shard's name.
+        LocalFileSystem.delete(path)
 
     stats = PretrainingDataStats()
-    for name in done:
-        stats += PretrainingDataStats(**manifest["shards"][name])
+    for shard in kept.values():
+        stats += shard.stats
     progress = Progress(progress_stream, total_shards=num_shards)
-    progress.update(shards=len(done))
-    pending = [task for task in tasks if os.path.basename(task[0]) not in done]
+    progress.update(shards=len(kept))
+    pending = [task for task in tasks if os.path.basename(task[0]) not in kept]
 
-    def finished(path, shard_stats):
+    def finished(path, shard):
         nonlocal stats
-        stats += shard_stats
-        manifest["shards"][os.path.basename(path)] = dataclasses.asdict(shard_stats)
+        stats += shard.stats
+        manifest["shards"][os.path.basename(path)] = shard.to_json()
         _write_manifest(manifest_path, manifest)
         progress.update(shards=1)
 
     try:
         for path, indexed_chunks in pending:
-            if not indexed_chunks:  # Fewer chunks than shards: nothing to make.
+            if not indexed_chunks:  # Fewer input bytes than shards: nothing to make.
                 TFRecordFileWriter(path, settings.compression).close()
-                finished(path, PretrainingDataStats())
+                finished(path, FinishedShard.of_file(path, PretrainingDataStats()))
         pending = [task for task in pending if task[1]]
         if num_workers <= 1 or len(pending) <= 1:
             writer = ShardWriter(settings)
             for path, indexed_chunks in pending:
-                shard_stats = writer.write(path, indexed_chunks, lambda d, i: progress.update(d, i))
-                finished(path, shard_stats)
+                finished(path, writer.write(path, indexed_chunks, lambda d, i: progress.update(d, i)))
         else:
             _run_pool(pending, settings, min(num_workers, len(pending)), progress, finished)
     finally:
@@ -515,7 +697,12 @@ def write_sharded(
         for path in paths + [manifest_path]:
             LocalFileSystem.delete(path)
         raise InputFileError(f"{', '.join(input_files)}: no text to make instances of (blank lines only)")
-    return stats, paths, len(done)
+    warning = empty_shards_warning(
+        {name: FinishedShard.from_json(entry).stats for name, entry in manifest["shards"].items()}
+    )
+    if warning:
+        log(warning)
+    return stats, paths, len(kept)
 
 
 def _run_pool(tasks, settings, num_workers, progress, finished):
@@ -527,11 +714,11 @@ def _run_pool(tasks, settings, num_workers, progress, finished):
         remaining = len(tasks)
         while remaining:
             try:
-                path, shard_stats = results.next(timeout=0.2)
+                path, shard = results.next(timeout=0.2)
             except multiprocessing.TimeoutError:
                 pass
             else:
-                finished(path, shard_stats)
+                finished(path, shard)
                 remaining -= 1
             while True:
                 try:

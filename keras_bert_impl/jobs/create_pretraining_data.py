@@ -61,9 +61,16 @@ def create_pretraining_data(
         scalable: Streaming, sharded, multi-process mode.
         beam: The sharded mode as an Apache Beam pipeline, with `pipeline_args`.
         num_shards, num_workers, chunk_mb: Layout of the sharded modes
-            (defaults 16, the CPU count, 2).
+            (defaults 16, the CPU count, 2; chunks are made smaller when the
+            input would otherwise leave shards without a chunk).
         progress: A progress line on stderr.
+        pipeline_args: Beam pipeline options, with `beam`.
         verbose: Print a summary line on stderr.
+
+    A rerun of the sharded mode keeps the shards that its manifest lists with
+    their size and SHA-256, and writes again, saying so on stderr, each one
+    that is missing or differs. Shards left without instances (fewer
+    documents than shards) are warned of on stderr.
 
     Returns:
         The `PretrainingDataStats` of what was written.
@@ -103,6 +110,7 @@ def create_pretraining_data(
         skip_invalid_utf8=skip_invalid_utf8,
     )
     progress_stream = sys.stderr if progress else None
+    log = lambda message: print(f"create_pretraining_data: {message}", file=sys.stderr, flush=True)  # noqa: E731
     num_shards = num_shards or 16
     chunk_bytes = int((chunk_mb or 2.0) * (1 << 20))
 
@@ -111,12 +119,14 @@ def create_pretraining_data(
     if beam:
         from keras_bert_impl.data.beam_pipeline import run_beam_pipeline
 
-        stats, outputs = run_beam_pipeline(input_file, output_file, settings, num_shards, chunk_bytes, list(pipeline_args))
+        stats, outputs = run_beam_pipeline(
+            input_file, output_file, settings, num_shards, chunk_bytes, list(pipeline_args), log=log
+        )
     elif scalable:
         stats, outputs, kept = write_sharded(
             resolve_input_files(input_file), output_file, settings, num_shards,
             num_workers=num_workers or os.cpu_count() or 1, chunk_bytes=chunk_bytes,
-            progress_stream=progress_stream,
+            progress_stream=progress_stream, log=log,
         )
     else:
         outputs = [path.strip() for path in output_file.split(",") if path.strip()]

@@ -29,3 +29,7 @@ class InputFileError(BertError, ValueError):
 
 class SequenceLengthError(BertError, ValueError):
     """A sequence is longer than the model's `max_position_embeddings`."""
+
+
+class OutputPathError(BertError, ValueError):
+    """An output path that cannot be a directory (it, or a parent, is a file)."""

@@ -8,6 +8,7 @@
 * UTF-8 line reading whose errors name `file:line`.
 * `key = value` result files (the original's `eval_results.txt`).
 * The check that a sequence length fits the model's position embeddings.
+* The check that an output directory flag names a place a directory can be.
 
 Example:
 >>> import os, tempfile
@@ -25,7 +26,7 @@ import os
 import shutil
 import uuid
 
-from keras_bert_impl.errors import ConfigError, InputFileError
+from keras_bert_impl.errors import ConfigError, InputFileError, OutputPathError
 
 PARTIAL_MARK = ".partial-"
 
@@ -137,9 +138,47 @@ def check_max_seq_length(max_seq_length, config, config_file="bert_config.json")
         )
 
 
+def check_output_dir(path, flag):
+    """Raises unless `path` is, or can be made, a directory.
+
+    Called on an output directory flag before any work, so that a path that
+    is a file, or lies below one, is named with its flag instead of failing
+    later with a bare "File exists" or "Not a directory". Remote paths
+    (`gs://...`) are left to the file system that writes them.
+
+    Args:
+        path: The flag's value.
+        flag: The flag's name as the user typed it, e.g. `"--export_dir"`.
+
+    Raises:
+        OutputPathError: naming the flag, the path and the file in the way.
+
+    Example:
+    >>> import os, tempfile
+    >>> a_file = os.path.join(tempfile.mkdtemp(), "notes.txt")
+    >>> _ = open(a_file, "w").write("x")
+    >>> check_output_dir(os.path.join(a_file, "sentiment"), "--export_dir")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    keras_bert_impl.errors.OutputPathError: --export_dir .../notes.txt/sentiment: .../notes.txt is a file, not a directory
+    """
+    path = os.fspath(path)
+    if "://" in path:
+        return
+    absolute = os.path.abspath(path)
+    if os.path.exists(absolute) and not os.path.isdir(absolute):
+        raise OutputPathError(f"{flag} {path}: is a file, not a directory")
+    parent = os.path.dirname(absolute)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise OutputPathError(f"{flag} {path}: {parent} is a file, not a directory")
+
+
 __all__ = [
     "atomic_output",
     "check_max_seq_length",
+    "check_output_dir",
     "copy_atomically",
     "format_results",
     "read_utf8_lines",

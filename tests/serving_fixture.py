@@ -6,12 +6,16 @@ tensorflow_model_server binary (which cannot be installed here).
 It mimics the documented request/response shapes of TF Serving's REST API
 (row "instances" -> "predictions", columnar "inputs" -> "outputs",
 `{"error": ...}` with HTTP 400) closely enough for client tests, nothing more.
+As TF Serving does, it answers a bad request with the full message of the
+error (an empty `instances` list, a failed assertion in the graph), and
+never drops the connection.
 """
 
 import http.server
 import json
 import re
 import threading
+import urllib.parse
 from concurrent import futures
 
 import numpy as np
@@ -24,6 +28,11 @@ def _jsonable(array):
     if array.dtype.kind in ("S", "O"):
         return np.char.decode(array.astype(bytes), "utf-8").tolist()
     return array.tolist()
+
+
+def error_message(error):
+    """The whole message of `error`; for a TensorFlow error every line, not just "Graph execution error:"."""
+    return getattr(error, "message", None) or str(error)
 
 
 class LoopbackServingFixture:
@@ -49,19 +58,30 @@ class LoopbackServingFixture:
 
     def _handle_rest(self, path, body):
         match = _PREDICT_PATH.match(path)
-        if not match or match.group(1) != self.model_name:
+        if not match or urllib.parse.unquote(match.group(1)) != self.model_name:
             return 404, {"error": f"Servable not found for request: {path}"}
-        request = json.loads(body)
+        try:
+            request = json.loads(body)
+        except ValueError as e:
+            return 400, {"error": f"JSON Parse error: {e}"}
+        if not isinstance(request, dict):
+            return 400, {"error": f"JSON Value: {body.decode('utf-8', 'replace')} Is not object"}
         signature = request.get("signature_name", "serving_default")
+        if signature not in self.loaded.signatures:
+            return 400, {"error": f'Serving signature name: "{signature}" not found in signature def'}
         if "instances" in request:
             instances = request["instances"]
-            if instances and not isinstance(instances[0], dict):
+            if not instances:  # TF Serving's words for it
+                return 400, {"error": f"JSON Value: {body.decode('utf-8', 'replace')} No values in 'instances' array"}
+            if not isinstance(instances[0], dict):
                 name = next(iter(self.loaded.signatures[signature].structured_input_signature[1]))
                 instances = [{name: value} for value in instances]
-            inputs = {key: [row[key] for row in instances] for key in (instances[0] if instances else {})}
+            inputs = {key: [row[key] for row in instances] for key in instances[0]}
             outputs = self.run_signature(signature, inputs)
             rows = [{name: _jsonable(np.asarray(value[i])) for name, value in outputs.items()} for i in range(len(instances))]
             return 200, {"predictions": rows}
+        if "inputs" not in request:
+            return 400, {"error": "Missing 'inputs' or 'instances' key"}
         outputs = self.run_signature(signature, request["inputs"])
         return 200, {"outputs": {name: _jsonable(value) for name, value in outputs.items()}}
 
@@ -73,8 +93,10 @@ class LoopbackServingFixture:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 try:
                     status, payload = fixture._handle_rest(self.path, body)
-                except (ValueError, KeyError, tf.errors.OpError) as e:
-                    status, payload = 400, {"error": getattr(e, "message", str(e)).splitlines()[0]}
+                except (ValueError, KeyError, TypeError, tf.errors.OpError) as e:
+                    status, payload = 400, {"error": error_message(e)}
+                except Exception as e:  # noqa: BLE001 (a server answers; it does not hang up)
+                    status, payload = 500, {"error": error_message(e)}
                 data = json.dumps(payload).encode("utf-8")
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -104,8 +126,8 @@ class LoopbackServingFixture:
                 inputs = {name: tf.make_ndarray(proto) for name, proto in request.inputs.items()}
                 try:
                     outputs = fixture.run_signature(request.model_spec.signature_name or "serving_default", inputs)
-                except (ValueError, KeyError, tf.errors.OpError) as e:
-                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, getattr(e, "message", str(e)).splitlines()[0])
+                except (ValueError, KeyError, TypeError, tf.errors.OpError) as e:
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, error_message(e))
                 response = predict_pb2.PredictResponse()
                 for name, value in outputs.items():
                     response.outputs[name].CopyFrom(tf.make_tensor_proto(value))

@@ -19,6 +19,7 @@ import sys
 from absl import flags
 
 from keras_bert_impl.cli import FlagError, flag_values, parse_flags, quiet_tensorflow, require, run_tool
+from keras_bert_impl.io import check_output_dir
 
 
 def define_flags(fv):
@@ -52,6 +53,7 @@ def main(argv=None):
         fv.model_dir, fv.bert_config_file, fv.vocab_file, fv.init_checkpoint
     )
     require(fv, "bert_config_file", "init_checkpoint", "vocab_file", "task", "export_dir")
+    check_output_dir(fv.export_dir, "--export_dir")
     log = log_to_stderr("export_saved_model")
     path = export_checkpoint(log=log, **flag_values(fv, (
         "task", "bert_config_file", "init_checkpoint", "vocab_file", "export_dir", "do_lower_case",

@@ -93,7 +93,7 @@ def predict(saved_model_dir, requests):
         try:
             outputs = function(**inputs)
         except tf.errors.InvalidArgumentError as e:
-            results.append({"error": e.message.splitlines()[0]})
+            results.append({"error": e.message})  # all of it: the first line is "Graph execution error:"
             continue
         results.append({
             name: (np.char.decode(t.numpy().astype(bytes), "utf-8") if t.dtype == tf.string else t.numpy()).tolist()

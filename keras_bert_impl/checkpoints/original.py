@@ -98,15 +98,19 @@ def assign_original_weights(model, get_tensor, shapes, source, allow_fresh=()):
     report = LoadReport([], missing, unexpected, mismatched, fresh)
     refused = [name for name in missing if name not in fresh]
     if mismatched or refused:
+        # Worded for both callers: a command-line user has no allow_fresh flag.
         problems = []
         if mismatched:
-            problems.append(f"{len(mismatched)} shape-mismatched (e.g. {_describe(mismatched[:3])})")
+            problems.append(
+                f"{len(mismatched)} shape-mismatched (e.g. {_describe(mismatched[:3])}): the checkpoint is for a "
+                "model of another shape (its bert_config.json or number of labels differs from this model's)"
+            )
         if refused:
-            problems.append(f"{len(refused)} missing (e.g. {_describe(refused[:3])})")
-        raise CheckpointError(
-            f"{source}: does not fit {model.name}: " + "; ".join(problems)
-            + ". Pass allow_fresh=[...] to keep named variables freshly initialised."
-        )
+            problems.append(
+                f"{len(refused)} missing (e.g. {_describe(refused[:3])}): the checkpoint has no values for these "
+                "variables; a Python caller may leave them freshly initialised by naming them in allow_fresh"
+            )
+        raise CheckpointError(f"{source}: does not fit {model.name}: " + "; ".join(problems))
     for name, variable in variables.items():
         if name in available:
             value = np.asarray(get_tensor(name))

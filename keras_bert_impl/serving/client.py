@@ -1,20 +1,86 @@
 """Clients for a TF Serving model: REST (`/v1/models/NAME:predict`) and gRPC.
 
+Every failed call raises `ServingError`, with the underlying exception as its
+`__cause__`: an error status, a refused, dropped or timed-out connection,
+and a response that is not what TF Serving sends (not JSON, cut short,
+without `predictions`, a tensor with a shape but no values).
+
+Both clients can retry a call the server could not take at that moment
+(HTTP 503, gRPC UNAVAILABLE, and for REST a refused connection, which gRPC
+reports as UNAVAILABLE too): `retries` more attempts, the k-th after
+`backoff * 2**k` seconds. Retries are off by default, so a caller that does
+its own sees every failure at once.
+
 Example:
 >>> client = RestClient("http://localhost:8501", "sentiment")  # doctest: +SKIP
 >>> client.predict_instances([{"text": "What a great film!"}])  # doctest: +SKIP
 [{'probabilities': [0.02, 0.98], 'label_ids': 1, 'labels': 'positive'}]
 """
 
+import http.client
 import json
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
+
+import numpy as np
 
 from keras_bert_impl.errors import BertError
 
 
 class ServingError(BertError, RuntimeError):
-    """The server answered with an error status (its message included)."""
+    """A predict call that failed; the message names the endpoint and why.
+
+    Attributes:
+        code: `"HTTP <status>"`, a gRPC status name (`"UNAVAILABLE"`), or
+            None for a failure without a status (connection, bad response).
+        unavailable: Whether the server could not take the call at that
+            moment (HTTP 503, gRPC UNAVAILABLE, refused connection), so that
+            the same call may succeed later.
+    """
+
+    def __init__(self, message, code=None, unavailable=False):
+        super().__init__(message)
+        self.code = code
+        self.unavailable = unavailable
+
+
+def call_with_retries(call, retries=0, backoff=0.1, sleep=time.sleep):
+    """`call()`, tried again while it raises an unavailable `ServingError`.
+
+    Args:
+        call: A function of no arguments.
+        retries: How many more attempts after the first (0: none).
+        backoff: Seconds before the first retry; doubled for each next one.
+        sleep: `sleep(seconds)`.
+
+    Returns:
+        What `call()` returned.
+
+    Raises:
+        ServingError: the last attempt's, or the first one not marked
+            `unavailable`.
+    """
+    for attempt in range(retries + 1):
+        try:
+            return call()
+        except ServingError as e:
+            if attempt == retries or not e.unavailable:
+                raise
+        sleep(backoff * 2**attempt)
+
+
+def _error_detail(http_error):
+    """The `error` of TF Serving's JSON error body, else the body, else the reason."""
+    try:
+        body = http_error.read().decode("utf-8", "replace")
+    except (http.client.HTTPException, OSError):
+        return http_error.reason
+    try:
+        return json.loads(body)["error"]
+    except (ValueError, KeyError, TypeError):
+        return body or http_error.reason
 
 
 class RestClient:
@@ -22,46 +88,115 @@ class RestClient:
 
     Args:
         base_url: e.g. `http://localhost:8501`.
-        model_name: The served model's name.
+        model_name: The served model's name (URL-quoted in the request).
         version: Optional integer version (default: the server's latest).
-        timeout: Seconds per request.
+        timeout: Seconds per attempt, to connect and to answer.
+        retries: Further attempts after an HTTP 503 or a refused connection.
+        backoff: Seconds before the first retry, doubled for each next one.
     """
 
-    def __init__(self, base_url, model_name, version=None, timeout=30.0):
+    def __init__(self, base_url, model_name, version=None, timeout=30.0, retries=0, backoff=0.1):
         self.base_url = base_url.rstrip("/")
         self.model_name = model_name
         self.version = version
         self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
 
     @property
     def url(self):
-        version = f"/versions/{self.version}" if self.version is not None else ""
-        return f"{self.base_url}/v1/models/{self.model_name}{version}:predict"
+        version = f"/versions/{int(self.version)}" if self.version is not None else ""
+        return f"{self.base_url}/v1/models/{urllib.parse.quote(self.model_name, safe='')}{version}:predict"
 
-    def _post(self, body):
-        request = urllib.request.Request(
-            self.url, data=json.dumps(body).encode("utf-8"), headers={"Content-Type": "application/json"}
-        )
+    def _post_once(self, data):
+        """One POST of `data`; the response body as a JSON object."""
+        request = urllib.request.Request(self.url, data=data, headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return json.loads(response.read())
+                raw = response.read()
         except urllib.error.HTTPError as e:
-            detail = e.read().decode("utf-8", "replace")
-            try:
-                detail = json.loads(detail).get("error", detail)
-            except ValueError:
-                pass
-            raise ServingError(f"{self.url}: HTTP {e.code}: {detail}") from None
+            raise ServingError(
+                f"{self.url}: HTTP {e.code}: {_error_detail(e)}", f"HTTP {e.code}", e.code == 503
+            ) from e
+        except urllib.error.URLError as e:  # raised while connecting and sending
+            if isinstance(e.reason, TimeoutError):
+                raise ServingError(f"{self.url}: no connection within {self.timeout} s") from e
+            refused = isinstance(e.reason, ConnectionRefusedError)
+            raise ServingError(f"{self.url}: cannot connect: {e.reason}", unavailable=refused) from e
+        except TimeoutError as e:
+            raise ServingError(f"{self.url}: no answer within {self.timeout} s") from e
+        except (http.client.HTTPException, OSError) as e:  # RemoteDisconnected, IncompleteRead, reset
+            raise ServingError(f"{self.url}: connection failed: {type(e).__name__}: {e}") from e
+        try:
+            payload = json.loads(raw)
+        except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+            raise ServingError(f"{self.url}: response is not JSON ({e}): {raw[:200]!r}") from e
+        if not isinstance(payload, dict):
+            raise ServingError(f"{self.url}: response is not a JSON object: {raw[:200]!r}")
+        return payload
+
+    def _predict(self, body, key):
+        data = json.dumps(body).encode("utf-8")
+        payload = call_with_retries(lambda: self._post_once(data), self.retries, self.backoff)
+        if key not in payload:
+            detail = f": {payload['error']}" if "error" in payload else f" (keys: {sorted(payload)})"
+            raise ServingError(f"{self.url}: response has no {key!r}{detail}")
+        return payload[key]
 
     def predict_instances(self, instances, signature_name="serving_default"):
-        """Row format: a list of per-example dicts; returns `predictions`."""
-        body = {"signature_name": signature_name, "instances": instances}
-        return self._post(body)["predictions"]
+        """Row format: a list of per-example dicts; returns `predictions`, one per instance.
+
+        Raises:
+            ServingError: any failure, or a response whose `predictions` is
+                not a list with one entry per instance.
+        """
+        predictions = self._predict({"signature_name": signature_name, "instances": instances}, "predictions")
+        if not isinstance(predictions, list) or len(predictions) != len(instances):
+            count = len(predictions) if isinstance(predictions, list) else type(predictions).__name__
+            raise ServingError(f"{self.url}: {count} predictions for {len(instances)} instances")
+        return predictions
 
     def predict_inputs(self, inputs, signature_name="serving_default"):
-        """Columnar format: a dict of batched inputs; returns `outputs`."""
-        body = {"signature_name": signature_name, "inputs": inputs}
-        return self._post(body)["outputs"]
+        """Columnar format: a dict of batched inputs; returns `outputs`.
+
+        Raises:
+            ServingError: any failure (see the module docstring).
+        """
+        return self._predict({"signature_name": signature_name, "inputs": inputs}, "outputs")
+
+
+def tensor_proto_to_array(name, proto):
+    """A response's `TensorProto` as a numpy array, its values checked against its shape.
+
+    `tf.make_ndarray` fills a tensor whose values are missing with zeros or
+    empty strings; here that is an error, as is any count other than the
+    shape's size or 1 (TensorFlow's form of a tensor with every element equal).
+
+    Args:
+        name: The output's name, for the message.
+        proto: A `tensorflow.TensorProto`.
+
+    Returns:
+        The numpy array.
+
+    Raises:
+        ServingError: values missing or not matching the shape.
+    """
+    import tensorflow as tf
+
+    shape = [dim.size for dim in proto.tensor_shape.dim]
+    size = int(np.prod(shape, dtype=np.int64))
+    if not proto.tensor_content and size > 0:
+        count = sum(len(value) for field, value in proto.ListFields() if field.name.endswith("_val"))
+        dtype = tf.dtypes.as_dtype(proto.dtype).name if proto.dtype else "unset"
+        if count == 0:
+            raise ServingError(f"output {name!r}: dtype {dtype} and shape {shape} but no values")
+        if count not in (1, size):
+            raise ServingError(f"output {name!r}: {count} values for shape {shape} ({size} elements)")
+    try:
+        return tf.make_ndarray(proto)
+    except (TypeError, ValueError) as e:
+        raise ServingError(f"output {name!r}: undecodable tensor: {e}") from e
 
 
 class GrpcClient:
@@ -70,21 +205,41 @@ class GrpcClient:
     Args:
         target: `host:port`, e.g. `localhost:8500`.
         model_name: The served model's name.
-        timeout: Seconds per request.
+        timeout: Seconds per attempt.
+        retries: Further attempts after UNAVAILABLE.
+        backoff: Seconds before the first retry, doubled for each next one.
     """
 
-    def __init__(self, target, model_name, timeout=30.0):
+    def __init__(self, target, model_name, timeout=30.0, retries=0, backoff=0.1):
         import grpc
         from tensorflow_serving.apis import prediction_service_pb2_grpc
 
+        self.target = target
         self.model_name = model_name
         self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
         self.channel = grpc.insecure_channel(target)
         self.stub = prediction_service_pb2_grpc.PredictionServiceStub(self.channel)
 
-    def predict(self, inputs, signature_name="serving_default"):
-        """`inputs`: dict name -> array-like; returns dict name -> numpy array."""
+    def _predict_once(self, request):
         import grpc
+
+        try:
+            return self.stub.Predict(request, timeout=self.timeout)
+        except grpc.RpcError as e:
+            code = e.code()
+            raise ServingError(
+                f"{self.target}: gRPC {code.name}: {e.details()}", code.name, code == grpc.StatusCode.UNAVAILABLE
+            ) from e
+
+    def predict(self, inputs, signature_name="serving_default"):
+        """`inputs`: dict name -> array-like; returns dict name -> numpy array.
+
+        Raises:
+            ServingError: an error status (its name and details in the
+                message), or an output tensor without its values.
+        """
         import tensorflow as tf
         from tensorflow_serving.apis import predict_pb2
 
@@ -93,11 +248,8 @@ class GrpcClient:
         request.model_spec.signature_name = signature_name
         for name, value in inputs.items():
             request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
-        try:
-            response = self.stub.Predict(request, timeout=self.timeout)
-        except grpc.RpcError as e:
-            raise ServingError(f"gRPC {e.code().name}: {e.details()}") from None
-        return {name: tf.make_ndarray(proto) for name, proto in response.outputs.items()}
+        response = call_with_retries(lambda: self._predict_once(request), self.retries, self.backoff)
+        return {name: tensor_proto_to_array(name, proto) for name, proto in response.outputs.items()}
 
     def close(self):
         self.channel.close()

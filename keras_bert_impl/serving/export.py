@@ -4,9 +4,11 @@ A version directory is written under a temporary name and renamed into place
 only when complete (SavedModel, `assets/labels.txt`,
 `assets.extra/tf_serving_warmup_requests`), so TF Serving, which watches the
 base path for new integer versions, never loads half an export, and an
-existing version is never overwritten.
+existing version is never overwritten. The rename also claims the version
+number: exports started side by side on one base path get one version each.
 """
 
+import errno
 import os
 import shutil
 import tempfile
@@ -40,6 +42,42 @@ def next_version(export_dir):
     """The next free integer version (1 for a new model)."""
     versions = existing_versions(export_dir)
     return versions[-1] + 1 if versions else 1
+
+
+def publish_version(staging, export_dir, version=None):
+    """Renames the complete export `staging` to `export_dir/<version>`.
+
+    The rename is the claim on the version number: it fails when that
+    directory exists and is not empty, so of several exports racing for one
+    number exactly one gets it. Without a `version` the others move on to
+    the next free number; with one they fail.
+
+    Args:
+        staging: The finished export, a directory beside the versions.
+        export_dir: The model's base path.
+        version: The integer version asked for, or None for the next free one.
+
+    Returns:
+        The version directory, `export_dir/<version>`.
+
+    Raises:
+        ExportError: `version` was given and exists.
+    """
+    candidate = next_version(export_dir) if version is None else version
+    while True:
+        final = os.path.join(export_dir, str(candidate))
+        try:
+            os.rename(staging, final)
+            return final
+        except OSError as e:
+            # Linux answers ENOTEMPTY for a directory in the way, others EEXIST.
+            if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+        if version is not None:
+            raise ExportError(f"{final}: version {version} already exists; versions are never overwritten")
+        # Another export took `candidate` since it was chosen; each retry
+        # follows a version that appeared, so the loop ends.
+        candidate = max(candidate + 1, next_version(export_dir))
 
 
 def warmup_requests(model_name, texts, text_b=None):
@@ -99,8 +137,8 @@ def export_saved_model(
         do_lower_case: As for the Python tokenizer.
         max_seq_length: Every request is padded/truncated to this.
         label_names: Class names for a classifier (default "0".."n-1").
-        version: Integer version; default the next free one. An existing
-            version is never overwritten.
+        version: Integer version; default the next free one when the export
+            is complete. An existing version is never overwritten.
         warmup_texts: Real requests stored in `assets.extra` for warmup.
         tables: Optional precomputed `in_graph.build_tables()`.
 
@@ -115,10 +153,11 @@ def export_saved_model(
     spec = get_task(task)
     export_dir = os.path.abspath(export_dir)
     model_name = os.path.basename(export_dir.rstrip("/"))
-    version = next_version(export_dir) if version is None else int(version)
-    final = os.path.join(export_dir, str(version))
-    if os.path.exists(final):
-        raise ExportError(f"{final}: version {version} already exists; versions are never overwritten")
+    if version is not None:
+        version = int(version)
+        final = os.path.join(export_dir, str(version))
+        if os.path.exists(final):  # before any work; `publish_version` decides a race
+            raise ExportError(f"{final}: version {version} already exists; versions are never overwritten")
     vocab = load_vocab(vocab_file)
     check_special_tokens(vocab, vocab_file, required=spec.required_tokens)
     tokens = [""] * (max(vocab.values()) + 1)
@@ -151,7 +190,7 @@ def export_saved_model(
         with tf.io.TFRecordWriter(os.path.join(extra, WARMUP_FILE)) as writer:
             for record in warmup_requests(model_name, texts, text_b=texts if spec.warmup_pairs else None):
                 writer.write(record)
-        os.rename(staging, final)  # fails rather than overwrite
+        final = publish_version(staging, export_dir, version)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)

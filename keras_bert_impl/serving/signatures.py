@@ -72,6 +72,30 @@ class BertServingModule(tf.Module):
             ids_b = self._token_ids(text_b)
         return pack_inputs(self._token_ids(text), ids_b, self.max_seq_length, self.cls_id, self.sep_id)
 
+    def check_id_ranges(self, inputs):
+        """`inputs` with their ids checked against the model's embedding tables.
+
+        Requests that bring their own ids (`serve_ids`, `serve_examples`) are
+        checked in-graph: Keras' embedding lookup wraps a negative id to the
+        end of the table, and on a GPU an id past the end reads zeros, so
+        without the check some bad ids would answer silently. A failed check
+        is an InvalidArgument error naming the valid range.
+
+        Args:
+            inputs: Dict of integer `input_ids`, `input_mask`, `segment_ids`.
+
+        Returns:
+            The same dict, its tensors depending on the checks.
+        """
+        config = self.model.bert_config
+        checks = []
+        for name, size in (("input_ids", config.vocab_size), ("segment_ids", config.type_vocab_size)):
+            message = f"{name} must lie in [0, {size})"
+            checks.append(tf.debugging.assert_non_negative(inputs[name], message=message))
+            checks.append(tf.debugging.assert_less(inputs[name], tf.constant(size, inputs[name].dtype), message=message))
+        with tf.control_dependencies(checks):
+            return {name: tf.identity(value) for name, value in inputs.items()}
+
     # -- ids -> task outputs -----------------------------------------------------
 
     def outputs(self, inputs):
@@ -104,7 +128,8 @@ class BertServingModule(tf.Module):
 
         @tf.function(input_signature=ids_spec)
         def serve_ids(input_ids, input_mask, segment_ids):
-            return self.outputs({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids})
+            inputs = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+            return self.outputs(self.check_id_ranges(inputs))
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
         def serve_examples(examples):
@@ -114,11 +139,13 @@ class BertServingModule(tf.Module):
                 for name in ("input_word_ids", "input_mask", "input_type_ids")
             }
             parsed = tf.io.parse_example(examples, spec)
-            return self.outputs({
-                "input_ids": tf.cast(parsed["input_word_ids"], tf.int32),
-                "input_mask": tf.cast(parsed["input_mask"], tf.int32),
-                "segment_ids": tf.cast(parsed["input_type_ids"], tf.int32),
+            # Checked as int64, before the cast could wrap an id into range.
+            inputs = self.check_id_ranges({
+                "input_ids": parsed["input_word_ids"],
+                "input_mask": parsed["input_mask"],
+                "segment_ids": parsed["input_type_ids"],
             })
+            return self.outputs({name: tf.cast(value, tf.int32) for name, value in inputs.items()})
 
         return {
             "serving_default": serving_default.get_concrete_function(),

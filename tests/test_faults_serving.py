@@ -1,0 +1,478 @@
+"""Faults and bad input around serving: concurrent exports, misbehaving
+servers under the REST and gRPC clients, ids outside the vocabulary, the
+test fixture's error answers, and output paths the export tool cannot use.
+
+Every server here listens on 127.0.0.1 on an ephemeral port.
+"""
+
+import http.server
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent import futures
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bert_impl.checkpoints.original import load_original_checkpoint, save_original_checkpoint
+from keras_bert_impl.cli import run_tool
+from keras_bert_impl.errors import CheckpointError, OutputPathError
+from keras_bert_impl.io import check_output_dir
+from keras_bert_impl.models.bert_model import BertModel
+from keras_bert_impl.models.classifier import BertClassifier
+from keras_bert_impl.serving import export
+from keras_bert_impl.serving.client import GrpcClient, RestClient, ServingError, tensor_proto_to_array
+from keras_bert_impl.serving.export import ExportError, export_saved_model, publish_version
+from tests.helpers import randomize, tiny_config
+from tests.serving_fixture import LoopbackServingFixture
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "weather", "is", "good", "bad", ".", "a", "film"]
+SEQ = 12
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    """A tiny classifier release written by our tools: config, vocab, checkpoint."""
+    directory = tmp_path_factory.mktemp("release")
+    config = tiny_config(vocab_size=len(VOCAB), max_position_embeddings=SEQ)
+    model = BertClassifier(config, num_labels=2)
+    randomize(model, seed=3, scale=0.1)
+    save_original_checkpoint(model, str(directory / "model.ckpt"))
+    config.to_json_file(directory / "bert_config.json")
+    (directory / "vocab.txt").write_text("".join(f"{token}\n" for token in VOCAB), encoding="utf-8")
+    return directory, config, model
+
+
+@pytest.fixture(scope="module")
+def exported(release, tmp_path_factory):
+    """The release's classifier exported in-process: `(version_dir, loaded)`."""
+    directory, _, model = release
+    path = export_saved_model(
+        model, "classifier", directory / "vocab.txt", tmp_path_factory.mktemp("saved_models") / "tiny",
+        max_seq_length=SEQ,
+    )
+    return path, tf.saved_model.load(path)
+
+
+# -- 4: concurrent exports ------------------------------------------------------
+
+
+def test_concurrent_exports_get_one_complete_version_each(release, tmp_path):
+    directory, _, _ = release
+    export_dir = tmp_path / "saved_models" / "tiny"
+    command = [sys.executable, "-m", "tools.export_saved_model", f"--model_dir={directory}", "--task=classifier",
+               f"--max_seq_length={SEQ}", f"--export_dir={export_dir}"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    processes = [subprocess.Popen(command, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    results = [(p.wait(timeout=300), p.stderr.read()) for p in processes]
+    for process in processes:
+        process.stderr.close()
+    assert [code for code, _ in results] == [0, 0, 0], [err for _, err in results]
+    written = sorted(err.strip().splitlines()[-1].split("wrote ")[-1] for _, err in results)
+    assert written == [str(export_dir / v) for v in ("1", "2", "3")]
+    assert sorted(os.listdir(export_dir)) == ["1", "2", "3", "models.config"]  # no temp dirs left
+    text = tf.constant(["the weather is good ."])
+    probabilities = [
+        tf.saved_model.load(str(export_dir / v)).signatures["serving_default"](text=text)["probabilities"].numpy()
+        for v in ("1", "2", "3")
+    ]
+    for other in probabilities[1:]:  # the same checkpoint: the same answer from each version
+        np.testing.assert_array_equal(other, probabilities[0])
+
+
+def test_publish_version_moves_past_a_version_taken_meanwhile(tmp_path, monkeypatch):
+    export_dir = tmp_path / "tiny"
+    (export_dir / "1").mkdir(parents=True)
+    (export_dir / "1" / "saved_model.pb").write_bytes(b"the racer's export")
+    staging = export_dir / ".tmp-ours"
+    staging.mkdir()
+    (staging / "saved_model.pb").write_bytes(b"ours")
+    # As if another export took version 1 between our choice and our rename.
+    monkeypatch.setattr(export, "next_version", lambda _: 1)
+    assert publish_version(str(staging), str(export_dir)) == str(export_dir / "2")
+    assert (export_dir / "1" / "saved_model.pb").read_bytes() == b"the racer's export"
+    assert (export_dir / "2" / "saved_model.pb").read_bytes() == b"ours"
+    assert not staging.exists()
+
+    staging.mkdir()
+    (staging / "saved_model.pb").write_bytes(b"late")
+    with pytest.raises(ExportError, match="version 2 already exists"):
+        publish_version(str(staging), str(export_dir), version=2)
+    assert (export_dir / "2" / "saved_model.pb").read_bytes() == b"ours"
+
+
+# -- 6: REST client against a misbehaving server --------------------------------
+
+
+class MisbehavingServer:
+    """An HTTP server on loopback whose answer the model name in the URL picks."""
+
+    def __init__(self):
+        self.requests = []  # (path, model name) per request
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (http.server API)
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                name = self.path.split("/v1/models/")[-1].split(":")[0]
+                server.requests.append((self.path, name))
+                getattr(server, name.replace("-", "_"), server.ok)(self)
+
+            def log_message(self, *args):
+                pass
+
+        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.http.daemon_threads = True
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.http.server_address[1]}"
+
+    def count(self, name):
+        return sum(1 for _, n in self.requests if n == name)
+
+    @staticmethod
+    def send(handler, status, body, length=None):
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        if length is not False:
+            handler.send_header("Content-Length", str(len(body) if length is None else length))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    def ok(self, handler):
+        self.send(handler, 200, b'{"predictions": [{"probabilities": [0.25, 0.75]}]}')
+
+    def not_json(self, handler):
+        self.send(handler, 200, b"<html>502 Bad Gateway</html>")
+
+    def cut_short(self, handler):  # promises more bytes than it sends, then hangs up
+        self.send(handler, 200, b'{"predictions": [{"probab', length=200)
+
+    def truncated_json(self, handler):  # no Content-Length: the body ends where the connection does
+        self.send(handler, 200, b'{"predictions": [{"probab', length=False)
+
+    def no_predictions(self, handler):
+        self.send(handler, 200, b'{"outputs": {"probabilities": [[0.25, 0.75]]}}')
+
+    def too_few_predictions(self, handler):
+        self.send(handler, 200, b'{"predictions": []}')
+
+    def hang_up(self, handler):
+        handler.close_connection = True  # no status line at all
+
+    def slow(self, handler):
+        time.sleep(1.0)
+        self.ok(handler)
+
+    def unavailable_once(self, handler):
+        if self.count("unavailable_once") == 1:
+            self.send(handler, 503, b'{"error": "Servable not available yet"}')
+        else:
+            self.ok(handler)
+
+    def always_unavailable(self, handler):
+        self.send(handler, 503, b'{"error": "overloaded"}')
+
+    def stop(self):
+        self.http.shutdown()
+        self.http.server_close()
+
+
+@pytest.fixture
+def misbehaving():
+    server = MisbehavingServer()
+    yield server
+    server.stop()
+
+
+def closed_port():
+    """A loopback port that nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+INSTANCES = [{"text": "the weather is good ."}]
+
+
+@pytest.mark.parametrize("name, fragment", [
+    ("not_json", "response is not JSON"),
+    ("cut_short", "connection failed: IncompleteRead"),
+    ("truncated_json", "response is not JSON"),
+    ("no_predictions", "response has no 'predictions'"),
+    ("too_few_predictions", "0 predictions for 1 instances"),
+    ("hang_up", "connection failed: RemoteDisconnected"),
+    ("slow", "no answer within 0.3 s"),
+])
+def test_rest_client_turns_every_bad_answer_into_a_serving_error(misbehaving, name, fragment):
+    client = RestClient(misbehaving.url, name, timeout=0.3)
+    with pytest.raises(ServingError, match=fragment) as raised:
+        client.predict_instances(INSTANCES)
+    assert not raised.value.unavailable  # nothing here is worth a retry
+    assert client.url in str(raised.value)
+
+
+def test_rest_client_retries_unavailable_only_when_asked(misbehaving):
+    with pytest.raises(ServingError, match="HTTP 503: Servable not available yet") as raised:
+        RestClient(misbehaving.url, "unavailable_once").predict_instances(INSTANCES)
+    assert raised.value.code == "HTTP 503" and raised.value.unavailable
+    assert misbehaving.count("unavailable_once") == 1
+
+    misbehaving.requests.clear()
+    retrying = RestClient(misbehaving.url, "unavailable_once", retries=2, backoff=0.01)
+    assert retrying.predict_instances(INSTANCES) == [{"probabilities": [0.25, 0.75]}]
+    assert misbehaving.count("unavailable_once") == 2
+
+    with pytest.raises(ServingError, match="HTTP 503: overloaded"):
+        RestClient(misbehaving.url, "always_unavailable", retries=2, backoff=0.01).predict_instances(INSTANCES)
+    assert misbehaving.count("always_unavailable") == 3  # bounded: 1 + 2 retries
+
+
+def test_rest_client_on_a_closed_port():
+    url = f"http://127.0.0.1:{closed_port()}"
+    with pytest.raises(ServingError, match="cannot connect") as raised:
+        RestClient(url, "tiny", timeout=2).predict_inputs({"text": ["a"]})
+    assert raised.value.unavailable and isinstance(raised.value.__cause__, OSError)
+    start = time.monotonic()
+    with pytest.raises(ServingError, match="cannot connect"):
+        RestClient(url, "tiny", timeout=2, retries=2, backoff=0.05).predict_inputs({"text": ["a"]})
+    assert time.monotonic() - start >= 0.05 + 0.1  # waited before each retry
+
+
+def test_rest_client_quotes_the_model_name(misbehaving):
+    client = RestClient(misbehaving.url, "my model/v2?x", version=3)
+    assert client.predict_instances(INSTANCES) == [{"probabilities": [0.25, 0.75]}]
+    assert misbehaving.requests[-1][0] == "/v1/models/my%20model%2Fv2%3Fx/versions/3:predict"
+
+
+# -- 6: gRPC client ---------------------------------------------------------------
+
+
+def test_tensor_without_values_is_an_error():
+    from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2
+
+    shape = tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=2)])
+    empty = tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT, tensor_shape=shape)
+    with pytest.raises(ServingError, match=r"'probabilities': dtype float32 and shape \[2\] but no values"):
+        tensor_proto_to_array("probabilities", empty)
+    three = tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT, tensor_shape=shape, float_val=[1, 2, 3])
+    with pytest.raises(ServingError, match=r"3 values for shape \[2\]"):
+        tensor_proto_to_array("probabilities", three)
+    # TensorFlow's own encodings decode: one value for all, packed bytes, an empty batch.
+    splat = tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT, tensor_shape=shape, float_val=[0.5])
+    np.testing.assert_array_equal(tensor_proto_to_array("p", splat), [0.5, 0.5])
+    packed = tf.make_tensor_proto(np.array([[0.25, 0.75]], np.float32))
+    np.testing.assert_array_equal(tensor_proto_to_array("p", packed), [[0.25, 0.75]])
+    assert tensor_proto_to_array("p", tf.make_tensor_proto(np.zeros((0, 2), np.float32))).shape == (0, 2)
+    strings = tf.make_tensor_proto(np.array([b"yes", b"no"], dtype=object))
+    assert tensor_proto_to_array("labels", strings).tolist() == [b"yes", b"no"]
+
+
+@pytest.fixture
+def fake_grpc():
+    """A PredictionService on loopback: UNAVAILABLE on every first call of
+    model "flaky", an output without values for model "hollow"."""
+    import grpc
+    from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    calls = []
+
+    class Servicer(prediction_service_pb2_grpc.PredictionServiceServicer):
+        def Predict(self, request, context):  # noqa: N802 (gRPC API)
+            calls.append(request.model_spec.name)
+            response = predict_pb2.PredictResponse()
+            if request.model_spec.name == "flaky" and calls.count("flaky") == 1:
+                context.abort(grpc.StatusCode.UNAVAILABLE, "model is loading")
+            if request.model_spec.name == "hollow":
+                shape = tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=1)])
+                response.outputs["probabilities"].CopyFrom(
+                    tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT, tensor_shape=shape)
+                )
+            else:
+                response.outputs["probabilities"].CopyFrom(tf.make_tensor_proto(np.array([[0.25, 0.75]], np.float32)))
+            return response
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(Servicer(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield f"127.0.0.1:{port}", calls
+    server.stop(grace=None)
+
+
+def test_grpc_client_retries_unavailable_and_rejects_hollow_outputs(fake_grpc):
+    target, calls = fake_grpc
+    inputs = {"text": np.array(["the weather is good ."], dtype=object)}
+    client = GrpcClient(target, "flaky", timeout=5)
+    with pytest.raises(ServingError, match="gRPC UNAVAILABLE: model is loading") as raised:
+        client.predict(inputs)
+    assert raised.value.code == "UNAVAILABLE" and raised.value.unavailable
+    client.close()
+
+    calls.clear()
+    retrying = GrpcClient(target, "flaky", timeout=5, retries=2, backoff=0.01)
+    np.testing.assert_array_equal(retrying.predict(inputs)["probabilities"], [[0.25, 0.75]])
+    assert calls == ["flaky", "flaky"]
+    retrying.close()
+
+    hollow = GrpcClient(target, "hollow", timeout=5)
+    with pytest.raises(ServingError, match="dtype float32 and shape \\[1\\] but no values"):
+        hollow.predict(inputs)
+    hollow.close()
+
+
+def test_grpc_client_on_a_closed_port():
+    client = GrpcClient(f"127.0.0.1:{closed_port()}", "tiny", timeout=5)
+    with pytest.raises(ServingError, match="gRPC UNAVAILABLE") as raised:
+        client.predict({"text": np.array(["a"], dtype=object)})
+    assert raised.value.unavailable
+    client.close()
+
+
+# -- 7 and 8: ids outside the vocabulary; the fixture's error answers --------------
+
+
+def ids_request(input_ids, segment_ids=None):
+    input_ids = np.array(input_ids, np.int32)
+    segment_ids = np.zeros_like(input_ids) if segment_ids is None else np.array(segment_ids, np.int32)
+    return {"input_ids": input_ids, "input_mask": np.ones_like(input_ids), "segment_ids": segment_ids}
+
+
+@pytest.mark.parametrize("input_ids, segment_ids, fragment", [
+    ([[2, -1, 3]], None, f"input_ids must lie in [0, {len(VOCAB)})"),
+    ([[2, 999999, 3]], None, f"input_ids must lie in [0, {len(VOCAB)})"),
+    ([[2, 5, 3]], [[0, 2, 0]], "segment_ids must lie in [0, 2)"),
+    ([[2, 5, 3]], [[0, -1, 0]], "segment_ids must lie in [0, 2)"),
+])
+def test_serve_ids_rejects_ids_outside_the_tables(exported, input_ids, segment_ids, fragment):
+    _, loaded = exported
+    serve_ids = loaded.signatures["serve_ids"]
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+        serve_ids(**{k: tf.constant(v) for k, v in ids_request(input_ids, segment_ids).items()})
+    assert fragment in raised.value.message
+
+
+def test_ids_at_the_edges_of_the_range_are_served(exported, release):
+    _, loaded = exported
+    _, config, model = release
+    inputs = ids_request([[2, 0, len(VOCAB) - 1, 3]], [[0, 0, 1, 1]])
+    served = loaded.signatures["serve_ids"](**{k: tf.constant(v) for k, v in inputs.items()})["probabilities"]
+    np.testing.assert_allclose(served, tf.nn.softmax(model(inputs)).numpy(), atol=1e-5)
+
+
+def test_serve_examples_rejects_ids_outside_the_vocabulary(exported):
+    _, loaded = exported
+    ids = [2, 5, -7] + [0] * (SEQ - 3)
+    feature = {
+        "input_word_ids": ids, "input_mask": [1, 1, 1] + [0] * (SEQ - 3), "input_type_ids": [0] * SEQ,
+    }
+    example = tf.train.Example(features=tf.train.Features(feature={
+        name: tf.train.Feature(int64_list=tf.train.Int64List(value=value)) for name, value in feature.items()
+    }))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=rf"input_ids must lie in \[0, {len(VOCAB)}\)"):
+        loaded.signatures["serve_examples"](examples=tf.constant([example.SerializeToString()]))
+
+
+def test_fixture_answers_bad_requests_with_the_full_message(exported):
+    path, _ = exported
+    fixture = LoopbackServingFixture(path, "tiny")
+    try:
+        rest = RestClient(fixture.start_rest(), "tiny")
+        with pytest.raises(ServingError, match="HTTP 400: .*No values in 'instances' array"):
+            rest.predict_instances([])
+        bad_ids = {k: v.tolist() for k, v in ids_request([[2, -1, 3]]).items()}
+        with pytest.raises(ServingError, match=rf"HTTP 400: (.|\n)*input_ids must lie in \[0, {len(VOCAB)}\)"):
+            rest.predict_inputs(bad_ids, "serve_ids")
+        neither = urllib.request.Request(rest.url, data=b'{"signature_name": "serve_ids"}')
+        with pytest.raises(urllib.error.HTTPError) as raised:
+            urllib.request.urlopen(neither, timeout=30)
+        assert raised.value.code == 400
+        assert json.loads(raised.value.read()) == {"error": "Missing 'inputs' or 'instances' key"}
+
+        grpc_client = GrpcClient(fixture.start_grpc(), "tiny", timeout=30)
+        with pytest.raises(ServingError, match=rf"INVALID_ARGUMENT: (.|\n)*input_ids must lie in \[0, {len(VOCAB)}\)") as raised:
+            grpc_client.predict(ids_request([[2, 999999, 3]]), "serve_ids")
+        assert raised.value.code == "INVALID_ARGUMENT" and not raised.value.unavailable
+        grpc_client.close()
+    finally:
+        fixture.stop()
+
+
+def test_predict_saved_model_tool_reports_the_whole_error(exported):
+    path, _ = exported
+    requests = [{"signature": "serve_ids", "inputs": {k: v.tolist() for k, v in ids_request([[2, -1, 3]]).items()}}]
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO, "tools", "predict_saved_model.py"), path],
+        input=json.dumps(requests), capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd="/",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    error = json.loads(result.stdout)["results"][0]["error"]
+    assert f"input_ids must lie in [0, {len(VOCAB)})" in error
+
+
+# -- 9: messages that name the flag and say what to do -----------------------------
+
+
+def export_tool(argv, capsys):
+    from tools.export_saved_model import main
+
+    code = run_tool(main, argv, prog="export_saved_model")
+    lines = capsys.readouterr().err.strip().splitlines()
+    return code, lines
+
+
+def test_export_dir_that_is_a_file_or_lies_under_one(release, tmp_path, capsys):
+    directory, _, _ = release
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not a directory\n")
+    flags = [f"--model_dir={directory}", "--task=classifier", f"--max_seq_length={SEQ}"]
+    for export_dir, fragment in (
+        (a_file, f"--export_dir {a_file}: is a file, not a directory"),
+        (a_file / "models" / "tiny", f"--export_dir {a_file / 'models' / 'tiny'}: {a_file} is a file, not a directory"),
+    ):
+        code, lines = export_tool(flags + [f"--export_dir={export_dir}"], capsys)
+        assert code == 1 and len(lines) == 1 and fragment in lines[0], lines
+    assert a_file.read_text() == "not a directory\n"
+
+
+def test_check_output_dir_accepts_new_and_existing_directories(tmp_path):
+    check_output_dir(tmp_path, "--export_dir")
+    check_output_dir(tmp_path / "new" / "deeper", "--export_dir")
+    check_output_dir("gs://bucket/saved_models/tiny", "--export_dir")
+    with pytest.raises(OutputPathError, match="--output_dir"):
+        (tmp_path / "f").write_text("")
+        check_output_dir(tmp_path / "f" / "x", "--output_dir")
+
+
+def test_shape_mismatch_is_explained_without_python_parameters(release, tmp_path, capsys):
+    directory, _, _ = release
+    code, lines = export_tool([
+        f"--model_dir={directory}", "--task=classifier", "--num_labels=3", f"--max_seq_length={SEQ}",
+        f"--export_dir={tmp_path / 'tiny'}",
+    ], capsys)
+    assert code == 1 and len(lines) == 1, lines
+    assert "output_weights: checkpoint [2, 16] vs model [3, 16]" in lines[0]
+    assert "the checkpoint is for a model of another shape" in lines[0]
+    assert "allow_fresh" not in lines[0]  # no flag of that name: nothing a command-line user can pass
+    assert not (tmp_path / "tiny").exists()
+
+
+def test_missing_variables_name_the_python_parameter(release, tmp_path):
+    _, config, _ = release
+    prefix = str(tmp_path / "encoder.ckpt")
+    save_original_checkpoint(BertModel(config), prefix)
+    with pytest.raises(CheckpointError) as raised:
+        load_original_checkpoint(BertClassifier(config, num_labels=2), prefix)
+    message = str(raised.value)
+    assert "2 missing (e.g. " in message and "output_weights" in message and "output_bias" in message
+    assert "a Python caller may leave them freshly initialised by naming them in allow_fresh" in message
+    assert "Pass allow_fresh" not in message

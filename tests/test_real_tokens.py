@@ -12,7 +12,13 @@ import tensorflow as tf
 from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.models.token_classifier import BertTokenClassifier, token_classification_loss
 from keras_bert_impl.training.callbacks import TrainingSummaries
-from keras_bert_impl.training.fine_tuning import FineTuningSettings, epoch_layout, fit_for_steps, on_real_tokens
+from keras_bert_impl.training.fine_tuning import (
+    FineTuningSettings,
+    compute_on_real_tokens,
+    epoch_layout,
+    fit_for_steps,
+    on_real_tokens,
+)
 from keras_bert_impl.training.optimization import create_optimizer
 from keras_bert_impl.training.real_tokens import cut_batch, cut_padding, predict_on_real_tokens
 from tests.helpers import randomize, tiny_config
@@ -73,6 +79,8 @@ def _train(make_model, loss, targets_of, real_tokens_only, steps=4, weighted=Fal
         8, drop_remainder=True)
     settings = FineTuningSettings(real_tokens_only=real_tokens_only)
     dataset = on_real_tokens(dataset, settings, SEQ)
+    # On a CPU the encoder also runs padding-free: both means are under test.
+    assert compute_on_real_tokens(model, settings) == real_tokens_only
     widths = [int(batch[0]["input_ids"].shape[1]) for batch in dataset]
     history = model.fit(dataset, epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False)
     return model, history.history["loss"][0], widths
@@ -121,6 +129,7 @@ def test_prediction_on_real_tokens_equals_full_width_at_real_positions():
     randomize(model, seed=2, scale=0.2)
     features = _examples(13, seed=9)
     full = model.predict(features, batch_size=4, verbose=0)
+    assert compute_on_real_tokens(model, FineTuningSettings())
     cut = predict_on_real_tokens(model, features, batch_size=4, bucket_size=1)
     assert cut.shape == full.shape
     real = features["input_mask"].astype(bool)

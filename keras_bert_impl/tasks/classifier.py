@@ -22,6 +22,7 @@ from keras_bert_impl.tasks.spec import TaskSpec
 from keras_bert_impl.training.fine_tuning import (
     FineTuningSettings,
     build_in_strategy,
+    compute_on_real_tokens,
     fit_for_steps,
     load_fine_tuned,
     load_initial_weights,
@@ -157,11 +158,13 @@ def format_test_results(task, logits):
 def read_task_data(task, data_dir, do_train, do_eval, do_predict):
     """`(task, {split: examples})` for the splits the run needs.
 
-    A column task without labels gets its label list from the train file,
-    which is then read even for an eval/predict-only run.
+    A TFDS task takes its label list from the dataset's `ClassLabel`; a
+    column task (or TFDS task) without labels gets its label list from the
+    train split, which is then read even for an eval/predict-only run.
     """
-    from keras_bert_impl.data.classifier_data import read_examples, with_labels
+    from keras_bert_impl.data.classifier_data import read_examples, with_dataset_labels, with_labels
 
+    task = with_dataset_labels(task, data_dir)
     data = {}
     if do_train or (task.labels is None and not task.is_regression):
         data["train"] = read_examples(task, data_dir, "train")
@@ -238,7 +241,8 @@ def run_classifier(
 
     Args:
         task: A data task from `data.classifier_data.get_task`.
-        data_dir: The task's data directory.
+        data_dir: The task's data directory (the TFDS data directory for a
+            TFDS task).
         output_dir: Where everything is written.
         bert_config_file, vocab_file, init_checkpoint, do_lower_case: The release.
         max_seq_length: Padded length after WordPiece.
@@ -270,6 +274,7 @@ def run_classifier(
         lambda: spec.build_model(release.config, num_labels), settings.strategy, settings.tpu_name,
         settings.seed, batch_sizes,
     )
+    compute_on_real_tokens(model, settings)
     if do_train:
         load_initial_weights(model, init_checkpoint, spec.head_variables, log)
         features = encode(data["train"], release.tokenizer, max_seq_length)

@@ -19,6 +19,7 @@ from keras_bert_impl.tasks.spec import TaskSpec
 from keras_bert_impl.training.fine_tuning import (
     FineTuningSettings,
     build_in_strategy,
+    compute_on_real_tokens,
     fit_for_steps,
     load_fine_tuned,
     load_initial_weights,
@@ -92,11 +93,15 @@ SPAN_QA = TaskSpec(
 )
 
 
-def read_training_examples(train_file, version_2_with_negative, seed, verbose_logging, log):
-    """The training questions, shuffled as the original, skipped ones reported."""
+def read_training_examples(train_file, version_2_with_negative, seed, verbose_logging, log, data=None):
+    """The training questions, shuffled as the original, skipped ones reported.
+
+    `data`: the `data` list when already loaded (from TFDS, `train_file`
+    then only names it in messages).
+    """
     from keras_bert_impl.data.squad import read_squad_examples
 
-    examples, skipped = read_squad_examples(train_file, True, version_2_with_negative)
+    examples, skipped = read_squad_examples(train_file, True, version_2_with_negative, data=data)
     if skipped:
         shown = skipped if verbose_logging else skipped[:5]
         more = "" if len(shown) == len(skipped) else f", ... ({len(skipped) - len(shown)} more; --verbose_logging lists all)"
@@ -152,6 +157,8 @@ def fine_tune(model, num_questions, inputs, targets, settings, output_dir, train
         f"training on {num_questions} questions ({num_windows} windows): {num_train_steps} steps "
         f"of {batch_size} ({num_warmup_steps} warmup)"
     )
+    # The original's loss is a softmax over every position, padding included.
+    compute_on_real_tokens(model, settings, enabled=False)
     with model.distribute_strategy.scope():
         loss, loss_weights = span_qa_losses()
         model.compile(
@@ -189,8 +196,12 @@ def has_gold_answers(dataset, version_2_with_negative):
 
 def predict(model, examples, tokenizer, global_step, output_dir, predict_file, max_seq_length, doc_stride,
             max_query_length, predict_batch_size, n_best_size, max_answer_length, do_lower_case,
-            version_2_with_negative, null_score_diff_threshold, log, settings=FineTuningSettings()):
-    """Predicts `predict_file`, writes the JSON files and, with gold answers, the evaluation."""
+            version_2_with_negative, null_score_diff_threshold, log, settings=FineTuningSettings(), dataset=None):
+    """Predicts `predict_file`, writes the JSON files and, with gold answers, the evaluation.
+
+    `dataset`: the `data` list the official evaluation reads, when already
+    loaded (from TFDS, `predict_file` then only names it in messages).
+    """
     from keras_bert_impl.data.squad import (
         convert_examples_to_features,
         load_squad_json,
@@ -206,7 +217,8 @@ def predict(model, examples, tokenizer, global_step, output_dir, predict_file, m
     logits = {"start_logits": [], "end_logits": []}
     if features:
         inputs, _ = feature_arrays(features, is_training=False)
-        # Cut padding is exact here: answers are read at real context tokens only.
+        # Real tokens only is exact here: answers are read at real context tokens only.
+        compute_on_real_tokens(model, settings)
         logits = predict_batches(model, inputs, predict_batch_size, settings, log, "windows")
     results = zip([f.unique_id for f in features], logits["start_logits"], logits["end_logits"])
     output = postprocess_predictions(
@@ -220,7 +232,8 @@ def predict(model, examples, tokenizer, global_step, output_dir, predict_file, m
         write_text_atomically(os.path.join(output_dir, name), predictions_json(mapping))
     log(f"wrote {', '.join(name for name, _ in files)} to {output_dir}")
 
-    dataset = load_squad_json(predict_file)
+    if dataset is None:
+        dataset = load_squad_json(predict_file)
     if not has_gold_answers(dataset, version_2_with_negative):
         log(f"{predict_file} has no gold answers for every question: no eval_results.txt")
         return {}
@@ -239,26 +252,46 @@ def run_squad(
     predict_file=None, do_train=False, do_predict=False, max_seq_length=384, doc_stride=128, max_query_length=64,
     predict_batch_size=8, n_best_size=20, max_answer_length=30, verbose_logging=False,
     version_2_with_negative=False, null_score_diff_threshold=0.0, settings=FineTuningSettings(), log=print,
+    tfds_name=None, data_dir=None, train_split="train", predict_split="validation",
 ):
     """The original `run_squad.py` as one call.
 
     Writes to `output_dir`: `predictions.json`, `nbest_predictions.json`,
-    `null_odds.json` (v2.0) and, when `predict_file` has gold answers, the
-    official evaluation in `eval_results.txt`; after training `model.ckpt`
-    with copies of the config and vocab, training checkpoints and logs.
+    `null_odds.json` (v2.0) and, when the predicted questions have gold
+    answers, the official evaluation in `eval_results.txt`; after training
+    `model.ckpt` with copies of the config and vocab, training checkpoints
+    and logs.
+
+    The questions come from `train_file`/`predict_file` (SQuAD JSON), or
+    with `tfds_name` (`squad/v1.1`, `squad/v2.0`) from the splits
+    `train_split`/`predict_split` of that TFDS dataset prepared in
+    `data_dir` (never downloaded).
 
     Returns:
         The official evaluation (`{}` without one).
     """
-    from keras_bert_impl.data.squad import convert_examples_to_features, read_squad_examples
+    from keras_bert_impl.data.squad import (
+        convert_examples_to_features,
+        load_squad_json,
+        load_tfds_squad,
+        read_squad_examples,
+    )
+    from keras_bert_impl.data.tfds_inputs import split_source
 
     # Everything about the input is checked before TensorFlow starts.
     release = read_release(bert_config_file, vocab_file, do_lower_case, init_checkpoint, max_seq_length)
+    train_data = predict_data = None
+    if tfds_name:
+        train_file, predict_file = split_source(tfds_name, train_split), split_source(tfds_name, predict_split)
+        train_data = load_tfds_squad(tfds_name, data_dir, train_split) if do_train else None
+        predict_data = load_tfds_squad(tfds_name, data_dir, predict_split) if do_predict else None
+    elif do_predict:
+        predict_data = load_squad_json(predict_file)
     train_examples = (
-        read_training_examples(train_file, version_2_with_negative, settings.seed, verbose_logging, log)
+        read_training_examples(train_file, version_2_with_negative, settings.seed, verbose_logging, log, train_data)
         if do_train else None
     )
-    predict_examples = read_squad_examples(predict_file, False)[0] if do_predict else None
+    predict_examples = read_squad_examples(predict_file, False, data=predict_data)[0] if do_predict else None
     if do_train:
         train_features = convert_examples_to_features(
             train_examples, release.tokenizer, max_seq_length, doc_stride, max_query_length, is_training=True
@@ -289,5 +322,5 @@ def run_squad(
     return predict(
         model, predict_examples, release.tokenizer, global_step, output_dir, predict_file, max_seq_length,
         doc_stride, max_query_length, predict_batch_size, n_best_size, max_answer_length, do_lower_case,
-        version_2_with_negative, null_score_diff_threshold, log, settings,
+        version_2_with_negative, null_score_diff_threshold, log, settings, predict_data,
     )

@@ -38,7 +38,9 @@ class TextClassifier(BertClassifier):
         warmup_proportion: Fraction of the steps with linear warmup.
         seed: Seed of `fit`'s shuffling (None: not seeded).
         real_tokens_only: Cut each batch of `fit`, `evaluate` and `predict`
-            after its longest row (`training.real_tokens`): the results of
+            after its longest row (`training.real_tokens`), and on a CPU run
+            the encoder's per-token work on the real tokens only
+            (`training.fine_tuning.compute_on_real_tokens`): the results of
             the full width at a fraction of the work. False computes every
             batch at the preprocessor's `max_seq_length`.
         dtype: Keras dtype policy.
@@ -70,6 +72,9 @@ class TextClassifier(BertClassifier):
         self.seed = seed
         self.real_tokens_only = real_tokens_only
         self._original_recipe = None
+        from keras_bert_impl.training.fine_tuning import FineTuningSettings, compute_on_real_tokens
+
+        compute_on_real_tokens(self, FineTuningSettings(real_tokens_only=real_tokens_only))
 
     @property
     def spec(self):

@@ -20,6 +20,7 @@ from keras_bert_impl.tasks.spec import TaskSpec
 from keras_bert_impl.training.fine_tuning import (
     FineTuningSettings,
     build_in_strategy,
+    compute_on_real_tokens,
     fit_for_steps,
     load_fine_tuned,
     load_initial_weights,
@@ -67,18 +68,25 @@ TOKEN_TAGGING = TaskSpec(
 )
 
 
-def resolve_labels(labels, train_sentences, output_dir, init_checkpoint):
-    """The label list: `labels`, else the train file's, else the checkpoint's `label_list.txt`."""
+def resolve_labels(labels, train_sentences, output_dir, init_checkpoint, dataset_labels=None):
+    """The label list: `labels`, else the training data's, else the
+    checkpoint's `label_list.txt`, else `dataset_labels`.
+
+    The training data's labels are `dataset_labels` (a TFDS `ClassLabel`'s
+    names) when given, else the train file's ("O" first, then sorted).
+    """
     from keras_bert_impl.data.conll import label_list
 
     if labels is not None:
         return list(labels)
     if train_sentences is not None:
-        return label_list(train_sentences)
+        return list(dataset_labels) if dataset_labels else label_list(train_sentences)
     for directory in (output_dir, os.path.dirname(init_checkpoint or "")):
         path = os.path.join(directory, LABEL_LIST_FILE)
         if directory and os.path.exists(path):
             return [line.strip() for _, line in read_utf8_lines(path, kind="label list") if line.strip()]
+    if dataset_labels:
+        return list(dataset_labels)
     raise InputFileError(
         f"no label list: pass --labels, or train first (which writes {LABEL_LIST_FILE} to --output_dir)"
     )
@@ -165,6 +173,7 @@ def run_ner(
     output_dir, bert_config_file, vocab_file, init_checkpoint=None, do_lower_case=True, train_file=None,
     eval_file=None, predict_file=None, do_train=False, do_eval=False, do_predict=False, max_seq_length=128,
     eval_batch_size=8, predict_batch_size=8, labels=None, settings=FineTuningSettings(), log=print,
+    tfds_name=None, data_dir=None, train_split="train", eval_split="dev", predict_split="test",
 ):
     """Fine-tunes, evaluates and predicts token tagging, as `tools/run_ner.py`.
 
@@ -174,19 +183,38 @@ def run_ner(
     word line with the predicted label appended), and after training
     `model.ckpt`, the config, vocab and `label_list.txt`.
 
+    The sentences come from `train_file`/`eval_file`/`predict_file`, or
+    with `tfds_name` (`conll2003`) from the splits `train_split`,
+    `eval_split`, `predict_split` of that TFDS dataset prepared in
+    `data_dir` (never downloaded), whose `ClassLabel` names are then the
+    label list unless `labels` or a checkpoint's `label_list.txt` say
+    otherwise.
+
     Returns:
         The evaluation results (`{}` without `do_eval`).
     """
-    from keras_bert_impl.data.conll import entity_scores, format_predictions, read_conll
+    from keras_bert_impl.data.conll import (
+        entity_scores,
+        format_predictions,
+        read_conll,
+        read_tfds_conll,
+        tfds_label_names,
+    )
+    from keras_bert_impl.data.tfds_inputs import split_source
 
     # Everything about the input is checked before TensorFlow starts.
     release = read_release(bert_config_file, vocab_file, do_lower_case, init_checkpoint, max_seq_length)
     paths = {"train": train_file, "eval": eval_file, "predict": predict_file}
+    tfds_splits = {"train": train_split, "eval": eval_split, "predict": predict_split}
     data = {}
     for split, wanted in (("train", do_train), ("eval", do_eval), ("predict", do_predict)):
-        if wanted:
+        if wanted and tfds_name:
+            paths[split] = split_source(tfds_name, tfds_splits[split])
+            data[split] = read_tfds_conll(tfds_name, data_dir, tfds_splits[split])
+        elif wanted:
             data[split] = read_conll(paths[split], require_labels=split != "predict")
-    labels = resolve_labels(labels, data.get("train"), output_dir, init_checkpoint)
+    dataset_labels = tfds_label_names(tfds_name, data_dir) if tfds_name else None
+    labels = resolve_labels(labels, data.get("train"), output_dir, init_checkpoint, dataset_labels)
     label_map = {label: index for index, label in enumerate(labels)}
     # A predict file's last column is not read as labels (it may be POS tags, or absent).
     encoded = {
@@ -207,9 +235,10 @@ def run_ner(
         lambda: TOKEN_TAGGING.build_model(release.config, len(labels)), settings.strategy, settings.tpu_name,
         settings.seed, batch_sizes,
     )
+    compute_on_real_tokens(model, settings)
     if do_train:
         load_initial_weights(model, init_checkpoint, TOKEN_TAGGING.head_variables, log)
-        global_step = fine_tune(model, encoded["train"][1], settings, output_dir, train_file, log)
+        global_step = fine_tune(model, encoded["train"][1], settings, output_dir, paths["train"], log)
         save_release(model, output_dir, bert_config_file, vocab_file, global_step, log)
         write_text_atomically(os.path.join(output_dir, LABEL_LIST_FILE), "".join(f"{label}\n" for label in labels))
     else:

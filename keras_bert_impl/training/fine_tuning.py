@@ -165,6 +165,34 @@ def on_real_tokens(dataset, settings, max_seq_length):
     return cut_padding(dataset, default_bucket_size(max_seq_length))
 
 
+def compute_on_real_tokens(model, settings, enabled=True):
+    """Sets `model`'s encoders to run their per-token work on real tokens only, where that pays.
+
+    Exact wherever nothing reads the padded positions' outputs (see
+    `TransformerEncoder`'s `real_tokens_only`): classification, tagging,
+    and span prediction, not the original's SQuAD training loss. On by
+    `settings.real_tokens_only` where no XLA compiles the steps (a CPU):
+    the real-token row count changes from batch to batch, which XLA on a GPU
+    or TPU would compile anew each time; there the cut batches alone apply.
+
+    Args:
+        model: A task model.
+        settings: `FineTuningSettings`.
+        enabled: False turns it off whatever the settings (SQuAD training).
+
+    Returns:
+        Whether it is on.
+    """
+    import tensorflow as tf
+
+    from keras_bert_impl.models.padding_free import set_real_tokens_only
+
+    on = bool(enabled and settings.real_tokens_only and settings.strategy != "tpu"
+              and not tf.config.list_logical_devices("GPU"))
+    set_real_tokens_only(model, on)
+    return on
+
+
 def predict_batches(model, inputs, batch_size, settings, log=print, description="examples"):
     """`model`'s outputs for `inputs` (NumPy), on real tokens as `settings` say.
 

@@ -23,6 +23,7 @@ import sys
 from absl import flags
 
 from keras_bert_impl.errors import BertError
+from keras_bert_impl.io import check_output_dir
 
 # Exit codes: 2 for a bad flag, 1 for bad input data or files.
 EXIT_BAD_FLAG = 2
@@ -142,6 +143,7 @@ def define_fine_tuning_flags(fv, default_max_seq_length=128):
 def check_fine_tuning_flags(fv):
     """Values the original would only trip over later; `--use_tpu` selects the TPU strategy."""
     require(fv, "vocab_file", "bert_config_file", "output_dir")
+    check_output_dir(fv.output_dir, "--output_dir")
     require_positive(fv, "train_batch_size", "save_checkpoints_steps")
     if not fv.num_train_epochs > 0:
         raise FlagError(f"--num_train_epochs must be positive, got {fv.num_train_epochs}")

@@ -5,6 +5,7 @@ BertEncoder and keras-hub's BertBackbone."""
 import numpy as np
 import pytest
 
+from keras_bert_impl.checkpoints.keras_hub import keras_hub_weights
 from keras_bert_impl.checkpoints.original import original_weights
 from keras_bert_impl.errors import SequenceLengthError
 from keras_bert_impl.models.bert_model import BertModel
@@ -114,37 +115,6 @@ def test_matches_tf_models_bert_encoder(model_and_weights):
         np.testing.assert_allclose(mine, other, atol=TOLERANCE)
 
 
-def keras_hub_weights(w, config):
-    """Our original-named weights -> keras-hub BertBackbone variable paths."""
-    n, d = config.num_attention_heads, config.size_per_head
-    h = config.hidden_size
-    mapped = {
-        "token_embedding/embeddings": w["bert/embeddings/word_embeddings"],
-        "position_embedding/embeddings": w["bert/embeddings/position_embeddings"],
-        "segment_embedding/embeddings": w["bert/embeddings/token_type_embeddings"],
-        "embeddings_layer_norm/gamma": w["bert/embeddings/LayerNorm/gamma"],
-        "embeddings_layer_norm/beta": w["bert/embeddings/LayerNorm/beta"],
-        "pooled_dense/kernel": w["bert/pooler/dense/kernel"],
-        "pooled_dense/bias": w["bert/pooler/dense/bias"],
-    }
-    for i in range(config.num_hidden_layers):
-        src, dst = f"bert/encoder/layer_{i}/", f"transformer_layer_{i}/"
-        for part in ("query", "key", "value"):
-            mapped[dst + f"self_attention_layer/{part}/kernel"] = w[src + f"attention/self/{part}/kernel"].reshape(h, n, d)
-            mapped[dst + f"self_attention_layer/{part}/bias"] = w[src + f"attention/self/{part}/bias"].reshape(n, d)
-        mapped[dst + "self_attention_layer/attention_output/kernel"] = w[src + "attention/output/dense/kernel"].reshape(n, d, h)
-        mapped[dst + "self_attention_layer/attention_output/bias"] = w[src + "attention/output/dense/bias"]
-        mapped[dst + "self_attention_layer_norm/gamma"] = w[src + "attention/output/LayerNorm/gamma"]
-        mapped[dst + "self_attention_layer_norm/beta"] = w[src + "attention/output/LayerNorm/beta"]
-        mapped[dst + "feedforward_intermediate_dense/kernel"] = w[src + "intermediate/dense/kernel"]
-        mapped[dst + "feedforward_intermediate_dense/bias"] = w[src + "intermediate/dense/bias"]
-        mapped[dst + "feedforward_output_dense/kernel"] = w[src + "output/dense/kernel"]
-        mapped[dst + "feedforward_output_dense/bias"] = w[src + "output/dense/bias"]
-        mapped[dst + "feedforward_layer_norm/gamma"] = w[src + "output/LayerNorm/gamma"]
-        mapped[dst + "feedforward_layer_norm/beta"] = w[src + "output/LayerNorm/beta"]
-    return mapped
-
-
 def test_matches_keras_hub_bert_backbone(model_and_weights):
     import keras_hub
 
@@ -158,7 +128,7 @@ def test_matches_keras_hub_bert_backbone(model_and_weights):
         max_sequence_length=config.max_position_embeddings,
         num_segments=config.type_vocab_size,
     )
-    mapped = keras_hub_weights(w, config)
+    mapped = keras_hub_weights(w, config)  # the library's map, which the converter uses
     assert len(mapped) == len(backbone.weights)
     for variable in backbone.weights:
         variable.assign(mapped[variable.path])

@@ -183,3 +183,21 @@ def test_every_console_script_answers_help(entry_point):
     )
     assert result.returncode == 0, result.stderr
     assert "--flagfile" in result.stdout
+
+
+@pytest.mark.parametrize("tool", ["run_classifier", "run_squad", "run_ner"])
+def test_fine_tuning_output_dir_under_a_file_is_named_with_its_flag(tool, tmp_path, capsys):
+    import importlib
+
+    from keras_bert_impl.cli import run_tool
+
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("x")
+    module = importlib.import_module(f"tools.{tool}")
+    # The flags each tool requires, the others' let through by --undefok.
+    argv = [f"--output_dir={a_file}/out", f"--vocab_file={a_file}", f"--bert_config_file={a_file}", "--do_train",
+            "--task_name=cola", f"--data_dir={tmp_path}", f"--train_file={a_file}",
+            "--undefok=task_name,data_dir,train_file"]
+    assert run_tool(module.main, argv, prog=tool) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"{tool}: error: --output_dir {a_file}/out: {a_file} is a file, not a directory"]

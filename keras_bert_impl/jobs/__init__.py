@@ -9,6 +9,7 @@ the flag values as keyword arguments of the same names:
 | `run_pretraining.py` | `run_pretraining.run_pretraining` |
 | `extract_features.py` | `extract_features.extract_features` |
 | `convert_hf_checkpoint.py` | `convert_hf_checkpoint.convert_hf_checkpoint` |
+| `convert_keras_hub.py` | `convert_keras_hub.convert_keras_hub` |
 | `prepare_data.py` | `prepare_data.prepare_data` |
 | `tfidf_baseline.py` | `tfidf_baseline.tfidf_baseline` |
 | `make_figures.py` | `make_figures.make_figures` |

@@ -22,19 +22,28 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQ, PREDICTIONS = 16, 3
 
 
-def write_records(path, count, vocab_size, seed=0):
-    """Original-schema pretraining examples, written with tf.train.Example directly."""
+def write_records(path, count, vocab_size, seed=0, seq=SEQ, predictions=PREDICTIONS):
+    """Original-schema pretraining examples, written with tf.train.Example directly.
+
+    Args:
+        path: The TFRecord file.
+        count: Examples.
+        vocab_size: Token ids are drawn below this.
+        seed: Seed of the examples.
+        seq, predictions: The `max_seq_length` and `max_predictions_per_seq`
+            the features are padded to.
+    """
     rng = np.random.default_rng(seed)
     with tf.io.TFRecordWriter(str(path)) as writer:
         for _ in range(count):
-            length = int(rng.integers(8, SEQ + 1))
-            ids = np.zeros(SEQ, np.int64)
+            length = int(rng.integers(max(8, predictions + 1), seq + 1))
+            ids = np.zeros(seq, np.int64)
             ids[:length] = rng.integers(5, vocab_size, length)
-            mask = (np.arange(SEQ) < length).astype(np.int64)
-            segments = ((np.arange(SEQ) >= length // 2) & (mask == 1)).astype(np.int64)
-            positions = np.sort(rng.choice(np.arange(1, length), PREDICTIONS, replace=False)).astype(np.int64)
+            mask = (np.arange(seq) < length).astype(np.int64)
+            segments = ((np.arange(seq) >= length // 2) & (mask == 1)).astype(np.int64)
+            positions = np.sort(rng.choice(np.arange(1, length), predictions, replace=False)).astype(np.int64)
             labels = ids[positions].copy()
-            weights = np.ones(PREDICTIONS, np.float32)
+            weights = np.ones(predictions, np.float32)
             # No padded prediction slots: with them, per-replica MLM
             # normalisation (as on the original's TPU cores) legitimately
             # differs from one device, and the mirrored test compares the two.

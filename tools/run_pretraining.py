@@ -5,7 +5,11 @@ run_pretraining.py (same flags, same outputs), resumable, distributed.
 Checkpoints `model.ckpt-<step>` in `--output_dir` are in the original layout
 (weights, Adam slots, global_step): rerunning the same command after a crash
 (even kill -9) continues from the latest one, with optimizer state, step and
-data position, and stops at `--num_train_steps`.
+data position, and stops at `--num_train_steps`. `--seed` makes a fresh run
+repeatable (initial weights, dropout, data order). Input files that are not
+TFRecords, were written with another `--max_seq_length` or
+`--max_predictions_per_seq`, or are truncated, are named in one line before
+anything is written.
 
 Example:
     bert-run-pretraining --input_file=data/*.tfrecord --output_dir=out \\
@@ -37,7 +41,7 @@ JOB_FLAGS = (
     "do_train", "do_eval", "train_batch_size", "eval_batch_size", "learning_rate", "num_train_steps",
     "num_warmup_steps", "save_checkpoints_steps", "max_eval_steps", "keep_checkpoint_max", "strategy", "tpu_name",
     "mixed_precision", "jit_compile", "clip_norm", "gradient_accumulation_steps", "seed", "num_cpu_devices",
-    "summary_steps",
+    "summary_steps", "scan_input_files",
 )
 
 
@@ -69,9 +73,15 @@ def define_flags(fv):
     flags.DEFINE_boolean("jit_compile", False, "Compile the train step with XLA.", **define)
     flags.DEFINE_float("clip_norm", 1.0, "Global-norm gradient clipping (the original's 1.0), 0 for none.", **define)
     flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per optimizer step.", **define)
-    flags.DEFINE_integer("seed", 12345, "Shuffling seed.", **define)
+    flags.DEFINE_integer("seed", 12345, "Seed of initialisation, dropout and data order.", **define)
     flags.DEFINE_integer("num_cpu_devices", 0, "For tests: split the CPU into N logical devices (0 or 1: no split).", **define)
     flags.DEFINE_integer("summary_steps", 100, "TensorBoard scalar frequency.", **define)
+    flags.DEFINE_boolean(
+        "scan_input_files", True,
+        "Read every input record once before starting, so that a truncated or corrupted file stops the run "
+        "at once; --noscan_input_files checks only each file's first record.",
+        **define,
+    )
 
 
 def main(argv=None):

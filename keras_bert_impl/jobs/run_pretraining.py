@@ -7,6 +7,13 @@ Checkpoints `model.ckpt-<step>` in `output_dir` are in the original layout
 continues from the latest one, with optimizer state, step and data position,
 and stops at `num_train_steps`. Evaluation writes `eval_results.txt`.
 
+The input files are checked before anything is built or written: each must
+be a TFRecord file whose first record has the original features at the
+lengths of `max_seq_length` and `max_predictions_per_seq`, and (unless
+`scan_input_files=False`) every record is read once, so that a truncated or
+corrupted file stops the run at once rather than hours in. One `seed` makes
+a fresh run repeatable: initial weights, dropout masks and data order.
+
 Example:
 >>> MIXED_PRECISION["bfloat16"]
 'mixed_bfloat16'
@@ -67,20 +74,54 @@ def run_pretraining(
     seed=12345,
     num_cpu_devices=0,
     summary_steps=100,
+    scan_input_files=True,
 ):
     """Trains and/or evaluates a `BertPretrainingModel`; the arguments are
     run_pretraining.py's flags (and this tool's extra ones).
 
+    Args:
+        bert_config_file: The original `bert_config.json`.
+        input_file: Comma list of TFRecord files and globs.
+        output_dir: Checkpoints, TensorBoard logs and `eval_results.txt`.
+        init_checkpoint: Original-format checkpoint to start a fresh run from.
+        max_seq_length, max_predictions_per_seq: As the records were written.
+        do_train, do_eval: Train to `num_train_steps`; evaluate.
+        train_batch_size, eval_batch_size: Global batch sizes.
+        learning_rate, num_train_steps, num_warmup_steps: AdamW and its schedule.
+        save_checkpoints_steps: Steps between `model.ckpt-<step>` checkpoints.
+        max_eval_steps: Evaluation batches.
+        keep_checkpoint_max: Checkpoints kept.
+        strategy, tpu_name: The distribution strategy.
+        mixed_precision: A key of `MIXED_PRECISION`.
+        jit_compile: Compile the train step with XLA.
+        clip_norm: Global-norm gradient clipping (0 or None: none).
+        gradient_accumulation_steps: Micro-batches per optimizer step.
+        seed: Seed of the initial weights, dropout and data order.
+        num_cpu_devices: Split the CPU into this many logical devices.
+        summary_steps: TensorBoard scalar frequency.
+        scan_input_files: Read every input record once before starting.
+
     Returns:
         The evaluation results (`{}` without `do_eval`), also written to
         `output_dir/eval_results.txt` by the chief.
+
+    Raises:
+        InputFileError: an input file is missing, not a TFRecord file, of
+            another `max_seq_length`/`max_predictions_per_seq`, truncated or
+            corrupted (named, with what is wrong).
+        FlagError, ConfigError, CheckpointError: other bad input.
     """
     import keras
     import tensorflow as tf
 
     from keras_bert_impl.checkpoints.original import load_original_checkpoint
     from keras_bert_impl.config import BertConfig
-    from keras_bert_impl.data.tfrecords import pretraining_dataset, resolve_input_files
+    from keras_bert_impl.data.tfrecords import (
+        check_pretraining_files,
+        pretraining_dataset,
+        reading_input_files,
+        resolve_input_files,
+    )
     from keras_bert_impl.io import check_max_seq_length, write_results
     from keras_bert_impl.models.pretraining import BertPretrainingModel, split_pretraining_features
     from keras_bert_impl.training.callbacks import StopAtStep, TrainingSummaries
@@ -97,14 +138,27 @@ def run_pretraining(
         split_logical_cpus(num_cpu_devices)
     config = BertConfig.from_json_file(bert_config_file)
     check_max_seq_length(max_seq_length, config, bert_config_file)
+    if train_batch_size % gradient_accumulation_steps:
+        raise FlagError("--train_batch_size must be divisible by --gradient_accumulation_steps")
     input_files = resolve_input_files(input_file)
+    # The strategy comes before any TensorFlow op runs: a multi-worker one
+    # can only configure its collectives at program start.
     distribution = get_strategy(strategy, tpu_name)
     check_batch_size(train_batch_size, distribution, "--train_batch_size")
     check_batch_size(eval_batch_size, distribution, "--eval_batch_size")
+    # Before any output: a file of another schema or a damaged one is named
+    # now, not as a tf.data traceback after the model is built.
+    scan_start = time.perf_counter()
+    num_records = check_pretraining_files(input_files, max_seq_length, max_predictions_per_seq, scan_input_files)
+    scan_seconds = time.perf_counter() - scan_start
     chief = is_chief()
     own_dir = output_dir if chief else os.path.join(output_dir, f".worker-{os.getpid()}")
     os.makedirs(own_dir, exist_ok=True)
 
+    # One seed for the initial weights and the dropout masks (Keras' global
+    # seed, as `fine_tuning.build_in_strategy` sets it for the fine-tuning
+    # tools) and for the data order (`pretraining_dataset` below).
+    keras.utils.set_random_seed(seed)
     with distribution.scope():
         model = BertPretrainingModel(config, dtype=MIXED_PRECISION[mixed_precision])
         optimizer = create_optimizer(
@@ -129,12 +183,16 @@ def run_pretraining(
         elif init_checkpoint:
             report = load_original_checkpoint(model, init_checkpoint, allow_fresh=["cls/"])
             print(f"run_pretraining: {init_checkpoint}: {report.summary()}", file=sys.stderr)
+    if num_records is not None:
+        print(
+            f"run_pretraining: {num_records} records in {len(input_files)} input files, "
+            f"all read in {scan_seconds:.1f}s",
+            file=sys.stderr,
+        )
 
     if do_train and step < num_train_steps:
         accumulation = gradient_accumulation_steps
         micro_batch = train_batch_size // accumulation
-        if micro_batch * accumulation != train_batch_size:
-            raise FlagError("--train_batch_size must be divisible by --gradient_accumulation_steps")
         dataset = pretraining_dataset(
             input_files, micro_batch, max_seq_length, max_predictions_per_seq, is_training=True, seed=seed,
         ).map(split_pretraining_features)
@@ -145,18 +203,20 @@ def run_pretraining(
         # endless iterator; StopAtStep ends the run exactly at num_train_steps.
         chunk = save_checkpoints_steps * accumulation
         start = time.perf_counter()
-        model.fit(
-            dataset,
-            steps_per_epoch=chunk,
-            initial_epoch=(step * accumulation) // chunk,
-            epochs=math.ceil(num_train_steps * accumulation / chunk),
-            callbacks=[
-                StopAtStep(num_train_steps),
-                TrainingCheckpoint(own_dir, save_checkpoints_steps, keep=keep_checkpoint_max),
-                TrainingSummaries(os.path.join(own_dir, "train"), summary_steps),
-            ],
-            verbose=1 if chief else 0,
-        )
+        with reading_input_files(input_files):
+            model.fit(
+                dataset,
+                steps_per_epoch=chunk,
+                initial_epoch=(step * accumulation) // chunk,
+                epochs=math.ceil(num_train_steps * accumulation / chunk),
+                callbacks=[
+                    StopAtStep(num_train_steps),
+                    TrainingCheckpoint(own_dir, save_checkpoints_steps, keep=keep_checkpoint_max),
+                    TrainingSummaries(os.path.join(own_dir, "train"), summary_steps),
+                ],
+                verbose=1 if chief else 0,
+                shuffle=False,  # The dataset shuffles; Keras would only warn.
+            )
         save_training_checkpoint(model, optimizer, own_dir, keep=keep_checkpoint_max)
         config.to_json_file(os.path.join(own_dir, "bert_config.json"))
         print(f"run_pretraining: trained to step {num_train_steps} in {time.perf_counter() - start:.1f}s", file=sys.stderr)
@@ -167,7 +227,8 @@ def run_pretraining(
             input_files, eval_batch_size, max_seq_length, max_predictions_per_seq,
             is_training=False, drop_remainder=True,
         ).map(split_pretraining_features).take(max_eval_steps)
-        results = model.evaluate(dataset, return_dict=True, verbose=1 if chief else 0)
+        with reading_input_files(input_files):
+            results = model.evaluate(dataset, return_dict=True, verbose=1 if chief else 0)
         inner = getattr(optimizer, "inner_optimizer", optimizer)
         results = {k: float(v) for k, v in results.items()}
         results["global_step"] = int(inner.iterations.numpy())

@@ -26,7 +26,13 @@ def _mean_metrics(metrics):
 
 
 def _total_and_count(metric):
-    values = {v.name: float(keras.ops.convert_to_numpy(v.value)) for v in metric.variables}
+    """A mean metric's `(total, count)`, summed over replicas under a strategy.
+
+    Under a `MirroredStrategy` the variables are sync-on-read: their `.value`
+    is one per replica and NumPy cannot take it, while `numpy()` reads the
+    aggregate.
+    """
+    values = {v.name: float(v.numpy()) for v in metric.variables}
     return values["total"], values["count"]
 
 

@@ -201,3 +201,24 @@ def test_fine_tuning_output_dir_under_a_file_is_named_with_its_flag(tool, tmp_pa
     assert run_tool(module.main, argv, prog=tool) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"{tool}: error: --output_dir {a_file}/out: {a_file} is a file, not a directory"]
+
+
+@pytest.mark.parametrize("tool, flag, argv", [
+    ("run_pretraining", "--output_dir", ["--bert_config_file=c", "--input_file=i"]),
+    ("convert_hf_checkpoint", "--output_dir", ["--from_pip"]),
+    ("prepare_data", "--output_dir", []),
+    ("demo", "--export_dir", []),
+])
+def test_other_output_dirs_under_a_file_are_named_with_their_flag(tool, flag, argv, tmp_path, capsys):
+    import importlib
+
+    from keras_bert_impl.cli import run_tool
+
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("x")
+    module = importlib.import_module(f"tools.{tool}")
+    others = [f"--output_dir={tmp_path}/out"] if flag != "--output_dir" else []
+    assert run_tool(module.main, [*argv, *others, f"{flag}={a_file}/x"], prog=tool) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"{tool}: error: {flag} {a_file}/x: {a_file} is a file, not a directory"
+    ]

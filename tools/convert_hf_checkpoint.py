@@ -16,6 +16,7 @@ import sys
 from absl import flags
 
 from keras_bert_impl.cli import FlagError, flag_values, parse_flags, quiet_tensorflow, require, run_tool
+from keras_bert_impl.io import check_output_dir
 from keras_bert_impl.jobs.convert_hf_checkpoint import convert_hf_checkpoint
 
 
@@ -40,6 +41,9 @@ def define_flags(fv):
 def main(argv=None):
     fv = parse_flags(define_flags, argv, prog="convert_hf_checkpoint", description=__doc__)
     require(fv, "output_dir")
+    check_output_dir(fv.output_dir, "--output_dir")
+    if fv.cache_dir:
+        check_output_dir(fv.cache_dir, "--cache_dir")
     if bool(fv.hf_model_dir) == bool(fv.from_pip):
         raise FlagError("give exactly one of --hf_model_dir or --from_pip")
     quiet_tensorflow()

@@ -22,6 +22,7 @@ import sys
 from absl import flags
 
 from keras_bert_impl.cli import flag_values, parse_flags, quiet_tensorflow, run_tool
+from keras_bert_impl.io import check_output_dir
 from keras_bert_impl.jobs.demo import run_demo
 
 TOOLS = os.path.dirname(os.path.abspath(__file__))
@@ -38,6 +39,8 @@ def define_flags(fv):
 
 def main(argv=None):
     fv = parse_flags(define_flags, argv, prog="demo", description=__doc__)
+    check_output_dir(fv.output_dir, "--output_dir")
+    check_output_dir(fv.export_dir, "--export_dir")
     quiet_tensorflow()
     run_demo(TOOLS, **flag_values(fv, ("output_dir", "export_dir", "pretrain_steps", "train_size", "num_train_epochs")))
 

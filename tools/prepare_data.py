@@ -13,6 +13,7 @@ import sys
 from absl import flags
 
 from keras_bert_impl.cli import flag_values, parse_flags, require, require_positive, run_tool
+from keras_bert_impl.io import check_output_dir
 from keras_bert_impl.jobs.prepare_data import prepare_data
 
 SIZES = ("news_documents", "train_size", "dev_size", "test_size")
@@ -32,6 +33,9 @@ def define_flags(fv):
 def main(argv=None):
     fv = parse_flags(define_flags, argv, prog="prepare_data", description=__doc__)
     require(fv, "output_dir")
+    check_output_dir(fv.output_dir, "--output_dir")
+    if fv.cache_dir:
+        check_output_dir(fv.cache_dir, "--cache_dir")
     require_positive(fv, *SIZES)
     prepare_data(**flag_values(fv, ("output_dir", *SIZES, "seed", "cache_dir")))
 

@@ -33,6 +33,7 @@ from keras_bert_impl.cli import (
     require_positive,
     run_tool,
 )
+from keras_bert_impl.io import check_output_dir
 from keras_bert_impl.jobs.run_pretraining import MIXED_PRECISION, run_pretraining
 
 # The flags run_pretraining() takes; the TPU flags without effect are left out.
@@ -87,6 +88,7 @@ def define_flags(fv):
 def main(argv=None):
     fv = parse_flags(define_flags, argv, prog="run_pretraining", description=__doc__)
     require(fv, "bert_config_file", "input_file", "output_dir")
+    check_output_dir(fv.output_dir, "--output_dir")
     if not (fv.do_train or fv.do_eval):
         raise FlagError("at least one of --do_train or --do_eval must be set")
     require_positive(

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Fine-tunes BERT for token classification (NER) on CoNLL-2003-format files.
+r"""Fine-tunes BERT for token classification (NER) on CoNLL-2003-format files.
 
 Files hold one word per line with its columns (`EU NNP B-NP B-ORG`), the
 label last, sentences separated by blank lines, `-DOCSTART-` lines between
@@ -23,6 +23,15 @@ Outputs in `--output_dir`:
   `label_list.txt` (one label per line, in id order); `model.ckpt-<step>`
   every `--save_checkpoints_steps`; TensorBoard logs.
 
+The sentences can come from TensorFlow Datasets instead of the files:
+`--tfds_name=conll2003` read from `--data_dir`, where it must already be
+prepared (e.g. `tfds build conll2003 --data_dir=$TFDS_DIR`; nothing is
+downloaded), the splits `--train_split` (train), `--eval_split` (dev) and
+`--predict_split` (test). They are the files' sentences with the same
+columns, the labels the `ner` feature's ClassLabel names (in its id order,
+written to `label_list.txt`); TFDS keeps no file order, so sentences are
+predicted and written back in its stored order.
+
 Without `--do_train`, weights come from `--output_dir/model.ckpt` when it
 exists, else from `--init_checkpoint`; labels from `--labels`, else from the
 checkpoint directory's `label_list.txt`.
@@ -35,6 +44,9 @@ Example:
       --init_checkpoint=$BERT/bert_model.ckpt --do_lower_case=False \
       --max_seq_length=128 --train_batch_size=32 --learning_rate=5e-5 \
       --num_train_epochs=3.0 --output_dir=/tmp/ner_output/
+
+    bert-run-ner --tfds_name=conll2003 --data_dir=$TFDS_DIR \
+      --do_train --do_eval --do_predict ...   (the other flags as above)
 """
 
 import sys
@@ -60,6 +72,11 @@ def define_flags(fv):
     flags.DEFINE_string("train_file", None, "CoNLL file to train on.", **define)
     flags.DEFINE_string("eval_file", None, "CoNLL file with gold labels to evaluate.", **define)
     flags.DEFINE_string("predict_file", None, "CoNLL file to predict (a label column is optional).", **define)
+    flags.DEFINE_string("tfds_name", None, "Instead of the files: a TFDS CoNLL dataset (conll2003: features tokens ... ner) prepared in --data_dir.", **define)
+    flags.DEFINE_string("data_dir", None, "With --tfds_name: the TFDS data directory where the dataset is prepared (nothing is downloaded).", **define)
+    flags.DEFINE_string("train_split", "train", "With --tfds_name: the split (or expression, e.g. train[:10%]) trained on.", **define)
+    flags.DEFINE_string("eval_split", "dev", "With --tfds_name: the split evaluated (conll2003's validation split is dev).", **define)
+    flags.DEFINE_string("predict_split", "test", "With --tfds_name: the split predicted.", **define)
     flags.DEFINE_boolean("do_train", False, "Fine-tune on --train_file.", **define)
     flags.DEFINE_boolean("do_eval", False, "Evaluate --eval_file.", **define)
     flags.DEFINE_boolean("do_predict", False, "Predict --predict_file.", **define)
@@ -74,9 +91,19 @@ def main(argv=None):
     check_fine_tuning_flags(fv)
     if not (fv.do_train or fv.do_eval or fv.do_predict):
         raise FlagError("at least one of --do_train, --do_eval or --do_predict must be true")
-    for flag, wanted in (("train_file", fv.do_train), ("eval_file", fv.do_eval), ("predict_file", fv.do_predict)):
-        if wanted:
-            require(fv, flag)
+    file_flags = (("train_file", fv.do_train), ("eval_file", fv.do_eval), ("predict_file", fv.do_predict))
+    if fv.tfds_name:
+        require(fv, "data_dir")
+        for flag, _ in file_flags:
+            if fv[flag].value:
+                raise FlagError(f"--{flag} and --tfds_name both name the sentences; give one")
+    else:
+        for flag in ("data_dir", "train_split", "eval_split", "predict_split"):
+            if fv[flag].present:
+                raise FlagError(f"--{flag} applies with --tfds_name only")
+        for flag, wanted in file_flags:
+            if wanted:
+                require(fv, flag)
     require_positive(fv, "eval_batch_size", "predict_batch_size")
     if fv.max_seq_length < 3:
         raise FlagError("--max_seq_length must be at least 3 ([CLS] word [SEP])")
@@ -93,7 +120,7 @@ def main(argv=None):
         **flag_values(fv, (
             "output_dir", "bert_config_file", "vocab_file", "init_checkpoint", "do_lower_case", "train_file",
             "eval_file", "predict_file", "do_train", "do_eval", "do_predict", "max_seq_length", "eval_batch_size",
-            "predict_batch_size",
+            "predict_batch_size", "tfds_name", "data_dir", "train_split", "eval_split", "predict_split",
         )),
     )
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Fine-tunes BERT for SQuAD v1.1 / v2.0 span QA and writes its predictions.
+r"""Fine-tunes BERT for SQuAD v1.1 / v2.0 span QA and writes its predictions.
 
 A drop-in for google-research/bert's `run_squad.py`: the same flags and
 defaults, the same feature conversion (doc-stride windows, max-context rule,
@@ -28,6 +28,15 @@ shuffled as the original (`random.Random(12345)` over the questions, then a
 `--output_dir/model.ckpt` when it exists, else from `--init_checkpoint`,
 which must then hold the `cls/squad` head.
 
+The questions can come from TensorFlow Datasets instead of the JSON files:
+`--tfds_name=squad/v1.1` (or `squad/v2.0` with `--version_2_with_negative`,
+or any dataset with SQuAD's features) read from `--data_dir`, where it must
+already be prepared (e.g. `tfds build squad/v1.1 --data_dir=$TFDS_DIR`;
+nothing is downloaded), the splits `--train_split` (train) and
+`--predict_split` (validation). They become the same examples as the JSON
+files' and the official evaluation runs on them; TFDS keeps no file order,
+so the questions come (and are shuffled for training) in its stored order.
+
 Training questions whose answer text is not where `answer_start` points are
 skipped, as in the original, and counted on stderr (`--verbose_logging`
 lists every id). The original's TPU flags are accepted: `--use_tpu` selects
@@ -42,6 +51,9 @@ Example:
       --predict_file=$SQUAD_DIR/dev-v1.1.json --train_batch_size=12 \
       --learning_rate=3e-5 --num_train_epochs=2.0 --max_seq_length=384 \
       --doc_stride=128 --output_dir=/tmp/squad_base/
+
+    bert-run-squad --tfds_name=squad/v1.1 --data_dir=$TFDS_DIR \
+      --do_train --do_predict ...   (the other flags as above)
 """
 
 import sys
@@ -65,6 +77,10 @@ def define_flags(fv):
     define = dict(flag_values=fv)
     flags.DEFINE_string("train_file", None, "SQuAD json for training. E.g., train-v1.1.json", **define)
     flags.DEFINE_string("predict_file", None, "SQuAD json for predictions. E.g., dev-v1.1.json or test-v1.1.json", **define)
+    flags.DEFINE_string("tfds_name", None, "Instead of --train_file/--predict_file: a TFDS dataset with SQuAD's features, e.g. squad/v1.1 or squad/v2.0 (with --version_2_with_negative), prepared in --data_dir.", **define)
+    flags.DEFINE_string("data_dir", None, "With --tfds_name: the TFDS data directory where the dataset is prepared (nothing is downloaded).", **define)
+    flags.DEFINE_string("train_split", "train", "With --tfds_name: the split (or expression, e.g. train[:10%]) trained on.", **define)
+    flags.DEFINE_string("predict_split", "validation", "With --tfds_name: the split predicted (and evaluated).", **define)
     define_fine_tuning_flags(fv, default_max_seq_length=384)
     flags.DEFINE_integer("doc_stride", 128, "When splitting up a long document into chunks, how much stride to take between chunks.", **define)
     flags.DEFINE_integer("max_query_length", 64, "The maximum number of tokens for the question; longer ones are truncated.", **define)
@@ -84,10 +100,19 @@ def main(argv=None):
     check_fine_tuning_flags(fv)
     if not (fv.do_train or fv.do_predict):
         raise FlagError("at least one of --do_train or --do_predict must be true")
-    if fv.do_train:
-        require(fv, "train_file")
-    if fv.do_predict:
-        require(fv, "predict_file")
+    if fv.tfds_name:
+        require(fv, "data_dir")
+        for flag in ("train_file", "predict_file"):
+            if fv[flag].value:
+                raise FlagError(f"--{flag} and --tfds_name both name the questions; give one")
+    else:
+        for flag in ("data_dir", "train_split", "predict_split"):
+            if fv[flag].present:
+                raise FlagError(f"--{flag} applies with --tfds_name only")
+        if fv.do_train:
+            require(fv, "train_file")
+        if fv.do_predict:
+            require(fv, "predict_file")
     require_positive(fv, "predict_batch_size", "doc_stride", "max_query_length", "n_best_size", "max_answer_length")
     if fv.max_seq_length <= fv.max_query_length + 3:
         raise FlagError(
@@ -105,7 +130,7 @@ def main(argv=None):
             "output_dir", "bert_config_file", "vocab_file", "init_checkpoint", "do_lower_case", "train_file",
             "predict_file", "do_train", "do_predict", "max_seq_length", "doc_stride", "max_query_length",
             "predict_batch_size", "n_best_size", "max_answer_length", "verbose_logging", "version_2_with_negative",
-            "null_score_diff_threshold",
+            "null_score_diff_threshold", "tfds_name", "data_dir", "train_split", "predict_split",
         )),
     )
 

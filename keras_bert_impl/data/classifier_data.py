@@ -6,12 +6,14 @@ file holds each split, whether it has a header, which columns hold `text_a`,
 `text_b`, the label and the id, and the label list. The four original tasks
 keep the original's files, columns, header skipping, guids and test
 placeholder labels; SST-2, QQP, QNLI, RTE, WNLI and STS-B (regression) follow
-the same GLUE TSV layout. Two more kinds of task complete the set:
+the same GLUE TSV layout. Three more kinds of task complete the set:
 
 * `ColumnTask`: any `train`/`dev`/`test` `.csv`, `.tsv` or `.jsonl` files with
   named columns, the label list given or inferred from the training file.
 * `TfdsGlueTask`: `glue/<name>` from TensorFlow Datasets, read only if already
   prepared in a given data directory (never downloaded).
+* `TfdsTextTask`: any TFDS text classification dataset, its text and label
+  features named, the labels its `ClassLabel`'s names.
 
 Unlike the original, which would fail with an `IndexError` or `KeyError`
 somewhere later (or, for TFDS and HF readers, silently skip a row), every
@@ -31,6 +33,15 @@ import os
 import numpy as np
 
 from keras_bert_impl.data.text_pairs import TextPairExample
+from keras_bert_impl.data.tfds_inputs import (
+    class_names,
+    feature,
+    is_text,
+    open_prepared,
+    read_split,
+    split_source,
+    text,
+)
 from keras_bert_impl.errors import BertError, InputFileError
 from keras_bert_impl.io import read_utf8_lines
 
@@ -202,6 +213,12 @@ class ColumnTask:
         return examples
 
 
+def _tfds_example(unique_id, row, text_a_key, text_b_key, guid, label, source):
+    """A `ClassifierExample` of one TFDS record, its texts under `text_a_key`, `text_b_key` (or None)."""
+    text_b = text(row[text_b_key]) if text_b_key else None
+    return ClassifierExample(unique_id, text(row[text_a_key]), text_b, guid=guid, label=label, source=source)
+
+
 @dataclasses.dataclass(frozen=True)
 class TfdsGlueTask:
     """`glue/<name>` from TensorFlow Datasets, prepared beforehand in `--data_dir`.
@@ -234,27 +251,17 @@ class TfdsGlueTask:
         return self.labels is None
 
     def read_examples(self, data_dir, split):
-        """The examples of `split`, from the prepared dataset only: `tfds.builder`
-        on `data_dir`, then `as_dataset` (what `tfds.load(download=False)`
-        does), which never downloads."""
-        import tensorflow_datasets as tfds
-
+        """The examples of `split`, from the prepared dataset only (see
+        `tfds_inputs.open_prepared`: nothing is downloaded)."""
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         split_name = dict(self.split_names)[split]
-        builder = tfds.builder(self.name, data_dir=data_dir)
-        if not builder.is_prepared():
-            raise InputFileError(
-                f"{data_dir}: TFDS dataset {self.name} is not prepared there (this tool never "
-                f"downloads; prepare it with `tfds build {self.name} --data_dir {data_dir}`)"
-            )
-        if split_name not in builder.info.splits:
-            raise InputFileError(f"{builder.data_dir}: {self.name} has no split {split_name!r}")
+        builder = open_prepared(self.name, data_dir)
         label_feature = builder.info.features["label"]
-        rows = sorted(builder.as_dataset(split=split_name).as_numpy_iterator(), key=lambda r: r["idx"])
+        rows = sorted(read_split(builder, self.name, split_name), key=lambda r: r["idx"])
         examples = []
         for row in rows:
-            source = f"{self.name}[{split_name}] idx {int(row['idx'])}"
+            source = f"{split_source(self.name, split_name)} idx {int(row['idx'])}"
             if split == "test" or (not self.is_regression and int(row["label"]) < 0):
                 label = placeholder_label(self)
             elif self.is_regression:
@@ -265,14 +272,127 @@ class TfdsGlueTask:
                 label = str(int(row["label"]))
             if not self.is_regression:
                 label = parse_label(self, label, source)
-            text_b = row[self.text_b_key].decode("utf-8") if self.text_b_key else None
             examples.append(
-                ClassifierExample(
-                    len(examples), row[self.text_a_key].decode("utf-8"), text_b,
-                    guid=f"{split_name}-{int(row['idx'])}", label=label, source=source,
-                )
+                _tfds_example(len(examples), row, self.text_a_key, self.text_b_key, f"{split_name}-{int(row['idx'])}",
+                              label, source)
             )
         return examples
+
+
+@dataclasses.dataclass(frozen=True)
+class TfdsTextTask:
+    """Any TFDS text classification (or regression) dataset, prepared in `--data_dir`.
+
+    The features holding the text(s) and the label are named; the label list
+    is the label feature's class names when it is a `ClassLabel` (so class
+    ids are the dataset's), else given, or inferred from the training split
+    as for a `ColumnTask`; a float label makes the task a regression.
+    `with_dataset_labels` resolves that from the dataset's metadata before
+    reading. Examples come in the stored TFDS order (see `tfds_inputs`),
+    guids `<split>-<position>`; test examples carry the placeholder label.
+
+    Attributes:
+        name: The TFDS name, with its config (`imdb_reviews/plain_text`).
+        text_a_feature, text_b_feature: The features of the texts
+            (`text_b_feature` None for single-text datasets).
+        label_feature: The feature of the label.
+        labels: The label list; None until `with_dataset_labels` (or
+            `with_labels` on the training examples) sets it.
+        split_names: `{"train" | "dev" | "test": TFDS split}` (an expression
+            such as `train[:90%]` is allowed).
+        is_regression: Whether the label is a float target.
+        metrics: Metrics reported next to accuracy and loss.
+    """
+
+    name: str
+    text_a_feature: str
+    text_b_feature: str | None = None
+    label_feature: str = "label"
+    labels: tuple | None = None
+    split_names: tuple = (("train", "train"), ("dev", "validation"), ("test", "test"))
+    is_regression: bool = False
+    metrics: tuple = ()
+
+    def label_names(self, data_dir):
+        """`(class_names, is_float)` of the label feature: the `ClassLabel`
+        names (None for another feature) and whether it holds floats.
+
+        Raises:
+            InputFileError: the dataset is not prepared in `data_dir`, or has
+                no such feature, or more than one label per example.
+        """
+        return self._label_kind(open_prepared(self.name, data_dir))
+
+    def _label_kind(self, builder):
+        label = feature(builder, self.name, self.label_feature)
+        if label.shape != ():
+            raise InputFileError(
+                f"{builder.data_dir}: feature {self.label_feature!r} of TFDS dataset {self.name} holds "
+                f"{label.shape} values per example, expected one label"
+            )
+        return class_names(label), np.dtype(label.np_dtype).kind == "f"
+
+    def read_examples(self, data_dir, split):
+        """The examples of `split` (`train`, `dev` or `test`), from the prepared dataset only.
+
+        Raises:
+            InputFileError: the dataset is not prepared, lacks a named feature
+                or the split, a text feature is not text, a training or dev
+                example has no label (class id -1) or one outside `labels`.
+        """
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        split_name = dict(self.split_names)[split]
+        builder = open_prepared(self.name, data_dir)
+        for key in (self.text_a_feature, self.text_b_feature):
+            if key is not None and not is_text(feature(builder, self.name, key)):
+                raise InputFileError(
+                    f"{builder.data_dir}: feature {key!r} of TFDS dataset {self.name} is not one text per example"
+                )
+        names, _ = self._label_kind(builder)
+        examples = []
+        for position, row in enumerate(read_split(builder, self.name, split_name)):
+            source = f"{split_source(self.name, split_name)} example {position}"
+            if split == "test":
+                label = placeholder_label(self)
+            else:
+                value = row[self.label_feature]
+                label = self._label(value.item() if hasattr(value, "item") else value, names, source)
+            examples.append(
+                _tfds_example(position, row, self.text_a_feature, self.text_b_feature, f"{split_name}-{position}",
+                              label, source)
+            )
+        return examples
+
+    def _label(self, value, names, source):
+        """One example's label: a class name, a float target or the value as text."""
+        if names is not None:
+            if not 0 <= value < len(names):
+                raise InputFileError(f"{source}: no label (class id {value} of {self.label_feature!r})")
+            value = names[value]
+        elif not self.is_regression:
+            value = text(value)
+        if self.is_regression or self.labels is not None:
+            return parse_label(self, value, source)
+        return value
+
+
+def with_dataset_labels(task, data_dir):
+    """`task` with what its dataset's metadata says about the labels.
+
+    For a `TfdsTextTask` without a label list: the label feature's class
+    names, or regression for a float label; other tasks are returned as
+    they are.
+
+    Raises:
+        InputFileError: see `TfdsTextTask.label_names`.
+    """
+    if not isinstance(task, TfdsTextTask) or task.labels is not None:
+        return task
+    names, is_float = task.label_names(data_dir)
+    if names is not None:
+        return dataclasses.replace(task, labels=names)
+    return dataclasses.replace(task, is_regression=is_float)
 
 
 # ----------------------------------------------------------------------------
@@ -419,35 +539,59 @@ COLUMN_FORMATS = ("csv", "tsv", "jsonl")
 TASK_NAMES = tuple(sorted(TSV_TASKS)) + tuple(sorted(TFDS_TASKS)) + COLUMN_FORMATS
 
 
-def get_task(task_name, **column_options):
+def get_task(task_name, **options):
     """The task called `task_name` (any case), as `run_classifier` looks it up.
 
     Args:
         task_name: A GLUE/XNLI name (`mrpc`, `sst-2`, ...), a TFDS name
-            (`glue/mrpc`, ...), or `csv`/`tsv`/`jsonl` for a `ColumnTask`.
-        **column_options: `ColumnTask` fields (`text_a_column`,
-            `text_b_column`, `label_column`, `labels`, `metrics`); only for
-            the column formats.
+            (`glue/mrpc`, ..., or any other with `text_a_feature`), or
+            `csv`/`tsv`/`jsonl` for a `ColumnTask`.
+        **options: For the column formats, `ColumnTask` fields
+            (`text_a_column`, `text_b_column`, `label_column`, `labels`,
+            `metrics`). For TFDS, `TfdsTextTask` fields (`text_a_feature`
+            makes `task_name` one, with `text_b_feature`, `label_feature`,
+            `labels`), and `splits`: `{"train" | "dev" | "test": TFDS split}`
+            replacing the task's defaults.
 
     Returns:
-        A `GlueTsvTask`, `TfdsGlueTask` or `ColumnTask`.
+        A `GlueTsvTask`, `TfdsGlueTask`, `TfdsTextTask` or `ColumnTask`.
 
     Raises:
         UnknownTaskError: an unknown name.
+        ValueError: options the task does not take.
 
     Example:
     >>> get_task("MRPC").labels
     ('0', '1')
     >>> get_task("csv", text_a_column="review").text_a_column
     'review'
+    >>> task = get_task("imdb_reviews", text_a_feature="text", splits={"dev": "test"})
+    >>> task.label_feature, dict(task.split_names)["dev"]
+    ('label', 'test')
     """
     name = task_name.strip().lower()
     name = _ALIASES.get(name, name)
     if name in COLUMN_FORMATS:
-        return ColumnTask(name, **column_options)
-    task = TSV_TASKS.get(name) or TFDS_TASKS.get(name)
-    if task is None:
-        raise UnknownTaskError(f"--task_name {task_name!r} is unknown; choose one of {', '.join(TASK_NAMES)}")
+        return ColumnTask(name, **options)
+    splits = options.pop("splits", None)
+    if "text_a_feature" in options:
+        task = TfdsTextTask(task_name.strip(), **options)
+    else:
+        task = TSV_TASKS.get(name) or TFDS_TASKS.get(name)
+        if task is None:
+            raise UnknownTaskError(
+                f"--task_name {task_name!r} is unknown; choose one of {', '.join(TASK_NAMES)}, "
+                "or name a TFDS dataset's text feature"
+            )
+        if options:
+            raise ValueError(f"task {task.name} takes no options ({', '.join(options)})")
+    if splits:
+        if not hasattr(task, "split_names"):
+            raise ValueError(f"task {task.name} is read from files, not TFDS splits")
+        unknown = set(splits) - set(SPLITS)
+        if unknown:
+            raise ValueError(f"splits are keyed by {SPLITS}, got {sorted(unknown)}")
+        task = dataclasses.replace(task, split_names=tuple({**dict(task.split_names), **splits}.items()))
     return task
 
 
@@ -457,7 +601,7 @@ def read_examples(task, data_dir, split):
     Args:
         task: From `get_task`.
         data_dir: The task's directory (the `--data_dir`), or the TFDS data
-            directory for `glue/*`.
+            directory for TFDS tasks.
         split: `train`, `dev` or `test`.
 
     Returns:
@@ -466,7 +610,7 @@ def read_examples(task, data_dir, split):
     Raises:
         InputFileError: a missing file, invalid UTF-8, a row with the wrong
             number of columns, or a label outside the task's label list, with
-            `file:line`.
+            `file:line`; a TFDS dataset that is not prepared in `data_dir`.
     """
     return task.read_examples(data_dir, split)
 

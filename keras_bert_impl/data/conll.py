@@ -10,11 +10,18 @@ other pieces carry weight 0 (no loss, no prediction). Sentences longer than
 a sequence are split at word boundaries into several windows, so every word
 gets a prediction. Entity scores are conlleval's (chunks from IOB1, IOB2 or
 IOBES tags; micro-averaged precision, recall and F1).
+
+A prepared TFDS `conll2003` (or another dataset of CoNLL columns as
+sequence features) gives the same sentences (`read_tfds_conll`): its
+`ClassLabel` ids turned back into the file's tags, the columns in the
+file's order, and the label list its `ClassLabel`'s names
+(`tfds_label_names`).
 """
 
 import collections
 import dataclasses
 
+from keras_bert_impl.data import tfds_inputs
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.io import read_utf8_lines
 
@@ -29,13 +36,17 @@ class TaggedSentence:
         words: The first column.
         labels: The last column, or None for a one-column (words only) file.
         columns: All columns of each word's line, for writing predictions back.
-        line_numbers: 1-based line of each word, for messages.
+        line_numbers: 1-based line of each word, for messages (empty for a
+            sentence not read from a file).
+        source: Where a sentence not read from a file comes from
+            (`conll2003[train] sentence 7`), for messages; "" for files.
     """
 
     words: list
     labels: list
     columns: list
     line_numbers: list
+    source: str = ""
 
 
 def read_conll(path, require_labels=True):
@@ -96,6 +107,76 @@ def read_conll(path, require_labels=True):
     if not sentences:
         raise InputFileError(f"{path}: no sentences (an empty file, or only -DOCSTART- lines)")
     return sentences
+
+
+def _tfds_column_features(builder, name, words_feature, label_feature):
+    """`[(feature, class names or None)]`: the sequence features of a CoNLL
+    dataset, words first and labels last as the file's columns."""
+    import tensorflow_datasets as tfds
+
+    for key in (words_feature, label_feature):
+        if not isinstance(tfds_inputs.feature(builder, name, key), tfds.features.Sequence):
+            raise InputFileError(f"{builder.data_dir}: feature {key!r} of TFDS dataset {name} is not a sequence")
+    features = builder.info.features
+    middle = [
+        key for key, value in features.items()
+        if isinstance(value, tfds.features.Sequence) and key not in (words_feature, label_feature)
+    ]
+    return [(key, tfds_inputs.class_names(features[key])) for key in (words_feature, *middle, label_feature)]
+
+
+def read_tfds_conll(name, data_dir, split, words_feature="tokens", label_feature="ner"):
+    """Reads the sentences of one split of a prepared TFDS CoNLL dataset.
+
+    Each record is a sentence with one sequence per column (`tokens`, `pos`,
+    `chunks`, `ner` for `conll2003`); `ClassLabel` ids become their names,
+    so `columns` are the file's lines split (words first, labels last).
+    Records without words (TFDS's CoNLL builder stores one at the end of a
+    file that ends with a blank line) are skipped.
+
+    Args:
+        name: The TFDS name, e.g. `conll2003`.
+        data_dir: The TFDS data directory it is prepared in (never downloaded).
+        split: The split (`train`, `dev`, `test` for `conll2003`, or an expression).
+        words_feature, label_feature: The features of the words and the labels.
+
+    Returns:
+        List of `TaggedSentence`, in the stored order.
+
+    Raises:
+        InputFileError: the dataset is not prepared in `data_dir`, lacks the
+            split or a feature, or its columns differ in length; no sentences.
+    """
+    builder = tfds_inputs.open_prepared(name, data_dir)
+    columns = _tfds_column_features(builder, name, words_feature, label_feature)
+    where = tfds_inputs.split_source(name, split)
+    sentences = []
+    for position, row in enumerate(tfds_inputs.read_split(builder, name, split)):
+        source = f"{where} sentence {position}"
+        values = []
+        for key, names in columns:
+            if names is None:
+                values.append([tfds_inputs.text(value) for value in row[key]])
+            else:
+                values.append([names[int(value)] for value in row[key]])
+        if len({len(column) for column in values}) != 1:
+            raise InputFileError(f"{source}: features {', '.join(k for k, _ in columns)} differ in length")
+        if not values[0]:
+            continue
+        word_columns = [list(fields) for fields in zip(*values)]
+        sentences.append(
+            TaggedSentence(values[0], values[-1], word_columns, line_numbers=[], source=source)
+        )
+    if not sentences:
+        raise InputFileError(f"{where}: no sentences")
+    return sentences
+
+
+def tfds_label_names(name, data_dir, label_feature="ner"):
+    """The label list of a prepared TFDS CoNLL dataset: its `ClassLabel`'s
+    names in id order, or None when the labels are plain text."""
+    builder = tfds_inputs.open_prepared(name, data_dir)
+    return tfds_inputs.class_names(tfds_inputs.feature(builder, name, label_feature))
 
 
 def label_list(sentences):
@@ -210,9 +291,12 @@ def convert_sentences_to_features(sentences, tokenizer, max_seq_length, label_ma
         if label_map is not None:
             for index, label in enumerate(sentence.labels):
                 if label not in label_map:
+                    where = (
+                        f"{sentence.source} word {index + 1}" if sentence.source
+                        else f"{path}:{sentence.line_numbers[index]}"
+                    )
                     raise InputFileError(
-                        f"{path}:{sentence.line_numbers[index]}: label {label!r} is not one of "
-                        f"the model's labels ({', '.join(label_map)})"
+                        f"{where}: label {label!r} is not one of the model's labels ({', '.join(label_map)})"
                     )
                 label_ids[index] = label_map[label]
         windows = sentence_windows([len(p) for p in pieces], max_pieces)

@@ -5,7 +5,10 @@ Three stages, each a pure function of its inputs:
 * Reading (`read_squad_examples`): contexts split on the original's
   whitespace into words, answers mapped from characters to words, v2.0's
   `is_impossible`. Malformed files raise `InputFileError` naming the file and
-  the question id (or the `data[i].paragraphs[j]` path) at fault.
+  the question id (or the `data[i].paragraphs[j]` path) at fault. A prepared
+  TFDS `squad/v1.1`, `squad/v2.0` (or any dataset with their features)
+  becomes the same `data` list first (`load_tfds_squad`), so that reading
+  and the official evaluation treat it as the JSON file.
 * Features (`convert_examples_to_features`): WordPiece sub-tokens mapped back
   to words, the "improved" answer span, `doc_stride` windows of
   `[CLS] question [SEP] context [SEP]` with the max-context rule, padded ids.
@@ -26,6 +29,7 @@ import re
 
 import numpy as np
 
+from keras_bert_impl.data import tfds_inputs
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.tokenization import BasicTokenizer, whitespace_tokenize
 
@@ -110,6 +114,56 @@ def load_squad_json(path):
     return dataset["data"]
 
 
+def _tfds_answers(answers):
+    """`[{text, answer_start}]` of a TFDS answers sequence (parallel arrays)."""
+    return [
+        {"text": tfds_inputs.text(answer_text), "answer_start": int(answer_start)}
+        for answer_text, answer_start in zip(answers["text"], answers["answer_start"], strict=True)
+    ]
+
+
+def load_tfds_squad(name, data_dir, split):
+    """The `data` list of a SQuAD JSON file, rebuilt from a prepared TFDS dataset.
+
+    TFDS keeps one record per question (`id`, `title`, `context`,
+    `question`, `answers` {`text`, `answer_start`}; v2.0 also
+    `is_impossible` and `plausible_answers`). They are grouped back into
+    articles by title and paragraphs by context, in the order first met in
+    the stored (not the file's) order, each question as the JSON has it.
+
+    Args:
+        name: The TFDS name (`squad/v1.1`, `squad/v2.0`, ...).
+        data_dir: The TFDS data directory it is prepared in (never downloaded).
+        split: The split (`train`, `validation`, or an expression).
+
+    Returns:
+        `[{"title", "paragraphs": [{"context", "qas": [...]}]}]`.
+
+    Raises:
+        InputFileError: the dataset is not prepared in `data_dir`, has no
+            such split, or lacks SQuAD's features.
+    """
+    builder = tfds_inputs.open_prepared(name, data_dir)
+    for key in ("id", "context", "question", "answers"):
+        tfds_inputs.feature(builder, name, key)
+    articles = {}  # title -> {context: paragraph}
+    for row in tfds_inputs.read_split(builder, name, split):
+        title = tfds_inputs.text(row.get("title", b""))
+        context = tfds_inputs.text(row["context"])
+        paragraph = articles.setdefault(title, {}).setdefault(context, {"context": context, "qas": []})
+        qa = {
+            "id": tfds_inputs.text(row["id"]),
+            "question": tfds_inputs.text(row["question"]),
+            "answers": _tfds_answers(row["answers"]),
+        }
+        if "is_impossible" in row:
+            qa["is_impossible"] = bool(row["is_impossible"])
+        if "plausible_answers" in row:
+            qa["plausible_answers"] = _tfds_answers(row["plausible_answers"])
+        paragraph["qas"].append(qa)
+    return [{"title": title, "paragraphs": list(paragraphs.values())} for title, paragraphs in articles.items()]
+
+
 def _get(container, key, kind, path, where):
     """`container[key]`, checked to be a `kind`; else an error naming `where`."""
     if not isinstance(container, dict) or key not in container:
@@ -145,7 +199,7 @@ def iter_questions(path, data):
                 yield context, qa, question_where
 
 
-def read_squad_examples(path, is_training, version_2_with_negative=False):
+def read_squad_examples(path, is_training, version_2_with_negative=False, data=None):
     """Reads a SQuAD file into `SquadExample`s (the original's `read_squad_examples`).
 
     For training, each answerable question must have exactly one answer. As
@@ -154,10 +208,12 @@ def read_squad_examples(path, is_training, version_2_with_negative=False):
     skipped; its id is returned so that the caller can report them.
 
     Args:
-        path: The JSON file.
+        path: The JSON file; with `data`, only how messages name the source.
         is_training: Read answers (and `is_impossible` for v2.0).
         version_2_with_negative: v2.0: every training question has
             `is_impossible`.
+        data: The file's `data` list when already loaded (`load_squad_json`,
+            `load_tfds_squad`); None reads `path`.
 
     Returns:
         `(examples, skipped_ids)`.
@@ -172,7 +228,7 @@ def read_squad_examples(path, is_training, version_2_with_negative=False):
     skipped_ids = []
     seen_ids = set()
     last_context = None
-    for context, qa, where in iter_questions(path, load_squad_json(path)):
+    for context, qa, where in iter_questions(path, load_squad_json(path) if data is None else data):
         if context is not last_context:
             doc_tokens, word_starts = split_context(context)
             last_context = context

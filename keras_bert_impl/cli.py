@@ -118,7 +118,8 @@ def define_fine_tuning_flags(fv, default_max_seq_length=128):
     flags.DEFINE_string("bert_config_file", None, "The original bert_config.json.", **define)
     flags.DEFINE_string("vocab_file", None, "vocab.txt the model was trained on.", **define)
     flags.DEFINE_string("output_dir", None, "Where checkpoints, logs and results are written.", **define)
-    flags.DEFINE_string("init_checkpoint", None, "Original-format checkpoint to start from (e.g. bert_model.ckpt).", **define)
+    flags.DEFINE_string("init_checkpoint", None, "Original-format checkpoint to start from (e.g. bert_model.ckpt), or a .keras model file holding our "
+        "BertModel (loaded in safe_mode).", **define)
     flags.DEFINE_boolean("do_lower_case", True, "Lower-case the input; must match the checkpoint.", **define)
     flags.DEFINE_integer("max_seq_length", default_max_seq_length, "Sequence length after WordPiece.", **define)
     flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.", **define)

@@ -27,7 +27,11 @@ def define_flags(fv):
 
     define = dict(flag_values=fv)
     flags.DEFINE_string("bert_config_file", None, "bert_config.json (or give --model_dir).", **define)
-    flags.DEFINE_string("init_checkpoint", None, "Original-format checkpoint of the trained model (or give --model_dir).", **define)
+    flags.DEFINE_string(
+        "init_checkpoint", None,
+        "Original-format checkpoint of the trained model, or a .keras model file holding our BertModel, "
+        "loaded in safe_mode (or give --model_dir).", **define,
+    )
     flags.DEFINE_string("vocab_file", None, "vocab.txt (or give --model_dir).", **define)
     flags.DEFINE_string("model_dir", None, "A directory written by our tools: bert_config.json, vocab.txt and its latest checkpoint.", **define)
     flags.DEFINE_boolean("do_lower_case", True, "Lower-case in the in-graph tokenizer; must match the model.", **define)

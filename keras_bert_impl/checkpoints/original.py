@@ -8,6 +8,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_impl.checkpoints.keras_file import is_keras_file, read_keras_file
 from keras_bert_impl.checkpoints.name_map import original_variable_map
 from keras_bert_impl.errors import CheckpointError
 from keras_bert_impl.io import temporary_path, write_text_atomically
@@ -121,6 +122,10 @@ def assign_original_weights(model, get_tensor, shapes, source, allow_fresh=()):
 
 def _reader(checkpoint_prefix):
     prefix = os.fspath(checkpoint_prefix)
+    if is_keras_file(prefix):
+        # A model file saved by Keras: read through the same name map, then
+        # loaded and listed like a checkpoint (`keras_file.KerasFile`).
+        return prefix, read_keras_file(prefix)
     if os.path.isdir(prefix):
         latest = tf.train.latest_checkpoint(prefix)
         if latest is None:
@@ -135,7 +140,8 @@ def _reader(checkpoint_prefix):
 
 
 def list_original_variables(checkpoint_prefix):
-    """`{name: shape}` of an original-format checkpoint, without loading values."""
+    """`{name: shape}` of an original-format checkpoint, without loading values
+    (a `.keras` file is loaded to list it)."""
     _, reader = _reader(checkpoint_prefix)
     return reader.get_variable_to_shape_map()
 
@@ -145,8 +151,9 @@ def load_original_checkpoint(model, checkpoint_prefix, allow_fresh=()):
 
     Args:
         model: `BertModel`, `BertPretrainingModel`, `BertClassifier`, ... (built).
-        checkpoint_prefix: e.g. `uncased_L-12_H-768_A-12/bert_model.ckpt`, or a
-            directory whose `checkpoint` file names one.
+        checkpoint_prefix: e.g. `uncased_L-12_H-768_A-12/bert_model.ckpt`, a
+            directory whose `checkpoint` file names one, or a `.keras` model
+            file (`checkpoints.keras_file`).
         allow_fresh: See `assign_original_weights`.
 
     Returns:

@@ -217,7 +217,10 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
 
     Args:
         task: A task name with serving outputs (`tasks.registry`).
-        bert_config_file, init_checkpoint, vocab_file: The release.
+        bert_config_file, init_checkpoint, vocab_file: The release;
+            `init_checkpoint` may be a `.keras` model file
+            (`checkpoints.keras_file`), whose config must equal
+            `bert_config_file`'s.
         export_dir: `saved_models/<model_name>`.
         do_lower_case, max_seq_length: The in-graph preprocessing.
         num_labels: Classes, where the task has labels (`label_names` wins).
@@ -227,7 +230,13 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
 
     Returns:
         The version directory written.
+
+    Raises:
+        ExportError: unknown task, existing version.
+        CheckpointError: a checkpoint (or `.keras` file) that is unreadable
+            or does not fit the release.
     """
+    from keras_bert_impl.checkpoints.keras_file import check_keras_file_fits, is_keras_file
     from keras_bert_impl.checkpoints.original import load_original_checkpoint
     from keras_bert_impl.config import BertConfig
     from keras_bert_impl.io import check_max_seq_length
@@ -239,6 +248,8 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
         raise ExportError(f"{os.path.join(export_dir, str(version))}: version {version} already exists")
     config = BertConfig.from_json_file(bert_config_file)
     check_max_seq_length(max_seq_length, config, bert_config_file)
+    if is_keras_file(init_checkpoint):
+        check_keras_file_fits(init_checkpoint, config, bert_config_file, vocab_file, do_lower_case)
     spec = get_task(task)
     model = spec.build_model(config, len(label_names) if label_names else num_labels)
     report = load_original_checkpoint(model, init_checkpoint, allow_fresh=spec.export_optional)

@@ -38,7 +38,8 @@ class Release:
         config: The `BertConfig`.
         tokenizer: `FullTokenizer` over `vocab_file`.
         bert_config_file, vocab_file: The files read.
-        init_checkpoint: The checkpoint prefix (may be None: fresh weights).
+        init_checkpoint: The checkpoint prefix or `.keras` model file (may
+            be None: fresh weights).
         do_lower_case: The casing the tokenizer applies.
     """
 
@@ -91,7 +92,7 @@ def read_release(bert_config_file, vocab_file, do_lower_case=True, init_checkpoi
         vocab_file: Its `vocab.txt`.
         do_lower_case: Lower-case input; checked against the checkpoint's
             name as the original's `validate_case_matches_checkpoint` does.
-        init_checkpoint: The checkpoint prefix, or None.
+        init_checkpoint: The checkpoint prefix, a `.keras` model file, or None.
         max_seq_length: If given, must fit `max_position_embeddings`.
 
     Returns:
@@ -99,7 +100,10 @@ def read_release(bert_config_file, vocab_file, do_lower_case=True, init_checkpoi
 
     Raises:
         ConfigError, VocabError: the files are bad or do not fit together.
+        CheckpointError: a `.keras` `init_checkpoint` that cannot be read or
+            whose config, vocabulary or casing differs from the files'.
     """
+    from keras_bert_impl.checkpoints.keras_file import check_keras_file_fits, is_keras_file
     from keras_bert_impl.config import BertConfig
     from keras_bert_impl.tokenization import FullTokenizer, check_special_tokens, validate_case_matches_checkpoint
 
@@ -109,6 +113,8 @@ def read_release(bert_config_file, vocab_file, do_lower_case=True, init_checkpoi
     validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
     tokenizer = FullTokenizer(vocab_file, do_lower_case=do_lower_case)
     check_special_tokens(tokenizer.vocab, vocab_file)
+    if is_keras_file(init_checkpoint):
+        check_keras_file_fits(init_checkpoint, config, bert_config_file, vocab_file, do_lower_case)
     return Release(config, tokenizer, bert_config_file, vocab_file, init_checkpoint, do_lower_case)
 
 
@@ -292,7 +298,7 @@ def load_fine_tuned(model, output_dir, init_checkpoint, head, task, log=print):
     Args:
         model: The task model.
         output_dir: Where a fine-tuning run wrote its release.
-        init_checkpoint: The fallback checkpoint prefix.
+        init_checkpoint: The fallback checkpoint prefix or `.keras` file.
         head: Original names of the head's variables.
         task: What the head is for, in messages ("SQuAD").
         log: `log(message)`.
@@ -324,7 +330,15 @@ def load_fine_tuned(model, output_dir, init_checkpoint, head, task, log=print):
 
 
 def load_initial_weights(model, init_checkpoint, head, log=print):
-    """Loads a release into `model` before fine-tuning; the head may be fresh."""
+    """Loads a release into `model` before fine-tuning; the head may be fresh.
+
+    Args:
+        model: The task model.
+        init_checkpoint: A checkpoint prefix or `.keras` model file; None
+            leaves the initial weights.
+        head: Original names of the head's variables (allowed to be missing).
+        log: `log(message)`; gets what was loaded, missing and unexpected.
+    """
     from keras_bert_impl.checkpoints.original import load_original_checkpoint
 
     if init_checkpoint:

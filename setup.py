@@ -42,6 +42,7 @@ setup(
         "console_scripts": [
             "bert-extract-features=keras_bert_impl_tools.extract_features:console_main",
             "bert-convert-hf=keras_bert_impl_tools.convert_hf_checkpoint:console_main",
+            "bert-convert-keras-hub=keras_bert_impl_tools.convert_keras_hub:console_main",
             "bert-demo=keras_bert_impl_tools.demo:console_main",
             "bert-run-squad=keras_bert_impl_tools.run_squad:console_main",
             "bert-run-ner=keras_bert_impl_tools.run_ner:console_main",

@@ -203,3 +203,15 @@ def test_summaries_average_over_the_window_across_an_epoch_boundary(tmp_path):
     assert sorted(logged) == [2, 4, 6]
     for s in (2, 4, 6):
         assert logged[s] == pytest.approx((losses[s - 2] + losses[s - 1]) / 2, rel=1e-5), s
+
+
+def test_prediction_keeps_a_classifier_output_as_wide_as_the_cut():
+    # 8 classes, and batches cut to 8 columns: the logits are not per token.
+    config = tiny_config(max_position_embeddings=SEQ)
+    model = BertClassifier(config, num_labels=8)
+    randomize(model, seed=5, scale=0.2)
+    features = _examples(6, seed=2, max_length=7)
+    full = model.predict(features, batch_size=3, verbose=0)
+    cut = predict_on_real_tokens(model, features, batch_size=3, bucket_size=8)
+    assert cut.shape == full.shape == (6, 8)
+    np.testing.assert_allclose(cut, full, atol=1e-5)

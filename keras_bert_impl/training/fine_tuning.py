@@ -166,9 +166,13 @@ def on_real_tokens(dataset, settings, max_seq_length):
     """
     from keras_bert_impl.training.real_tokens import cut_padding, default_bucket_size
 
-    if not settings.real_tokens_only or settings.strategy == "tpu":
+    if not _cuts_batches(settings):
         return dataset
     return cut_padding(dataset, default_bucket_size(max_seq_length))
+
+
+def _cuts_batches(settings):
+    return settings.real_tokens_only and settings.strategy != "tpu"
 
 
 def compute_on_real_tokens(model, settings, enabled=True):
@@ -193,8 +197,7 @@ def compute_on_real_tokens(model, settings, enabled=True):
 
     from keras_bert_impl.models.padding_free import set_real_tokens_only
 
-    on = bool(enabled and settings.real_tokens_only and settings.strategy != "tpu"
-              and not tf.config.list_logical_devices("GPU"))
+    on = bool(enabled and _cuts_batches(settings) and not tf.config.list_logical_devices("GPU"))
     set_real_tokens_only(model, on)
     return on
 
@@ -210,7 +213,7 @@ def predict_batches(model, inputs, batch_size, settings, log=print, description=
     width = len(inputs["input_mask"][0])
     return predict_on_real_tokens(
         model, inputs, batch_size, default_bucket_size(width),
-        cut=settings.real_tokens_only and settings.strategy != "tpu", log=log, description=description,
+        cut=_cuts_batches(settings), log=log, description=description,
     )
 
 

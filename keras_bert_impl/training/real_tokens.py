@@ -106,18 +106,31 @@ def cut_padding(dataset, bucket_size=8):
     return dataset.map(lambda *batch: cut_batch(batch[0] if len(batch) == 1 else batch, bucket_size))
 
 
-def _padded_back(outputs, length, width):
-    """Per-token outputs [batch, length, ...] back to [batch, width, ...] with zeros."""
+def _per_token_outputs(model, outputs):
+    """Which of `outputs` are per token: [batch, seq, ...] in the model's
+    symbolic outputs (their sequence axis has no fixed size). A model
+    without symbolic outputs: every output of rank 2 or more."""
+    try:
+        symbolic = model.output  # functional models: the symbolic outputs
+    except (AttributeError, ValueError):
+        symbolic = None
+    if symbolic is None:
+        return tf.nest.map_structure(lambda value: np.ndim(value) >= 2, outputs)
+    return tf.nest.map_structure(lambda t: len(t.shape) >= 2 and t.shape[1] is None, symbolic)
 
-    def pad(value):
+
+def _padded_back(outputs, per_token, width):
+    """The per-token outputs [batch, length, ...] back to [batch, width, ...] with zeros."""
+
+    def pad(value, is_per_token):
         value = np.asarray(value)
-        if value.ndim >= 2 and value.shape[1] == length and length < width:
-            padding = [(0, 0)] * value.ndim
-            padding[1] = (0, width - length)
-            return np.pad(value, padding)
-        return value
+        if not is_per_token or value.shape[1] == width:
+            return value
+        padding = [(0, 0)] * value.ndim
+        padding[1] = (0, width - value.shape[1])
+        return np.pad(value, padding)
 
-    return tf.nest.map_structure(pad, outputs)
+    return tf.nest.map_structure(pad, outputs, per_token)
 
 
 def predict_on_real_tokens(model, inputs, batch_size, bucket_size=8, cut=True, log=None, description="examples"):
@@ -151,11 +164,12 @@ def predict_on_real_tokens(model, inputs, batch_size, bucket_size=8, cut=True, l
     # One trace for every width and batch size: the spec's dimensions are unknown.
     forward = tf.function(lambda batch: model(batch, training=False), input_signature=[dataset.element_spec])
     bar = keras.utils.Progbar(num_examples, unit_name=description) if sys.stdout.isatty() else None
-    outputs, done = [], 0
+    outputs, done, per_token = [], 0, None
     start = last_report = time.monotonic()
     for batch in dataset.prefetch(tf.data.AUTOTUNE):
         result = tf.nest.map_structure(lambda t: t.numpy(), forward(batch))
-        outputs.append(_padded_back(result, int(batch["input_mask"].shape[1]), width))
+        per_token = per_token or _per_token_outputs(model, result)
+        outputs.append(_padded_back(result, per_token, width))
         done += int(batch["input_mask"].shape[0])
         if bar is not None:
             bar.update(done)

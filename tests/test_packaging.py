@@ -1,0 +1,154 @@
+"""setup.py says what the code needs: install_requires is what keras_bert_impl
+and tools/ import at run time (test oracles and benchmark peers are extras),
+and python_requires admits no Python older than the code's syntax and
+library calls need (vermin, since only one Python runs here)."""
+
+import ast
+import importlib.metadata
+import os
+import re
+import runpy
+import subprocess
+import sys
+
+import pytest
+import setuptools
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SOURCES = ("keras_bert_impl", "tools")
+OUR_PACKAGES = {"keras_bert_impl", "keras_bert_impl_tools", "tools", "tests"}
+
+# Imported only inside the functions of one optional path, from the extra
+# named here: the package imports and its other tools run without them.
+OPTIONAL_IMPORTS = {
+    "apache_beam": "beam",  # create_pretraining_data --beam
+    "tensorflow_datasets": "tfds",  # run_classifier's TFDS inputs
+    "matplotlib": "demo",  # bert-figures
+    "sklearn": "demo",  # bert-tfidf-baseline
+    "keras_hub": "keras-hub",  # bert-convert-keras-hub
+}
+# What only the tests and benchmarks import: never a run-time requirement.
+TEST_AND_BENCH_ONLY = {"tf-models-official", "keras-hub", "keras-nlp", "pytest", "hypothesis", "vermin", "seqeval"}
+
+
+@pytest.fixture(scope="module")
+def setup_arguments():
+    """The keyword arguments setup.py passes to `setuptools.setup`."""
+    captured = {}
+    real_setup, cwd = setuptools.setup, os.getcwd()
+    setuptools.setup = captured.update
+    try:
+        os.chdir(REPO)  # setup.py reads README.md from its own directory.
+        runpy.run_path(os.path.join(REPO, "setup.py"), run_name="__main__")
+    finally:
+        setuptools.setup = real_setup
+        os.chdir(cwd)
+    return captured
+
+
+def requirement_names(requirements):
+    return {canonicalize_name(Requirement(r).name) for r in requirements}
+
+
+def third_party_imports():
+    """`{dotted module: [(path:line, inside a function or class)]}` of the
+    absolute imports in keras_bert_impl/ and tools/ outside the standard library."""
+    found = {}
+
+    def visit(node, path, nested):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import):
+                modules = [alias.name for alias in child.names]
+            elif isinstance(child, ast.ImportFrom) and child.level == 0:
+                modules = [child.module]
+            else:
+                modules = []
+            for module in modules:
+                top = module.split(".")[0]
+                if top not in sys.stdlib_module_names and top not in OUR_PACKAGES:
+                    found.setdefault(module, []).append((f"{path}:{child.lineno}", nested))
+            inner = nested or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda))
+            visit(child, path, inner)
+
+    for source in SOURCES:
+        for directory, _, names in os.walk(os.path.join(REPO, source)):
+            for name in sorted(n for n in names if n.endswith(".py")):
+                path = os.path.join(directory, name)
+                with open(path, encoding="utf-8") as f:
+                    tree = ast.parse(f.read(), path)
+                visit(tree, os.path.relpath(path, REPO), False)
+    return found
+
+
+def distributions_providing(module):
+    """Canonical names of the installed distributions that hold `module`
+    (for a namespace package such as `google`, those holding its subpackage)."""
+    parts = module.split(".")
+    names = importlib.metadata.packages_distributions().get(parts[0], [])
+    if len(names) > 1 and len(parts) > 1:
+        prefix = f"{parts[0]}/{parts[1]}"
+        names = [
+            name for name in names
+            if any(str(f) == prefix + ".py" or str(f).startswith(prefix + "/")
+                   for f in importlib.metadata.distribution(name).files or ())
+        ]
+    return {canonicalize_name(name) for name in names}
+
+
+def test_install_requires_holds_no_test_or_benchmark_package(setup_arguments):
+    runtime = requirement_names(setup_arguments["install_requires"])
+    extras = {extra: requirement_names(reqs) for extra, reqs in setup_arguments["extras_require"].items()}
+    assert not runtime & TEST_AND_BENCH_ONLY
+    assert {"tf-models-official", "keras-hub", "pytest", "hypothesis", "vermin"} <= extras["test"]
+    assert {"tf-models-official", "keras-hub", "keras-nlp"} <= extras["bench"]
+    # Nothing in an extra is also a run-time requirement: pip install . brings no oracle.
+    for extra, names in extras.items():
+        assert not runtime & names, f"[{extra}] repeats run-time requirements {sorted(runtime & names)}"
+
+
+def test_every_runtime_import_is_declared(setup_arguments):
+    runtime = requirement_names(setup_arguments["install_requires"])
+    extras = {extra: requirement_names(reqs) for extra, reqs in setup_arguments["extras_require"].items()}
+    imports = third_party_imports()
+    assert {"tensorflow", "keras", "tensorflow_text", "numpy", "absl"} <= set(imports)
+    undeclared = {}
+    for module, places in sorted(imports.items()):
+        providers = distributions_providing(module)
+        assert providers, f"{places[0][0]}: {module} is imported but no installed distribution provides it"
+        optional_extra = OPTIONAL_IMPORTS.get(module.split(".")[0])
+        if optional_extra is not None:
+            top_level = [place for place, nested in places if not nested]
+            assert not top_level, f"{top_level[0]}: optional {module} imported at module level"
+            assert providers & extras[optional_extra], f"{module} ({sorted(providers)}) not in [{optional_extra}]"
+        elif not providers & runtime:
+            undeclared[module] = (places[0][0], sorted(providers))
+    assert not undeclared, f"imported at run time but not in install_requires: {undeclared}"
+
+
+def test_python_requires_admits_no_python_older_than_the_code_needs(setup_arguments):
+    """vermin's minimum over keras_bert_impl/ and tools/ (annotations counted as
+    evaluated: dataclass fields are) is at most python_requires' lower bound."""
+    specifier = SpecifierSet(setup_arguments["python_requires"])
+    floors = [Version(s.version) for s in specifier if s.operator in (">=", "~=", "==")]
+    assert floors, f"python_requires {specifier} has no lower bound"
+    lowest_allowed = max(floors)
+    assert Version(f"{sys.version_info.major}.{sys.version_info.minor}") in specifier
+    vermin = os.path.join(os.path.dirname(sys.executable), "vermin")
+    if not os.path.exists(vermin):
+        pytest.fail(f"{vermin} is missing: vermin is in the [test] extra (make test installs it)")
+    result = subprocess.run(
+        [vermin, "--no-tips", "--eval-annotations", "--format", "parsable", *SOURCES],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    # The last line of the parsable format is the verdict, e.g. ":::!2:3.10:".
+    verdict = result.stdout.strip().splitlines()[-1]
+    minimum = re.fullmatch(r":::[^:]*:(3\.\d+):", verdict)
+    assert minimum, f"unexpected vermin verdict {verdict!r}"
+    assert Version(minimum.group(1)) <= lowest_allowed, (
+        f"the code needs Python {minimum.group(1)} (vermin), python_requires allows {specifier}"
+    )

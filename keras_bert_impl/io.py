@@ -21,11 +21,10 @@ Example:
 """
 
 import contextlib
-import glob
 import os
-import shutil
 import uuid
 
+from keras_bert_impl import filesystem
 from keras_bert_impl.errors import ConfigError, InputFileError, OutputPathError
 
 PARTIAL_MARK = ".partial-"
@@ -38,9 +37,8 @@ def temporary_path(path):
 
 def remove_partials(path):
     """Deletes what writers of `path` left behind when they were killed."""
-    for leftover in glob.glob(glob.escape(os.fspath(path)) + PARTIAL_MARK + "*"):
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(leftover)
+    for leftover in filesystem.glob(filesystem.escape_glob(path) + PARTIAL_MARK + "*"):
+        filesystem.remove(leftover, missing_ok=True)
 
 
 @contextlib.contextmanager
@@ -60,32 +58,35 @@ def atomic_output(path):
     partial = temporary_path(path)
     try:
         yield partial
-        os.replace(partial, path)
+        filesystem.rename(partial, path)
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(partial)
+        if filesystem.exists(partial):
+            filesystem.remove(partial, missing_ok=True)
 
 
 def write_text_atomically(path, text):
     """Writes `text` (UTF-8, `\\n` newlines) to `path` atomically."""
     with atomic_output(path) as partial:
-        with open(partial, "w", encoding="utf-8", newline="") as f:
+        with filesystem.open_file(partial, "w", newline="") as f:
             f.write(text)
 
 
 def write_bytes_atomically(path, data):
     """Writes `data` to `path` atomically."""
     with atomic_output(path) as partial:
-        with open(partial, "wb") as f:
+        with filesystem.open_file(partial, "wb") as f:
             f.write(data)
 
 
 def copy_atomically(source, target):
     """Copies `source` to `target` atomically; copying a file onto itself does nothing."""
-    if os.path.abspath(source) == os.path.abspath(target):
+    if not filesystem.is_remote(source) and not filesystem.is_remote(target):
+        if os.path.abspath(source) == os.path.abspath(target):
+            return
+    elif os.fspath(source) == os.fspath(target):
         return
     with atomic_output(target) as partial:
-        shutil.copyfile(source, partial)
+        filesystem.copy(source, partial)
 
 
 def read_utf8_lines(path, kind="input file"):
@@ -100,7 +101,7 @@ def read_utf8_lines(path, kind="input file"):
             message names `path:line` and the offending byte.
     """
     try:
-        with open(path, "rb") as f:
+        with filesystem.open_file(path, "rb") as f:
             for line_number, raw in enumerate(f, start=1):
                 try:
                     text = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")

@@ -152,3 +152,43 @@ def test_python_requires_admits_no_python_older_than_the_code_needs(setup_argume
     assert Version(minimum.group(1)) <= lowest_allowed, (
         f"the code needs Python {minimum.group(1)} (vermin), python_requires allows {specifier}"
     )
+
+
+def extra_imports():
+    """`[(module, extra, path:line)]` of every `import_extra("module", "extra", ...)` call."""
+    found = []
+    for source in SOURCES:
+        for directory, _, names in os.walk(os.path.join(REPO, source)):
+            for name in sorted(n for n in names if n.endswith(".py")):
+                path = os.path.join(directory, name)
+                with open(path, encoding="utf-8") as f:
+                    tree = ast.parse(f.read(), path)
+                for node in ast.walk(tree):
+                    if (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "import_extra"
+                            and all(isinstance(a, ast.Constant) for a in node.args[:2])):
+                        found.append((node.args[0].value, node.args[1].value, f"{os.path.relpath(path, REPO)}:{node.lineno}"))
+    return found
+
+
+def test_every_optional_import_names_the_extra_that_installs_it(setup_arguments):
+    extras = {extra: requirement_names(reqs) for extra, reqs in setup_arguments["extras_require"].items()}
+    found = extra_imports()
+    assert {"sklearn", "matplotlib", "tensorflow_datasets", "apache_beam", "keras_hub"} <= {m.split(".")[0] for m, _, _ in found}
+    for module, extra, place in found:
+        assert OPTIONAL_IMPORTS[module.split(".")[0]] == extra, f"{place}: {module} is in [{OPTIONAL_IMPORTS[module.split('.')[0]]}], not [{extra}]"
+        assert distributions_providing(module) & extras[extra], f"{place}: [{extra}] does not install {module}"
+
+
+def test_a_missing_extra_is_one_line_naming_the_extra(tmp_path, monkeypatch, capsys):
+    """bert-tfidf-baseline without scikit-learn: the bad-input exit code and the pip command, no traceback."""
+    from keras_bert_impl.cli import EXIT_BAD_INPUT, run_tool
+    from keras_bert_impl_tools import tfidf_baseline
+
+    for split in ("train", "dev"):
+        (tmp_path / f"{split}.csv").write_text("text,label\ngood film,1\nbad film,0\n", encoding="utf-8")
+    for module in [m for m in sys.modules if m == "sklearn" or m.startswith("sklearn.")] + ["sklearn"]:
+        monkeypatch.setitem(sys.modules, module, None)  # None in sys.modules: the import fails.
+    code = run_tool(tfidf_baseline.main, [f"--data_dir={tmp_path}"], prog="bert-tfidf-baseline")
+    err = capsys.readouterr().err
+    assert code == EXIT_BAD_INPUT
+    assert err == "bert-tfidf-baseline: error: bert-tfidf-baseline needs scikit-learn, which is not installed: pip install 'keras_bert_impl[demo]'\n"

@@ -21,6 +21,7 @@ file's order, and the label list its `ClassLabel`'s names
 import collections
 import dataclasses
 
+from keras_bert_impl import extras
 from keras_bert_impl.data import tfds_inputs
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.io import read_utf8_lines
@@ -112,7 +113,7 @@ def read_conll(path, require_labels=True):
 def _tfds_column_features(builder, name, words_feature, label_feature):
     """`[(feature, class names or None)]`: the sequence features of a CoNLL
     dataset, words first and labels last as the file's columns."""
-    import tensorflow_datasets as tfds
+    tfds = extras.import_extra("tensorflow_datasets", "tfds", "--tfds_name")
 
     for key in (words_feature, label_feature):
         if not isinstance(tfds_inputs.feature(builder, name, key), tfds.features.Sequence):

@@ -24,6 +24,7 @@ Example:
 
 import re
 
+from keras_bert_impl import extras
 from keras_bert_impl.errors import InputFileError
 
 # `train`, `train[:10%]`, `train[10:20]+validation`: the names before any slice.
@@ -65,7 +66,7 @@ def open_prepared(name, data_dir):
             exists or it is not prepared there, with the command that
             prepares it.
     """
-    import tensorflow_datasets as tfds
+    tfds = extras.import_extra("tensorflow_datasets", "tfds", "--tfds_name")
 
     how = f"prepare it with `tfds build {name} --data_dir {data_dir}`"
     try:
@@ -97,7 +98,7 @@ def feature(builder, name, key):
 
 def class_names(feature_connector):
     """The class names of a `ClassLabel` (or a sequence of them); None for other features."""
-    import tensorflow_datasets as tfds
+    tfds = extras.import_extra("tensorflow_datasets", "tfds", "--tfds_name")
 
     if isinstance(feature_connector, tfds.features.Sequence):
         feature_connector = feature_connector.feature

@@ -7,17 +7,24 @@ Example:
 {}
 """
 
-import glob
-import os
 import sys
+
+from keras_bert_impl import filesystem
+from keras_bert_impl.extras import import_extra
 
 
 def read_scalars(directory):
     """`{tag: [(step, value), ...]}` from every event file below `directory`."""
-    paths = sorted(glob.glob(os.path.join(glob.escape(directory), "**", "events.out.tfevents.*"), recursive=True))
-    if not paths:
+    if not filesystem.isdir(directory):
         return {}
     import tensorflow as tf
+
+    paths = sorted(
+        filesystem.join(parent, name)
+        for parent, _, names in tf.io.gfile.walk(directory)
+        for name in names
+        if name.startswith("events.out.tfevents.")
+    )
 
     scalars = {}
     for path in paths:
@@ -30,21 +37,20 @@ def read_scalars(directory):
 
 
 def _pyplot():
-    import matplotlib
-
+    matplotlib = import_extra("matplotlib", "demo", "bert-figures")
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return import_extra("matplotlib.pyplot", "demo", "bert-figures")
 
 
 def save_png(figure, path):
     """Writes `figure` as a PNG at `path`, atomically (parent directories made)."""
     from keras_bert_impl.io import atomic_output
 
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with atomic_output(path) as partial:
-        figure.savefig(partial, format="png", dpi=110, bbox_inches="tight")
+    parent = filesystem.dirname(path)
+    if parent:
+        filesystem.makedirs(parent)
+    with atomic_output(path) as partial, filesystem.open_file(partial, "wb") as f:
+        figure.savefig(f, format="png", dpi=110, bbox_inches="tight")
 
 
 def plot_curves(event_dirs, path):
@@ -53,7 +59,7 @@ def plot_curves(event_dirs, path):
     Raises:
         FileNotFoundError: no such scalars under `event_dirs`.
     """
-    runs = {os.path.basename(d.rstrip("/")) or d: read_scalars(d) for d in event_dirs}
+    runs = {filesystem.basename(d) or d: read_scalars(d) for d in event_dirs}
     panels = [(run, tag, points) for run, scalars in runs.items() for tag, points in sorted(scalars.items()) if len(points) > 1]
     if not panels:
         raise FileNotFoundError(f"no scalar summaries found under {', '.join(event_dirs)}")

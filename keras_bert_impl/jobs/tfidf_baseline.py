@@ -13,16 +13,17 @@ Example:
 """
 
 import csv
-import os
 import warnings
 
+from keras_bert_impl import filesystem
 from keras_bert_impl.errors import InputFileError
+from keras_bert_impl.extras import import_extra
 
 
 def read_split(path, text_column="text", label_column="label"):
     """`(texts, labels)` of a CSV file with a header row naming the columns."""
     try:
-        with open(path, encoding="utf-8", newline="") as f:
+        with filesystem.open_file(path, "r", newline="") as f:
             rows = list(csv.DictReader(f))
     except FileNotFoundError:
         raise InputFileError(f"{path}: not found") from None
@@ -37,15 +38,15 @@ def tfidf_baseline(data_dir, text_column="text", label_column="label", seed=0):
     Returns:
         `(dev_accuracy, train_examples, dev_examples)`.
     """
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.linear_model import LogisticRegressionCV
-    from sklearn.pipeline import make_pipeline
+    text = import_extra("sklearn.feature_extraction.text", "demo", "bert-tfidf-baseline")
+    linear_model = import_extra("sklearn.linear_model", "demo", "bert-tfidf-baseline")
+    pipeline = import_extra("sklearn.pipeline", "demo", "bert-tfidf-baseline")
 
-    train_x, train_y = read_split(os.path.join(data_dir, "train.csv"), text_column, label_column)
-    dev_x, dev_y = read_split(os.path.join(data_dir, "dev.csv"), text_column, label_column)
-    model = make_pipeline(
-        TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
-        LogisticRegressionCV(Cs=10, cv=5, max_iter=2000, random_state=seed),
+    train_x, train_y = read_split(filesystem.join(data_dir, "train.csv"), text_column, label_column)
+    dev_x, dev_y = read_split(filesystem.join(data_dir, "dev.csv"), text_column, label_column)
+    model = pipeline.make_pipeline(
+        text.TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
+        linear_model.LogisticRegressionCV(Cs=10, cv=5, max_iter=2000, random_state=seed),
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -194,25 +194,3 @@ def test_fit_on_raw_text_matches_run_classifier_and_serves(sentiment, tmp_path):
     np.testing.assert_allclose(output["p"], probabilities[:16], atol=2e-5)
     assert output["labels"] == [labels[i] for i in probabilities[:16].argmax(axis=1)]
 
-
-def test_readme_fine_tuning_example_runs(tmp_path, monkeypatch):
-    """The README's "Fine-tune in Python" block, run as written on a tiny release."""
-    import re
-
-    readme = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
-    section = readme[readme.index("## Fine-tune in Python"):]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    release = _tiny_release(tmp_path, VOCAB)
-    os.rename(release, tmp_path / "release_dir")
-    monkeypatch.chdir(tmp_path)
-    os.rename("release_dir", "release")
-    namespace = {
-        "train_texts": ["good film", "bad plot", "not good", "the film"] * 4,
-        "train_labels": [1, 0, 0, 1] * 4,
-        "dev_texts": ["good plot", "bad film"],
-        "dev_labels": [1, 0],
-    }
-    exec(compile(code, "README.md", "exec"), namespace)
-    assert namespace["probabilities"].shape == (1, 2)
-    assert os.path.exists(os.path.join(namespace["version_dir"], "saved_model.pb"))
-    assert os.path.exists("fine_tuned/model.ckpt.index") and os.path.exists("sentiment.keras")

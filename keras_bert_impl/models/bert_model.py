@@ -130,21 +130,20 @@ class BertModel(BertConfigModel):
         `jit_compile="auto"`), so `predict()` on a CPU runs the plain
         TensorFlow graph. Compiled with XLA, the element-wise work between the
         matrix products (GELU, softmax, LayerNorm, residual adds) is fused,
-        which makes BERT-base's float32 forward pass about 10% faster on a CPU
-        too (`benchmarks/bench_forward.py`; under `mixed_bfloat16`, on a CPU
-        without bfloat16 units, the gain is smaller). The outputs agree with the
-        eager model to fp32 rounding. Build the function once and call it
-        many times: each new input shape is traced (and compiled) once, and a
-        sequence longer than `max_position_embeddings` still raises
-        `SequenceLengthError` when traced.
+        which pays on a CPU too (measurements: docs/BENCHMARKS.md). The
+        outputs agree with the eager model to fp32 rounding. Build the
+        function once and call it many times: each new input shape is traced
+        (and compiled) once, and a sequence longer than
+        `max_position_embeddings` still raises `SequenceLengthError` when
+        traced.
 
         With `padding_free=True`, every per-token operation runs on the real
         tokens only (`models.padding_free`): the same outputs at real
         positions, zeros at padded ones, and the time saved is at most the
         share of padding in the batch. It pays on a CPU at any batch size; on
-        an H100 with 40 % padding it gained 1.2-1.3x in float32 at batch 64
-        to 256, but in mixed bfloat16 only at batch 256 (1.15-1.19x) and
-        lost 4-5 % at 64 and 128 (README, Benchmarks): measure on your
+        a GPU, where the matrix products are faster, the gathers between the
+        two layouts can cost more than the padding they save (in mixed
+        bfloat16 at smaller batches, docs/BENCHMARKS.md): measure on your
         batches before choosing it on a GPU.
 
         Args:

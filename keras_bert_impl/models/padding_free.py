@@ -218,7 +218,7 @@ def make_padding_free_function(bert_model, jit_compile=True, bucket_size=16, fre
             the compute dtype once (`frozen_kernels`), instead of reading
             and casting them on every call. Under `mixed_bfloat16` on a CPU
             this removes the conversion of every weight from each call
-            (README, Benchmarks); in float32 it changes nothing but the
+            (docs/BENCHMARKS.md); in float32 it changes nothing but the
             snapshot. The function then computes with the kernels as they
             are now: make a new one after the weights change (training,
             loading a checkpoint). The copies take memory as the kernels
@@ -252,8 +252,8 @@ def make_padding_free_function(bert_model, jit_compile=True, bucket_size=16, fre
     def forward(inputs):
         # The row count must reach the host before the compiled program is
         # chosen. Found on the host, the few small index ops cost no
-        # accelerator launches and no wait on its stream; on an H100 finding
-        # them on the GPU took 0.6-1.0 ms of a 6-29 ms BERT-base batch.
+        # accelerator launches and no wait on its stream (what finding them
+        # on a GPU cost: docs/BENCHMARKS.md).
         with tf.device("/CPU:0"):
             token_positions, row_of_position = real_token_rows(inputs["input_mask"], bucket_size)
         return layers(inputs, token_positions, row_of_position)

@@ -34,8 +34,8 @@ def top_class(logits):
     """int32 argmax over the last axis (the original's `tf.argmax`).
 
     TensorFlow's own op: `keras.ops.argmax` adds a sign-bit pass over the
-    whole [batch, predictions, vocab] tensor to order -0.0 before 0.0, which
-    measured about a tenth of a BERT-mini training step on a CPU.
+    whole [batch, predictions, vocab] tensor to order -0.0 before 0.0
+    (what it costs: docs/BENCHMARKS.md, pretraining steps).
     """
     return tf.argmax(logits, axis=-1, output_type=tf.int32)
 

@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from keras_bert_impl.tokenization.full_tokenizer import is_cjk_char, is_control, is_punctuation, is_whitespace
+from keras_bert_impl.tokenization.full_tokenizer import _CJK_RANGES as CJK_RANGES, is_control, is_punctuation, is_whitespace
 
 MAX_CODE_POINT = 0x110000
 
@@ -76,16 +76,21 @@ def build_tables():
             classes[cp] = REMOVE
             continue
         char = chr(cp)
+        category = unicodedata.category(char)
+        if category in ("Cn", "Co"):
+            # Unassigned and private-use code points (six in seven of all) have
+            # no property any test below looks for: not control, space,
+            # punctuation, mark, cased or case-ignorable; lower-case, NFD and
+            # combining class leave them as they are. Only the CJK ranges
+            # (set for every code point below) can hold them.
+            continue
         bits = 0
         if cp == 0 or cp == 0xFFFD or is_control(char):
             bits |= REMOVE
         elif is_whitespace(char) or char.isspace():
             bits |= SPACE  # `str.split()` also splits on e.g. U+2028
-        if is_cjk_char(cp):
-            bits |= CJK
         if is_punctuation(char):
             bits |= PUNCT
-        category = unicodedata.category(char)
         if category == "Mn":
             bits |= MARK
         if _is_cased(char):
@@ -105,6 +110,8 @@ def build_tables():
             nfd_keys.append(cp)
             row = [ord(c) for c in decomposed]
             nfd_values.append(row + [-1] * (_MAX_DECOMPOSITION - len(row)))
+    for low, high in CJK_RANGES:
+        classes[low:high + 1] |= CJK
     return {
         "classes": classes,
         "ccc": ccc,
@@ -250,6 +257,10 @@ class InGraphTokenizer(tf.Module):
             tf.boolean_mask(decomposed, keep), tf.boolean_mask(decomposed_rows, keep), nrows=cps.nrows(), validate=False
         )
 
+    # Plain TensorFlow ops and Python-level branches only: autograph has
+    # nothing to convert here, and skipping it (and the TF Text code called
+    # inside) makes every signature that tokenizes trace in a fraction of the time.
+    @tf.autograph.experimental.do_not_convert
     def basic_tokenize(self, texts):
         """[batch] strings -> ragged [batch, (words)] strings, as `BasicTokenizer`."""
         cps = tf.strings.unicode_decode(texts, "UTF-8", errors="ignore")
@@ -267,6 +278,7 @@ class InGraphTokenizer(tf.Module):
         text = tf.strings.unicode_encode(cps, "UTF-8")
         return tf.strings.split(text)
 
+    @tf.autograph.experimental.do_not_convert
     def tokenize(self, texts):
         """[batch] strings -> ragged [batch, (pieces)] int64 word-piece ids."""
         words = self.basic_tokenize(texts)

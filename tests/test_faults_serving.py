@@ -78,7 +78,10 @@ def test_concurrent_exports_get_one_complete_version_each(release, tmp_path):
     assert [code for code, _ in results] == [0, 0, 0], [err for _, err in results]
     written = sorted(err.strip().splitlines()[-1].split("wrote ")[-1] for _, err in results)
     assert written == [str(export_dir / v) for v in ("1", "2", "3")]
-    assert sorted(os.listdir(export_dir)) == ["1", "2", "3", "models.config"]  # no temp dirs left
+    assert sorted(os.listdir(export_dir)) == ["1", "2", "3"]  # no temp dirs left
+    # models.config, rewritten by each export, names the model once; no partial file is left beside it.
+    assert sorted(os.listdir(export_dir.parent)) == ["models.config", "tiny"]
+    assert (export_dir.parent / "models.config").read_text().count('name: "tiny"') == 1
     text = tf.constant(["the weather is good ."])
     probabilities = [
         tf.saved_model.load(str(export_dir / v)).signatures["serving_default"](text=text)["probabilities"].numpy()
@@ -447,7 +450,8 @@ def test_export_dir_that_is_a_file_or_lies_under_one(release, tmp_path, capsys):
 def test_check_output_dir_accepts_new_and_existing_directories(tmp_path):
     check_output_dir(tmp_path, "--export_dir")
     check_output_dir(tmp_path / "new" / "deeper", "--export_dir")
-    check_output_dir("gs://bucket/saved_models/tiny", "--export_dir")
+    # A remote path (ram:// here: no network) is checked as itself only.
+    check_output_dir("ram://check-output-dir/saved_models/tiny", "--export_dir")
     with pytest.raises(OutputPathError, match="--output_dir"):
         (tmp_path / "f").write_text("")
         check_output_dir(tmp_path / "f" / "x", "--output_dir")

@@ -124,10 +124,12 @@ def probed(exports, tokenizers):
             {"signature": "serving_default", "inputs": {"text": []}},
             {"signature": "serving_default", "inputs": {"text": {"b64": [base64.b64encode(b"").decode(), INVALID_UTF8]}}},
             {"signature": "serve_text_pair", "inputs": {"text": ["a", "b"], "text_b": ["c"]}},
+            {"signature": "classify", "inputs": {"inputs": {"b64": [base64.b64encode(example.SerializeToString()).decode()]}}},
         ],
         "regression": [
             {"signature": "serve_ids", "inputs": {k: v.tolist() for k, v in features.items()}},
             {"signature": "serve_examples", "inputs": {"examples": {"b64": [base64.b64encode(example.SerializeToString()).decode()]}}},
+            {"signature": "regress", "inputs": {"inputs": {"b64": [base64.b64encode(example.SerializeToString()).decode()]}}},
         ],
         "embeddings": [{"signature": "serving_default", "inputs": {"text": SENTENCES[:3]}}],
         "fill_mask": [{"signature": "serving_default", "inputs": {"text": [FILL_MASK_TEXT, "no mask here"]}}],
@@ -156,6 +158,9 @@ def test_classifier_signatures_match_keras_model_without_our_python(exports, tok
     assert results[0]["labels"] == [["negative", "neutral", "positive"][i] for i in expected.argmax(-1)]
     pair = python_features(python, SENTENCES, PAIRS)
     np.testing.assert_allclose(results[1]["probabilities"], tf.nn.softmax(model(pair)).numpy(), atol=1e-5)
+    # TF Serving's classify signature: the label names per class, the probabilities as scores.
+    assert results[5]["classes"] == [["negative", "neutral", "positive"]]
+    np.testing.assert_allclose(results[5]["scores"], expected[:1], atol=1e-5)
 
 
 def test_ids_and_examples_signatures(exports, tokenizers, probed):
@@ -165,6 +170,7 @@ def test_ids_and_examples_signatures(exports, tokenizers, probed):
     expected = models["regression"](python_features(python, SENTENCES[:2])).numpy()[:, 0]
     np.testing.assert_allclose(results[0]["predictions"], expected, atol=1e-5)
     np.testing.assert_allclose(results[1]["predictions"], expected[:1], atol=1e-5)
+    np.testing.assert_allclose(results[2]["outputs"], expected[:1], atol=1e-5)  # the regress signature
 
 
 def test_embeddings_and_fill_mask(exports, tokenizers, probed):
@@ -262,9 +268,11 @@ def test_export_tool_from_a_release(tmp_path, bert_vocab_file):
     command = [sys.executable, "-m", "tools.export_saved_model", f"--model_dir={tmp_path}/release", "--task=classifier",
                "--label_names=no,yes", "--max_seq_length=16", f"--export_dir={tmp_path}/saved_models/tiny"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env)
+    result = subprocess.run(command + ["--serving_base_path=/srv/models/"], capture_output=True, text=True, cwd=REPO, env=env)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "saved_models" / "tiny" / "1" / "saved_model.pb").exists()
+    config = parse_models_config(tmp_path / "saved_models" / "models.config")
+    assert [(c.name, c.base_path) for c in config.model_config_list.config] == [("tiny", "/srv/models/tiny")]
     again = subprocess.run(command + ["--version=1"], capture_output=True, text=True, cwd=REPO, env=env)
     lines = again.stderr.strip().splitlines()
     assert again.returncode != 0 and "version 1 already exists" in lines[-1] and len(lines) == 1
@@ -283,14 +291,33 @@ def test_saved_model_cli_lists_signatures(exports):
     result = subprocess.run([cli, "show", "--dir", paths["classifier"], "--all"], capture_output=True, text=True,
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert result.returncode == 0, result.stderr
-    for name in ("serving_default", "serve_text_pair", "serve_ids", "serve_examples"):
+    for name in ("serving_default", "serve_text_pair", "serve_ids", "serve_examples", "classify"):
         assert f"signature_def['{name}']" in result.stdout
+    # TF Serving's Classify runs only a signature of its method.
+    classify = result.stdout.split("signature_def['classify']")[1].split("signature_def[")[0]
+    assert "Method name is: tensorflow/serving/classify" in classify
+
+
+def parse_models_config(path):
+    """`models.config` as TF Serving's `ModelServerConfig` (text format)."""
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+
+    with open(path, encoding="utf-8") as f:
+        return text_format.Parse(f.read(), model_server_config_pb2.ModelServerConfig())
 
 
 def test_versions_warmup_and_models_config(exports, bert_vocab_file, tables):
     root, models, paths = exports
     assert paths["classifier"].endswith(os.path.join("classifier", "1"))
-    assert sorted(os.listdir(root / "classifier")) == ["1", "models.config"]  # no temp dirs left
+    assert sorted(os.listdir(root / "classifier")) == ["1"]  # no temp dirs left
+    # One models.config at the export base naming every model, sorted, at the container's /models.
+    config = parse_models_config(root / "models.config")
+    names = ["classifier", "embeddings", "fill_mask", "regression", "span_qa"]
+    assert [c.name for c in config.model_config_list.config] == names
+    assert [c.base_path for c in config.model_config_list.config] == [f"/models/{name}" for name in names]
+    assert {c.model_platform for c in config.model_config_list.config} == {"tensorflow"}
+    assert sorted(os.listdir(root)) == sorted(names + ["models.config"])  # no partial config left
     with pytest.raises(ExportError, match="version 1 already exists"):
         export_saved_model(models["embeddings"], "embeddings", bert_vocab_file, root / "classifier", version=1, tables=tables)
     os.makedirs(root / "embeddings" / "7")
@@ -303,8 +330,6 @@ def test_versions_warmup_and_models_config(exports, bert_vocab_file, tables):
     request = records[0].predict_log.request
     assert request.model_spec.name == "classifier" and request.model_spec.signature_name == "serving_default"
     assert tf.make_ndarray(request.inputs["text"]).tolist() == [b"The weather is lovely today.", b"He drove to the stadium."]
-    config = (root / "classifier" / "models.config").read_text()
-    assert 'name: "classifier"' in config and 'base_path: "/models/classifier"' in config
 
 
 def test_rest_and_grpc_clients_against_loopback_fixture(exports, tokenizers):

@@ -4,8 +4,11 @@
 Writes `<export_dir>/<version>/` (next free integer version unless --version;
 never overwrites) with signatures `serving_default` (raw `text`, tokenized
 in-graph), `serve_text_pair` (`text`, `text_b`), `serve_ids` (ids/mask/segments)
-and `serve_examples` (serialized tf.Example, tf-models feature names), warmup
-requests in `assets.extra/`, and `<export_dir>/models.config`.
+and `serve_examples` (serialized tf.Example, tf-models feature names), for a
+classifier `classify` and for a regression `regress` (TF Serving's `:classify`
+and `:regress` methods), warmup requests in `assets.extra/`, and rewrites
+`models.config` in the parent of --export_dir listing every model there, each
+at `<serving_base_path>/<name>`.
 
 Example:
     bert-export --bert_config_file=release/bert_config.json \
@@ -42,6 +45,11 @@ def define_flags(fv):
     flags.DEFINE_list("label_names", None, "Comma-separated class names (default: 0..num_labels-1).", **define)
     flags.DEFINE_string("export_dir", None, "saved_models/<model_name>; versions are written below it.", **define)
     flags.DEFINE_integer("version", None, "Version number (default: the next free one).", **define)
+    flags.DEFINE_string(
+        "serving_base_path", "/models",
+        "Where TF Serving sees the parent of --export_dir: models.config names each model's base_path "
+        "<serving_base_path>/<name> (the tensorflow/serving docker image mounts models under /models).", **define,
+    )
 
 
 def main(argv=None):
@@ -61,7 +69,7 @@ def main(argv=None):
     log = log_to_stderr("export_saved_model")
     path = export_checkpoint(log=log, **flag_values(fv, (
         "task", "bert_config_file", "init_checkpoint", "vocab_file", "export_dir", "do_lower_case",
-        "max_seq_length", "num_labels", "label_names", "version",
+        "max_seq_length", "num_labels", "label_names", "version", "serving_base_path",
     )))
     log(f"wrote {path}")
 

@@ -1,4 +1,5 @@
-"""Clients for a TF Serving model: REST (`/v1/models/NAME:predict`) and gRPC.
+"""Clients for a TF Serving model: REST (`/v1/models/NAME:predict`,
+`:classify`, `:regress`) and gRPC (`Predict`, `Classify`, `Regress`).
 
 Every failed call raises `ServingError`, with the underlying exception as its
 `__cause__`: an error status, a refused, dropped or timed-out connection,
@@ -15,8 +16,12 @@ Example:
 >>> client = RestClient("http://localhost:8501", "sentiment")  # doctest: +SKIP
 >>> client.predict_instances([{"text": "What a great film!"}])  # doctest: +SKIP
 [{'probabilities': [0.02, 0.98], 'label_ids': 1, 'labels': 'positive'}]
+>>> client.classify([{"input_word_ids": [101, 2307, 102, 0], "input_mask": [1, 1, 1, 0],
+...                   "input_type_ids": [0, 0, 0, 0]}])  # doctest: +SKIP
+[[('negative', 0.02), ('positive', 0.98)]]
 """
 
+import base64
 import http.client
 import json
 import time
@@ -84,7 +89,7 @@ def _error_detail(http_error):
 
 
 class RestClient:
-    """TF Serving's REST predict API.
+    """TF Serving's REST API: predict, classify, regress.
 
     Args:
         base_url: e.g. `http://localhost:8501`.
@@ -103,45 +108,95 @@ class RestClient:
         self.retries = retries
         self.backoff = backoff
 
+    def method_url(self, method):
+        """The URL of `method`: `predict`, `classify` or `regress`."""
+        version = f"/versions/{int(self.version)}" if self.version is not None else ""
+        return f"{self.base_url}/v1/models/{urllib.parse.quote(self.model_name, safe='')}{version}:{method}"
+
     @property
     def url(self):
-        version = f"/versions/{int(self.version)}" if self.version is not None else ""
-        return f"{self.base_url}/v1/models/{urllib.parse.quote(self.model_name, safe='')}{version}:predict"
+        return self.method_url("predict")
 
-    def _post_once(self, data):
-        """One POST of `data`; the response body as a JSON object."""
-        request = urllib.request.Request(self.url, data=data, headers={"Content-Type": "application/json"})
+    def _post_once(self, url, data):
+        """One POST of `data` to `url`; the response body as a JSON object."""
+        request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 raw = response.read()
         except urllib.error.HTTPError as e:
             raise ServingError(
-                f"{self.url}: HTTP {e.code}: {_error_detail(e)}", f"HTTP {e.code}", e.code == 503
+                f"{url}: HTTP {e.code}: {_error_detail(e)}", f"HTTP {e.code}", e.code == 503
             ) from e
         except urllib.error.URLError as e:  # raised while connecting and sending
             if isinstance(e.reason, TimeoutError):
-                raise ServingError(f"{self.url}: no connection within {self.timeout} s") from e
+                raise ServingError(f"{url}: no connection within {self.timeout} s") from e
             refused = isinstance(e.reason, ConnectionRefusedError)
-            raise ServingError(f"{self.url}: cannot connect: {e.reason}", unavailable=refused) from e
+            raise ServingError(f"{url}: cannot connect: {e.reason}", unavailable=refused) from e
         except TimeoutError as e:
-            raise ServingError(f"{self.url}: no answer within {self.timeout} s") from e
+            raise ServingError(f"{url}: no answer within {self.timeout} s") from e
         except (http.client.HTTPException, OSError) as e:  # RemoteDisconnected, IncompleteRead, reset
-            raise ServingError(f"{self.url}: connection failed: {type(e).__name__}: {e}") from e
+            raise ServingError(f"{url}: connection failed: {type(e).__name__}: {e}") from e
         try:
             payload = json.loads(raw)
         except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
-            raise ServingError(f"{self.url}: response is not JSON ({e}): {raw[:200]!r}") from e
+            raise ServingError(f"{url}: response is not JSON ({e}): {raw[:200]!r}") from e
         if not isinstance(payload, dict):
-            raise ServingError(f"{self.url}: response is not a JSON object: {raw[:200]!r}")
+            raise ServingError(f"{url}: response is not a JSON object: {raw[:200]!r}")
         return payload
 
-    def _predict(self, body, key):
+    def _call(self, method, body, key):
+        url = self.method_url(method)
         data = json.dumps(body).encode("utf-8")
-        payload = call_with_retries(lambda: self._post_once(data), self.retries, self.backoff)
+        payload = call_with_retries(lambda: self._post_once(url, data), self.retries, self.backoff)
         if key not in payload:
             detail = f": {payload['error']}" if "error" in payload else f" (keys: {sorted(payload)})"
-            raise ServingError(f"{self.url}: response has no {key!r}{detail}")
+            raise ServingError(f"{url}: response has no {key!r}{detail}")
         return payload[key]
+
+    def _predict(self, body, key):
+        return self._call("predict", body, key)
+
+    def _one_per_request(self, method, body, key, requests, noun):
+        """The response's `key`, checked to be a list with one entry per request."""
+        values = self._call(method, body, key)
+        if not isinstance(values, list) or len(values) != len(requests):
+            count = len(values) if isinstance(values, list) else type(values).__name__
+            raise ServingError(f"{self.method_url(method)}: {count} {key} for {len(requests)} {noun}")
+        return values
+
+    def _examples_results(self, method, examples, signature_name):
+        """`results` of `:classify` / `:regress`, one per example."""
+        body = {"signature_name": signature_name, "examples": [json_example(e) for e in examples]}
+        return self._one_per_request(method, body, "results", examples, "examples")
+
+    def classify(self, examples, signature_name="classify"):
+        """TF Serving's Classify: per example, its `(label, score)` per class.
+
+        Args:
+            examples: Feature dicts, `{name: int, float, str, bytes or a list
+                of them}` (bytes go as base64).
+            signature_name: A signature of method `tensorflow/serving/classify`.
+
+        Raises:
+            ServingError: any failure, or a response without one result per example.
+        """
+        results = self._examples_results("classify", examples, signature_name)
+        try:
+            return [[(str(label), float(score)) for label, score in classes] for classes in results]
+        except (TypeError, ValueError) as e:
+            raise ServingError(f"{self.method_url('classify')}: results are not [label, score] pairs: {e}") from e
+
+    def regress(self, examples, signature_name="regress"):
+        """TF Serving's Regress: one float per example (see `classify` for `examples`).
+
+        Raises:
+            ServingError: any failure, or a response without one number per example.
+        """
+        results = self._examples_results("regress", examples, signature_name)
+        try:
+            return [float(value) for value in results]
+        except (TypeError, ValueError) as e:
+            raise ServingError(f"{self.method_url('regress')}: results are not numbers: {e}") from e
 
     def predict_instances(self, instances, signature_name="serving_default"):
         """Row format: a list of per-example dicts; returns `predictions`, one per instance.
@@ -150,11 +205,8 @@ class RestClient:
             ServingError: any failure, or a response whose `predictions` is
                 not a list with one entry per instance.
         """
-        predictions = self._predict({"signature_name": signature_name, "instances": instances}, "predictions")
-        if not isinstance(predictions, list) or len(predictions) != len(instances):
-            count = len(predictions) if isinstance(predictions, list) else type(predictions).__name__
-            raise ServingError(f"{self.url}: {count} predictions for {len(instances)} instances")
-        return predictions
+        body = {"signature_name": signature_name, "instances": instances}
+        return self._one_per_request("predict", body, "predictions", instances, "instances")
 
     def predict_inputs(self, inputs, signature_name="serving_default"):
         """Columnar format: a dict of batched inputs; returns `outputs`.
@@ -163,6 +215,44 @@ class RestClient:
             ServingError: any failure (see the module docstring).
         """
         return self._predict({"signature_name": signature_name, "inputs": inputs}, "outputs")
+
+
+def _feature_values(name, value):
+    """A feature's values as a list, with the kind of list they fill."""
+    values = list(value) if isinstance(value, (list, tuple, np.ndarray)) else [value]
+    kinds = {"bytes" if isinstance(v, (str, bytes)) else "float" if isinstance(v, (float, np.floating)) else "int64"
+             for v in values}
+    if len(kinds) > 1:
+        raise ServingError(f"feature {name!r} mixes {' and '.join(sorted(kinds))} values")
+    return (kinds.pop() if kinds else "int64"), values
+
+
+def json_example(features):
+    """A feature dict in the JSON of TF Serving's REST `examples` (bytes as `{"b64": ...}`)."""
+    def encode(value):
+        if isinstance(value, bytes):
+            return {"b64": base64.b64encode(value).decode("ascii")}
+        return value.item() if isinstance(value, np.generic) else value
+
+    return {name: [encode(v) for v in _feature_values(name, value)[1]] for name, value in features.items()}
+
+
+def example_proto(features):
+    """A feature dict as a `tf.train.Example`: ints to int64_list, floats to
+    float_list, str (UTF-8) and bytes to bytes_list."""
+    from tensorflow.core.example import example_pb2, feature_pb2
+
+    example = example_pb2.Example()
+    for name, value in features.items():
+        kind, values = _feature_values(name, value)
+        feature = example.features.feature[name]
+        if kind == "bytes":
+            feature.bytes_list.CopyFrom(feature_pb2.BytesList(value=[v.encode("utf-8") if isinstance(v, str) else v for v in values]))
+        elif kind == "float":
+            feature.float_list.CopyFrom(feature_pb2.FloatList(value=values))
+        else:
+            feature.int64_list.CopyFrom(feature_pb2.Int64List(value=[int(v) for v in values]))
+    return example
 
 
 def tensor_proto_to_array(name, proto):
@@ -200,7 +290,7 @@ def tensor_proto_to_array(name, proto):
 
 
 class GrpcClient:
-    """TF Serving's gRPC `PredictionService.Predict`.
+    """TF Serving's gRPC `PredictionService`: `Predict`, `Classify`, `Regress`.
 
     Args:
         target: `host:port`, e.g. `localhost:8500`.
@@ -222,11 +312,11 @@ class GrpcClient:
         self.channel = grpc.insecure_channel(target)
         self.stub = prediction_service_pb2_grpc.PredictionServiceStub(self.channel)
 
-    def _predict_once(self, request):
+    def _call_once(self, method, request):
         import grpc
 
         try:
-            return self.stub.Predict(request, timeout=self.timeout)
+            return getattr(self.stub, method)(request, timeout=self.timeout)
         except grpc.RpcError as e:
             code = e.code()
             raise ServingError(
@@ -248,8 +338,49 @@ class GrpcClient:
         request.model_spec.signature_name = signature_name
         for name, value in inputs.items():
             request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
-        response = call_with_retries(lambda: self._predict_once(request), self.retries, self.backoff)
+        response = call_with_retries(lambda: self._call_once("Predict", request), self.retries, self.backoff)
         return {name: tensor_proto_to_array(name, proto) for name, proto in response.outputs.items()}
+
+    def _call_with_examples(self, method, request, examples, signature_name):
+        """`method` ("Classify", "Regress") on `examples`; its response's `result`,
+        checked to hold one entry per example."""
+        request.model_spec.name = self.model_name
+        request.model_spec.signature_name = signature_name
+        for features in examples:
+            request.input.example_list.examples.add().CopyFrom(
+                features if not isinstance(features, dict) else example_proto(features)
+            )
+        result = call_with_retries(lambda: self._call_once(method, request), self.retries, self.backoff).result
+        count = len(result.classifications if method == "Classify" else result.regressions)
+        if count != len(examples):
+            raise ServingError(f"{self.target}: {method} answered {count} results for {len(examples)} examples")
+        return result
+
+    def classify(self, examples, signature_name="classify"):
+        """`Classify`: per example, its `(label, score)` per class.
+
+        Args:
+            examples: `tf.train.Example`s, or feature dicts (`example_proto`).
+            signature_name: A signature of method `tensorflow/serving/classify`.
+
+        Raises:
+            ServingError: an error status, or not one result per example.
+        """
+        from tensorflow_serving.apis import classification_pb2
+
+        result = self._call_with_examples("Classify", classification_pb2.ClassificationRequest(), examples, signature_name)
+        return [[(c.label, c.score) for c in classifications.classes] for classifications in result.classifications]
+
+    def regress(self, examples, signature_name="regress"):
+        """`Regress`: one float per example (see `classify` for `examples`).
+
+        Raises:
+            ServingError: an error status, or not one result per example.
+        """
+        from tensorflow_serving.apis import regression_pb2
+
+        result = self._call_with_examples("Regress", regression_pb2.RegressionRequest(), examples, signature_name)
+        return [regression.value for regression in result.regressions]
 
     def close(self):
         self.channel.close()

@@ -6,25 +6,39 @@ only when complete (SavedModel, `assets/labels.txt`,
 base path for new integer versions, never loads half an export, and an
 existing version is never overwritten. The rename also claims the version
 number: exports started side by side on one base path get one version each.
+
+The export base, the parent of the model directories (`saved_models/`),
+holds one `models.config` naming every model under it, the file
+`tensorflow_model_server --model_config_file` reads.
+
+Every path goes through `keras_bert_impl.filesystem`, so `export_dir` may be
+remote (`gs://`, `ram://`). There a directory cannot be renamed into place:
+the version is written on the local disk and copied up, `saved_model.pb`
+last, TF Serving's sign of a SavedModel; claiming a number there is a check
+then a copy, not atomic as the local rename is.
 """
 
-import errno
 import os
-import shutil
+import posixpath
 import tempfile
 import uuid
 
 import tensorflow as tf
 
+from keras_bert_impl import filesystem
 from keras_bert_impl.errors import BertError
-from keras_bert_impl.io import write_text_atomically
-from keras_bert_impl.serving.signatures import BertServingModule
+from keras_bert_impl.io import write_bytes_atomically, write_text_atomically
+from keras_bert_impl.serving.signatures import SIGNATURE_METHODS, BertServingModule
 from keras_bert_impl.tasks.registry import exported_task_names, get_task
 from keras_bert_impl.tokenization import check_special_tokens, load_vocab
 from keras_bert_impl.tokenization.in_graph import InGraphTokenizer
 from keras_bert_impl.tokenization.preprocessor import shared_tables
 
 WARMUP_FILE = "tf_serving_warmup_requests"
+MODELS_CONFIG = "models.config"
+SAVED_MODEL_FILE = "saved_model.pb"
+# Where the tensorflow/serving docker image expects models: /models/<name>.
+DEFAULT_SERVING_BASE_PATH = "/models"
 
 
 class ExportError(BertError, ValueError):
@@ -33,9 +47,10 @@ class ExportError(BertError, ValueError):
 
 def existing_versions(export_dir):
     """Integer version directories present under `export_dir`, ascending."""
-    if not os.path.isdir(export_dir):
+    if not filesystem.isdir(export_dir):
         return []
-    return sorted(int(name) for name in os.listdir(export_dir) if name.isdigit())
+    # ASCII digits only: TF Serving parses version names with strtoll.
+    return sorted(int(name) for name in filesystem.listdir(export_dir) if name.isascii() and name.isdigit())
 
 
 def next_version(export_dir):
@@ -44,16 +59,42 @@ def next_version(export_dir):
     return versions[-1] + 1 if versions else 1
 
 
-def publish_version(staging, export_dir, version=None):
-    """Renames the complete export `staging` to `export_dir/<version>`.
+def copy_to_new_directory(source, target):
+    """Copies directory `source` to `target`, which must not exist; files of
+    subdirectories first and the top-level `saved_model.pb` last.
 
-    The rename is the claim on the version number: it fails when that
-    directory exists and is not empty, so of several exports racing for one
-    number exactly one gets it. Without a `version` the others move on to
-    the next free number; with one they fail.
+    Raises:
+        FileExistsError: `target` exists.
+    """
+    if filesystem.exists(target):
+        raise FileExistsError(f"{target}: already exists")
+
+    def copy(relative):
+        for name in filesystem.listdir(filesystem.join(source, *relative)):
+            if filesystem.isdir(filesystem.join(source, *relative, name)):
+                filesystem.makedirs(filesystem.join(target, *relative, name))
+                copy(relative + (name,))
+            elif relative or name != SAVED_MODEL_FILE:
+                filesystem.copy(filesystem.join(source, *relative, name), filesystem.join(target, *relative, name))
+
+    filesystem.makedirs(target)
+    copy(())
+    filesystem.copy(filesystem.join(source, SAVED_MODEL_FILE), filesystem.join(target, SAVED_MODEL_FILE))
+
+
+def publish_version(staging, export_dir, version=None):
+    """Moves the complete export `staging` to `export_dir/<version>`.
+
+    On a local disk the move is a rename, and the rename is the claim on the
+    version number: it fails when that directory exists and is not empty, so
+    of several exports racing for one number exactly one gets it. Without a
+    `version` the others move on to the next free number; with one they
+    fail. A remote `export_dir` gets a copy (`copy_to_new_directory`), which
+    fails when the version exists.
 
     Args:
-        staging: The finished export, a directory beside the versions.
+        staging: The finished export: a directory beside the versions, or
+            on the local disk for a remote `export_dir`.
         export_dir: The model's base path.
         version: The integer version asked for, or None for the next free one.
 
@@ -65,19 +106,50 @@ def publish_version(staging, export_dir, version=None):
     """
     candidate = next_version(export_dir) if version is None else version
     while True:
-        final = os.path.join(export_dir, str(candidate))
+        final = filesystem.join(export_dir, str(candidate))
         try:
-            os.rename(staging, final)
+            if filesystem.is_remote(final):
+                copy_to_new_directory(staging, final)
+            else:
+                filesystem.rename(staging, final, overwrite=False)
             return final
-        except OSError as e:
-            # Linux answers ENOTEMPTY for a directory in the way, others EEXIST.
-            if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
-                raise
+        except FileExistsError:
+            pass
         if version is not None:
             raise ExportError(f"{final}: version {version} already exists; versions are never overwritten")
         # Another export took `candidate` since it was chosen; each retry
         # follows a version that appeared, so the loop ends.
         candidate = max(candidate + 1, next_version(export_dir))
+
+
+def set_method_names(saved_model_dir, method_names):
+    """Sets the signatures' method_name in `saved_model_dir/saved_model.pb`.
+
+    `tf.saved_model.save` writes every signature as predict; TF Serving's
+    Classify and Regress run only a signature of their method. The
+    fingerprint (`fingerprint.pb`, a checksum of `saved_model.pb`) is
+    written again to match.
+
+    Args:
+        saved_model_dir: A SavedModel, not yet published.
+        method_names: Dict signature key -> method name.
+
+    Raises:
+        KeyError: a signature key the SavedModel does not have.
+    """
+    from tensorflow.core.protobuf import saved_model_pb2
+    from tensorflow.python.saved_model import fingerprinting_utils
+
+    path = filesystem.join(saved_model_dir, SAVED_MODEL_FILE)
+    with filesystem.open_file(path, "rb") as f:
+        saved_model = saved_model_pb2.SavedModel.FromString(f.read())
+    for meta_graph in saved_model.meta_graphs:
+        for key, method_name in method_names.items():
+            if key not in meta_graph.signature_def:
+                raise KeyError(f"{path}: no signature {key!r}")
+            meta_graph.signature_def[key].method_name = method_name
+    write_bytes_atomically(path, saved_model.SerializeToString())
+    fingerprinting_utils.write_fingerprint(saved_model_dir)
 
 
 def warmup_requests(model_name, texts, text_b=None):
@@ -99,19 +171,50 @@ def warmup_requests(model_name, texts, text_b=None):
     return [record.SerializeToString() for record in records]
 
 
-def write_models_config(export_dir, model_name):
-    """`models.config` (TF Serving --model_config_file) naming this model's base path."""
-    path = os.path.join(export_dir, "models.config")
-    text = (
-        "model_config_list {\n"
-        "  config {\n"
-        f'    name: "{model_name}"\n'
-        f'    base_path: "/models/{model_name}"\n'
-        '    model_platform: "tensorflow"\n'
-        "  }\n"
-        "}\n"
-    )
-    write_text_atomically(path, text)
+def model_names(export_base):
+    """The models under `export_base`: each directory holding an integer version directory, sorted."""
+
+    def is_model(path):
+        return filesystem.isdir(path) and any(
+            filesystem.isdir(filesystem.join(path, str(version))) for version in existing_versions(path)
+        )
+
+    if not filesystem.isdir(export_base):
+        return []
+    return [name for name in filesystem.listdir(export_base) if is_model(filesystem.join(export_base, name))]
+
+
+def models_config_text(names, serving_base_path=DEFAULT_SERVING_BASE_PATH):
+    """A `ModelServerConfig` in text format listing `names` at `serving_base_path/<name>`."""
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+
+    config = model_server_config_pb2.ModelServerConfig()
+    for name in names:
+        config.model_config_list.config.add(
+            name=name, base_path=posixpath.join(serving_base_path, name), model_platform="tensorflow"
+        )
+    return text_format.MessageToString(config)
+
+
+def write_models_config(export_base, serving_base_path=DEFAULT_SERVING_BASE_PATH):
+    """Writes `export_base/models.config` (`tensorflow_model_server --model_config_file`)
+    listing every model under `export_base`, by name.
+
+    The file is rewritten whole and atomically after each export; it names
+    models only, never versions (TF Serving serves the latest of each).
+
+    Args:
+        export_base: The parent of the model directories (`saved_models`).
+        serving_base_path: Where the server sees `export_base`: each model's
+            `base_path` is `<serving_base_path>/<name>` (the docker image
+            mounts models under `/models`).
+
+    Returns:
+        The path written.
+    """
+    path = filesystem.join(export_base, MODELS_CONFIG)
+    write_text_atomically(path, models_config_text(model_names(export_base), serving_base_path))
     return path
 
 
@@ -126,14 +229,17 @@ def export_saved_model(
     version=None,
     warmup_texts=("The weather is lovely today.", "He drove to the stadium."),
     tables=None,
+    serving_base_path=DEFAULT_SERVING_BASE_PATH,
 ):
-    """Exports `model` as `export_dir/<version>/` for TF Serving.
+    """Exports `model` as `export_dir/<version>/` for TF Serving, and lists
+    it in the export base's `models.config`.
 
     Args:
         model: A built task model (see `BertServingModule`).
         task: A task name of `tasks.registry` with serving outputs.
         vocab_file: The model's `vocab.txt` (tokenization happens in-graph).
-        export_dir: `saved_models/<model_name>`; the model name is its basename.
+        export_dir: `saved_models/<model_name>`; the model name is its
+            basename, `saved_models` the export base. May be remote.
         do_lower_case: As for the Python tokenizer.
         max_seq_length: Every request is padded/truncated to this.
         label_names: Class names for a classifier (default "0".."n-1").
@@ -141,6 +247,8 @@ def export_saved_model(
             is complete. An existing version is never overwritten.
         warmup_texts: Real requests stored in `assets.extra` for warmup.
         tables: Optional precomputed `in_graph.build_tables()`.
+        serving_base_path: Where TF Serving sees the export base, for
+            `models.config` (see `write_models_config`).
 
     Returns:
         The path of the version directory written.
@@ -151,12 +259,15 @@ def export_saved_model(
     if task not in exported_task_names():
         raise ExportError(f"--task {task!r} is not one of {', '.join(exported_task_names())}")
     spec = get_task(task)
-    export_dir = os.path.abspath(export_dir)
-    model_name = os.path.basename(export_dir.rstrip("/"))
+    export_dir = os.fspath(export_dir).rstrip("/")
+    remote = filesystem.is_remote(export_dir)
+    if not remote:
+        export_dir = os.path.abspath(export_dir)
+    model_name = filesystem.basename(export_dir)
     if version is not None:
         version = int(version)
-        final = os.path.join(export_dir, str(version))
-        if os.path.exists(final):  # before any work; `publish_version` decides a race
+        final = filesystem.join(export_dir, str(version))
+        if filesystem.exists(final):  # before any work; `publish_version` decides a race
             raise ExportError(f"{final}: version {version} already exists; versions are never overwritten")
     vocab = load_vocab(vocab_file)
     check_special_tokens(vocab, vocab_file, required=spec.required_tokens)
@@ -164,9 +275,10 @@ def export_saved_model(
     for token, index in vocab.items():
         tokens[index] = token
 
-    os.makedirs(export_dir, exist_ok=True)
-    staging = os.path.join(export_dir, f".tmp-{uuid.uuid4().hex}")
-    work = tempfile.mkdtemp(prefix="export-assets-")
+    filesystem.makedirs(export_dir)
+    work = tempfile.mkdtemp(prefix="export-assets-")  # local scratch: the labels file, a remote export's staging
+    # A local staging directory sits beside the versions, so that publishing is a rename.
+    staging = filesystem.join(work if remote else export_dir, f".tmp-{uuid.uuid4().hex}")
     try:
         labels_path = None
         if spec.uses_labels:
@@ -174,8 +286,8 @@ def export_saved_model(
             names = list(label_names) if label_names else [str(i) for i in range(num_labels)]
             if num_labels is not None and len(names) != num_labels:
                 raise ExportError(f"--label_names has {len(names)} names for a {num_labels}-label classifier")
-            labels_path = os.path.join(work, "labels.txt")
-            with open(labels_path, "w", encoding="utf-8") as f:
+            labels_path = filesystem.join(work, "labels.txt")
+            with filesystem.open_file(labels_path, "w") as f:
                 f.write("\n".join(names) + "\n")
         tokenizer = InGraphTokenizer(tokens, do_lower_case=do_lower_case, tables=tables or shared_tables())
         module = BertServingModule(
@@ -184,17 +296,19 @@ def export_saved_model(
             labels_path=labels_path,
         )
         tf.saved_model.save(module, staging, signatures=module.signatures())
-        extra = os.path.join(staging, "assets.extra")
-        os.makedirs(extra, exist_ok=True)
+        if task in SIGNATURE_METHODS:
+            set_method_names(staging, SIGNATURE_METHODS[task])
+        extra = filesystem.join(staging, "assets.extra")
+        filesystem.makedirs(extra)
         texts = [t + " [MASK] ." if spec.masks_in_text else t for t in warmup_texts]
-        with tf.io.TFRecordWriter(os.path.join(extra, WARMUP_FILE)) as writer:
+        with tf.io.TFRecordWriter(filesystem.join(extra, WARMUP_FILE)) as writer:
             for record in warmup_requests(model_name, texts, text_b=texts if spec.warmup_pairs else None):
                 writer.write(record)
         final = publish_version(staging, export_dir, version)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        shutil.rmtree(work, ignore_errors=True)
-    write_models_config(export_dir, model_name)
+        filesystem.rmtree(staging, missing_ok=True)
+        filesystem.rmtree(work, missing_ok=True)
+    write_models_config(filesystem.dirname(export_dir), serving_base_path)
     return final
 
 
@@ -203,16 +317,17 @@ def release_files(model_dir, bert_config_file=None, vocab_file=None, init_checkp
     release directory written by our tools (its latest checkpoint, else
     `bert_model.ckpt`) where not given."""
     if model_dir:
-        bert_config_file = bert_config_file or os.path.join(model_dir, "bert_config.json")
-        vocab_file = vocab_file or os.path.join(model_dir, "vocab.txt")
-        init_checkpoint = init_checkpoint or tf.train.latest_checkpoint(model_dir) or os.path.join(
+        bert_config_file = bert_config_file or filesystem.join(model_dir, "bert_config.json")
+        vocab_file = vocab_file or filesystem.join(model_dir, "vocab.txt")
+        init_checkpoint = init_checkpoint or tf.train.latest_checkpoint(model_dir) or filesystem.join(
             model_dir, "bert_model.ckpt"
         )
     return bert_config_file, vocab_file, init_checkpoint
 
 
 def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, export_dir, do_lower_case=True,
-                      max_seq_length=128, num_labels=2, label_names=None, version=None, log=print):
+                      max_seq_length=128, num_labels=2, label_names=None, version=None, log=print,
+                      serving_base_path=DEFAULT_SERVING_BASE_PATH):
     """Builds the `task` model, loads an original-layout checkpoint and exports it.
 
     Args:
@@ -227,6 +342,8 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
         label_names: Class names.
         version: Integer version; default the next free one.
         log: `log(message)`.
+        serving_base_path: Where TF Serving sees the export base
+            (`models.config`).
 
     Returns:
         The version directory written.
@@ -243,9 +360,9 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
 
     if task not in exported_task_names():
         raise ExportError(f"--task {task!r} is not one of {', '.join(exported_task_names())}")
-    if version is not None and os.path.exists(os.path.join(export_dir, str(version))):
+    if version is not None and filesystem.exists(filesystem.join(export_dir, str(version))):
         # Checked before any work: versions are never overwritten.
-        raise ExportError(f"{os.path.join(export_dir, str(version))}: version {version} already exists")
+        raise ExportError(f"{filesystem.join(export_dir, str(version))}: version {version} already exists")
     config = BertConfig.from_json_file(bert_config_file)
     check_max_seq_length(max_seq_length, config, bert_config_file)
     if is_keras_file(init_checkpoint):
@@ -256,5 +373,5 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
     log(f"{init_checkpoint}: {report.summary()}")
     return export_saved_model(
         model, task, vocab_file, export_dir, do_lower_case=do_lower_case, max_seq_length=max_seq_length,
-        label_names=label_names, version=version,
+        label_names=label_names, version=version, serving_base_path=serving_base_path,
     )

@@ -3,6 +3,17 @@
 `BertServingModule` wraps one of our task models and an `InGraphTokenizer`;
 its `tf.function`s become the SavedModel's signatures. Nothing here runs
 Python of ours at serving time: TF Serving executes the traced graph.
+
+Besides the predict signatures, a classifier exports `classify` and a
+regression `regress`: the tf.Example signature in the form TF Serving's
+`:classify` / `:regress` methods take (tensorflow_serving/servables/
+tensorflow/classifier.cc, regressor.cc). Each has the one input `inputs`
+(serialized tf.Example, DT_STRING [batch]); `classify` has exactly the
+outputs `classes` (DT_STRING [batch, num_labels], the label names) and
+`scores` (DT_FLOAT [batch, num_labels], the probabilities), `regress` the
+one output `outputs` (DT_FLOAT [batch]). TF Serving also checks the
+signature's method_name, which `tf.saved_model.save` always writes as
+predict: the export sets it from `SIGNATURE_METHODS` afterwards.
 """
 
 import tensorflow as tf
@@ -11,6 +22,18 @@ from keras_bert_impl.models.padding_free import drop_unused_padding
 from keras_bert_impl.tasks.registry import exported_task_names, get_task
 from keras_bert_impl.tokenization.in_graph import InGraphTokenizer
 from keras_bert_impl.tokenization.preprocessor import pack_inputs, token_ids_with_masks
+
+CLASSIFY_METHOD_NAME = "tensorflow/serving/classify"
+REGRESS_METHOD_NAME = "tensorflow/serving/regress"
+
+# Per task, the signature TF Serving's Classify or Regress runs and its
+# method_name. A request names it in `model_spec.signature_name` (REST:
+# "signature_name"): left empty, TF Serving takes `serving_default`, which
+# is the raw-text predict signature here.
+SIGNATURE_METHODS = {
+    "classifier": {"classify": CLASSIFY_METHOD_NAME},
+    "regression": {"regress": REGRESS_METHOD_NAME},
+}
 
 
 class BertServingModule(tf.Module):
@@ -110,6 +133,32 @@ class BertServingModule(tf.Module):
         seq_length = inputs["input_ids"].shape[1] or tf.shape(inputs["input_ids"])[1]
         return self.spec.serving_outputs(self, drop_unused_padding(inputs), seq_length)
 
+    def outputs_from_examples(self, examples):
+        """Task outputs for serialized tf.Examples with tf-models' feature names.
+
+        Args:
+            examples: DT_STRING [batch], each an `Example` with int64
+                `input_word_ids`, `input_mask`, `input_type_ids` of
+                `max_seq_length` values.
+        """
+        spec = {
+            name: tf.io.FixedLenFeature([self.max_seq_length], tf.int64)
+            for name in ("input_word_ids", "input_mask", "input_type_ids")
+        }
+        parsed = tf.io.parse_example(examples, spec)
+        # Checked as int64, before the cast could wrap an id into range.
+        inputs = self.check_id_ranges({
+            "input_ids": parsed["input_word_ids"],
+            "input_mask": parsed["input_mask"],
+            "segment_ids": parsed["input_type_ids"],
+        })
+        return self.outputs({name: tf.cast(value, tf.int32) for name, value in inputs.items()})
+
+    def class_names(self, batch_size, num_labels):
+        """The label names, one row per example: DT_STRING [batch_size, num_labels]."""
+        names = self.labels_table.lookup(tf.range(num_labels, dtype=tf.int64))  # [num_labels]
+        return tf.tile(names[tf.newaxis, :], [batch_size, 1])
+
     # -- signatures ----------------------------------------------------------------
 
     def signatures(self):
@@ -133,26 +182,34 @@ class BertServingModule(tf.Module):
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
         def serve_examples(examples):
-            # tf-models-official's feature names for serialized tf.Example input.
-            spec = {
-                name: tf.io.FixedLenFeature([self.max_seq_length], tf.int64)
-                for name in ("input_word_ids", "input_mask", "input_type_ids")
-            }
-            parsed = tf.io.parse_example(examples, spec)
-            # Checked as int64, before the cast could wrap an id into range.
-            inputs = self.check_id_ranges({
-                "input_ids": parsed["input_word_ids"],
-                "input_mask": parsed["input_mask"],
-                "segment_ids": parsed["input_type_ids"],
-            })
-            return self.outputs({name: tf.cast(value, tf.int32) for name, value in inputs.items()})
+            return self.outputs_from_examples(examples)
 
-        return {
+        signatures = {
             "serving_default": serving_default.get_concrete_function(),
             "serve_text_pair": serve_text_pair.get_concrete_function(),
             "serve_ids": serve_ids.get_concrete_function(),
             "serve_examples": serve_examples.get_concrete_function(),
         }
+        # TF Serving finds the input by this key: `inputs` (classifier.cc's kClassifyInputs).
+        inputs_spec = tf.TensorSpec([None], tf.string, name="inputs")
+        methods = SIGNATURE_METHODS.get(self.task, {})
+        if "classify" in methods:
+
+            @tf.function(input_signature=[inputs_spec])
+            def classify(inputs):
+                scores = self.outputs_from_examples(inputs)["probabilities"]  # [batch, num_labels]
+                classes = self.class_names(tf.shape(scores)[0], scores.shape[-1])  # [batch, num_labels]
+                return {"classes": classes, "scores": scores}
+
+            signatures["classify"] = classify.get_concrete_function()
+        if "regress" in methods:
+
+            @tf.function(input_signature=[inputs_spec])
+            def regress(inputs):
+                return {"outputs": self.outputs_from_examples(inputs)["predictions"]}  # [batch]
+
+            signatures["regress"] = regress.get_concrete_function()
+        return signatures
 
 
-__all__ = ["BertServingModule", "InGraphTokenizer"]
+__all__ = ["BertServingModule", "CLASSIFY_METHOD_NAME", "InGraphTokenizer", "REGRESS_METHOD_NAME", "SIGNATURE_METHODS"]

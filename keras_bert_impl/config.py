@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 
+from keras_bert_impl import filesystem
 from keras_bert_impl.errors import ConfigError
 
 # `gelu` is what the original `modeling.py` computes: the tanh approximation.
@@ -165,8 +166,8 @@ class BertConfig:
         """
         path = os.fspath(path)
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
+            with filesystem.open_file(path, "rb") as f:
+                text = f.read().decode("utf-8")
         except FileNotFoundError:
             raise ConfigError(f"{path}: config file not found") from None
         except (OSError, UnicodeDecodeError) as e:

@@ -8,8 +8,9 @@ TensorFlow (the pretraining-data processes, Beam workers on a local disk)
 can use the same calls without paying for the import.
 
 Errors are the standard library's whatever the file system:
-`FileNotFoundError`, `FileExistsError`, `IsADirectoryError`, so callers
-handle one set.
+`FileNotFoundError`, `FileExistsError`, `IsADirectoryError`,
+`PermissionError`, else `OSError`, so callers handle one set (reads and
+writes on an open remote file may still raise `tf.errors.OpError`).
 
 Atomic writes: `rename(..., overwrite=False)` is the one way a finished file
 or directory appears under its final name. Local disks and `ram://` rename
@@ -59,6 +60,10 @@ def _standard_errors(path):
         raise FileNotFoundError(f"{path}: not found") from None
     except tf.errors.AlreadyExistsError:
         raise FileExistsError(f"{path}: already exists") from None
+    except tf.errors.PermissionDeniedError as error:
+        raise PermissionError(f"{path}: permission denied ({error.message})") from None
+    except tf.errors.OpError as error:
+        raise OSError(f"{path}: {error.message}") from None
 
 
 def join(path, *parts):
@@ -68,9 +73,12 @@ def join(path, *parts):
 
 
 def dirname(path):
-    """The directory part of `path` (`gs://b/d` for `gs://b/d/f`)."""
+    """The directory part of `path` (`gs://b/d` for `gs://b/d/f`, `gs://` for `gs://b`)."""
     path = os.fspath(path)
-    return posixpath.dirname(path) if is_remote(path) else os.path.dirname(path)
+    if not is_remote(path):
+        return os.path.dirname(path)
+    scheme, rest = path.split("://", 1)
+    return f"{scheme}://{posixpath.dirname(rest)}"
 
 
 def basename(path):
@@ -95,23 +103,54 @@ def open_file(path, mode="r", encoding="utf-8", newline=None):
         return builtins.open(path, mode, encoding=encoding, newline=newline)
     gfile = _gfile()
     with _standard_errors(path):
-        if gfile.isdir(path):
+        if isdir(path):
             raise IsADirectoryError(f"{path}: is a directory")
-        if "r" in mode and not gfile.exists(path):
+        if "r" in mode and not exists(path):
             raise FileNotFoundError(f"{path}: not found")
+        if "r" not in mode:
+            _make_ram_parents(path)
         return gfile.GFile(path, mode)
+
+
+def _make_ram_parents(path):
+    """Creates the directories above a file about to be written on `ram://`.
+
+    TensorFlow's `ram://` lists, walks and deletes only directories made with
+    `makedirs`, not those that a file's name implies (as object stores do).
+    """
+    if path.startswith("ram://"):
+        makedirs_for(path)
 
 
 def exists(path):
     """True when `path` is a file or a directory."""
     path = os.fspath(path)
-    return _gfile().exists(path) if is_remote(path) else os.path.exists(path)
+    if not is_remote(path):
+        return os.path.exists(path)
+    gfile = _gfile()
+    return gfile.exists(path) and (not gfile.isdir(path) or isdir(path))
 
 
 def isdir(path):
     """True when `path` is a directory."""
     path = os.fspath(path)
-    return _gfile().isdir(path) if is_remote(path) else os.path.isdir(path)
+    if not is_remote(path):
+        return os.path.isdir(path)
+    gfile = _gfile()
+    if not gfile.isdir(path):
+        return False
+    if not path.startswith("ram://"):
+        return True
+    # TensorFlow's ram:// takes any string prefix of a file's name for a
+    # directory (`d/model.ckpt-2` of `d/model.ckpt-2.index`): a real one has
+    # something below it, or is listed in its parent (made by `makedirs`).
+    path = path.rstrip("/")
+    if gfile.glob(escape_glob(path) + "/*"):
+        return True
+    try:
+        return basename(path) in listdir(dirname(path))
+    except FileNotFoundError:
+        return False
 
 
 def isfile(path):
@@ -127,6 +166,13 @@ def makedirs(path):
             _gfile().makedirs(path)
     else:
         os.makedirs(path, exist_ok=True)
+
+
+def makedirs_for(path):
+    """Creates the directory that file `path` goes in (nothing for a bare file name)."""
+    directory = dirname(path)
+    if directory and not directory.endswith("://"):
+        makedirs(directory)
 
 
 def listdir(path):
@@ -168,6 +214,15 @@ def getsize(path):
     return os.path.getsize(path)
 
 
+def getmtime(path):
+    """When file `path` was last modified, in seconds since the epoch."""
+    path = os.fspath(path)
+    if is_remote(path):
+        with _standard_errors(path):
+            return _gfile().stat(path).mtime_nsec / 1e9
+    return os.path.getmtime(path)
+
+
 def remove(path, missing_ok=False):
     """Deletes file `path`."""
     path = os.fspath(path)
@@ -187,11 +242,27 @@ def rmtree(path, missing_ok=True):
     path = os.fspath(path)
     if missing_ok and not exists(path):
         return
-    if is_remote(path):
+    if path.startswith("ram://"):
+        with _standard_errors(path):
+            _ram_rmtree(path.rstrip("/"))
+    elif is_remote(path):
         with _standard_errors(path):
             _gfile().rmtree(path)
     else:
         shutil.rmtree(path)
+
+
+def _ram_rmtree(path):
+    """`rmtree` on `ram://`, whose own lists a sibling `d.x` as `.x` in `d` (and then fails to delete it)."""
+    gfile = _gfile()
+    for name in listdir(path):
+        child = f"{path}/{name}"
+        if isdir(child):
+            _ram_rmtree(child)
+        elif exists(child):
+            gfile.remove(child)
+    if gfile.exists(path):
+        gfile.remove(path)  # The directory's own entry (ram:// deletes it like a file).
 
 
 def rename(source, target, overwrite=True):
@@ -227,6 +298,7 @@ def copy(source, target, overwrite=True):
     source, target = os.fspath(source), os.fspath(target)
     if is_remote(source) or is_remote(target):
         with _standard_errors(source):
+            _make_ram_parents(target)
             _gfile().copy(source, target, overwrite=overwrite)
         return
     if not overwrite and os.path.exists(target):
@@ -240,6 +312,7 @@ __all__ = [
     "dirname",
     "escape_glob",
     "exists",
+    "getmtime",
     "getsize",
     "glob",
     "is_remote",
@@ -248,6 +321,7 @@ __all__ = [
     "join",
     "listdir",
     "makedirs",
+    "makedirs_for",
     "open_file",
     "remove",
     "rename",

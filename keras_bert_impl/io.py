@@ -144,8 +144,9 @@ def check_output_dir(path, flag):
 
     Called on an output directory flag before any work, so that a path that
     is a file, or lies below one, is named with its flag instead of failing
-    later with a bare "File exists" or "Not a directory". Remote paths
-    (`gs://...`) are left to the file system that writes them.
+    later with a bare "File exists" or "Not a directory". Of a remote path
+    (`gs://...`) only the path itself is checked: object stores have no
+    files that directories lie below.
 
     Args:
         path: The flag's value.
@@ -164,7 +165,9 @@ def check_output_dir(path, flag):
     keras_bert_impl.errors.OutputPathError: --export_dir .../notes.txt/sentiment: .../notes.txt is a file, not a directory
     """
     path = os.fspath(path)
-    if "://" in path:
+    if filesystem.is_remote(path):
+        if filesystem.exists(path) and not filesystem.isdir(path):
+            raise OutputPathError(f"{flag} {path}: is a file, not a directory")
         return
     absolute = os.path.abspath(path)
     if os.path.exists(absolute) and not os.path.isdir(absolute):

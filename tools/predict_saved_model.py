@@ -46,6 +46,15 @@ def define_flags(fv):
         flags.DEFINE_boolean(name, False, "Show the flags of this tool and exit.", flag_values=fv)
 
 
+def _isdir(path):
+    """`os.path.isdir`, or for a remote path (`gs://...`) `tf.io.gfile.isdir` (none of ours here)."""
+    if "://" not in path:
+        return os.path.isdir(path)
+    import tensorflow as tf
+
+    return tf.io.gfile.isdir(path)
+
+
 def parse_flags(argv):
     """The SavedModel directory that `argv` names, or None after printing the help."""
     fv = flags.FlagValues()
@@ -61,7 +70,7 @@ def parse_flags(argv):
     if len(positional) + bool(fv.saved_model_dir) != 1:
         raise UsageError("give the SavedModel directory, as --saved_model_dir or the one positional argument")
     saved_model_dir = fv.saved_model_dir or positional[0]
-    if not os.path.isdir(saved_model_dir):
+    if not _isdir(saved_model_dir):
         raise UsageError(f"{saved_model_dir}: no such SavedModel directory")
     return saved_model_dir
 

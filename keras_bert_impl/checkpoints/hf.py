@@ -13,6 +13,7 @@ import struct
 
 import numpy as np
 
+from keras_bert_impl import filesystem
 from keras_bert_impl.checkpoints.original import assign_original_weights, save_original_checkpoint
 from keras_bert_impl.config import BertConfig
 from keras_bert_impl.errors import CheckpointError, ConfigError
@@ -92,8 +93,8 @@ _MAX_HEADER_BYTES = 100 * 1024 * 1024
 def _safetensors_header(path):
     """`(header dict, data buffer size)` of the file at `path`, header checked to be a JSON object."""
     try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as f:
+        size = filesystem.getsize(path)
+        with filesystem.open_file(path, "rb") as f:
             prefix = f.read(8)
             if len(prefix) < 8:
                 raise CheckpointError(
@@ -169,7 +170,7 @@ def _tensor_entry(path, name, info, data_size):
 
 
 def read_safetensors(path):
-    """Reads a `.safetensors` file into `{name: numpy array}` (memory-mapped).
+    """Reads a `.safetensors` file into `{name: numpy array}` (memory-mapped when local).
 
     The whole header is checked before any tensor is read: its length lies
     within the file, it is a UTF-8 JSON object, every tensor names a known
@@ -206,7 +207,13 @@ def read_safetensors(path):
         )
     if not data_size:
         return {name: np.zeros(shape, dtype) for name, (dtype, shape, _, _) in entries.items()}
-    data = np.memmap(path, dtype=np.uint8, mode="r", offset=os.path.getsize(path) - data_size)
+    offset = filesystem.getsize(path) - data_size
+    if filesystem.is_remote(path):  # No memory map across a network: read the data buffer once.
+        with filesystem.open_file(path, "rb") as f:
+            f.seek(offset)
+            data = np.frombuffer(f.read(), np.uint8)
+    else:
+        data = np.memmap(path, dtype=np.uint8, mode="r", offset=offset)
     return {
         name: data[begin:end].view(dtype).reshape(shape)
         for name, (dtype, shape, begin, end) in entries.items()
@@ -225,8 +232,8 @@ def bert_config_from_hf(config_path):
     """
     config_path = os.fspath(config_path)
     try:
-        with open(config_path, encoding="utf-8") as f:
-            values = json.load(f)
+        with filesystem.open_file(config_path, "rb") as f:
+            values = json.loads(f.read().decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{config_path}: config file not found") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -260,8 +267,8 @@ def hf_weights_as_original(model_dir_or_file):
         model_dir_or_file: A directory holding `model.safetensors`, or the file.
     """
     path = os.fspath(model_dir_or_file)
-    if os.path.isdir(path):
-        path = os.path.join(path, "model.safetensors")
+    if filesystem.isdir(path):
+        path = filesystem.join(path, "model.safetensors")
     weights = {}
     for hf_name, array in read_safetensors(path).items():
         mapped = hf_to_original_name(hf_name)
@@ -306,7 +313,7 @@ def load_hf_model(hf_dir):
             not fit the config.
     """
     hf_dir = os.fspath(hf_dir)
-    config = bert_config_from_hf(os.path.join(hf_dir, "config.json"))
+    config = bert_config_from_hf(filesystem.join(hf_dir, "config.json"))
     weights = hf_weights_as_original(hf_dir)
     has_heads = any(name.startswith("cls/") for name in weights)
     model = BertPretrainingModel(config) if has_heads else BertModel(config)
@@ -372,12 +379,12 @@ def write_converted_release(model, config, hf_dir, output_dir):
         The checkpoint prefix written.
     """
     hf_dir, output_dir = os.fspath(hf_dir), os.fspath(output_dir)
-    os.makedirs(output_dir, exist_ok=True)
-    prefix = save_original_checkpoint(model, os.path.join(output_dir, "bert_model.ckpt"))
-    vocab = os.path.join(hf_dir, "vocab.txt")
-    if os.path.exists(vocab):
-        copy_atomically(vocab, os.path.join(output_dir, "vocab.txt"))
-    config.to_json_file(os.path.join(output_dir, "bert_config.json"))
+    filesystem.makedirs(output_dir)
+    prefix = save_original_checkpoint(model, filesystem.join(output_dir, "bert_model.ckpt"))
+    vocab = filesystem.join(hf_dir, "vocab.txt")
+    if filesystem.exists(vocab):
+        copy_atomically(vocab, filesystem.join(output_dir, "vocab.txt"))
+    config.to_json_file(filesystem.join(output_dir, "bert_config.json"))
     return prefix
 
 

@@ -20,6 +20,7 @@ import os
 import types
 import zipfile
 
+from keras_bert_impl import filesystem
 from keras_bert_impl.checkpoints.name_map import original_variable_map
 from keras_bert_impl.errors import CheckpointError
 
@@ -93,9 +94,11 @@ def read_keras_file(path):
     import keras
 
     path = os.fspath(path)
-    if not os.path.isfile(path):
+    if not filesystem.isfile(path):
         raise CheckpointError(f"{path}: .keras model file not found")
-    if not zipfile.is_zipfile(path):
+    with filesystem.open_file(path, "rb") as f:
+        is_zip = zipfile.is_zipfile(f)
+    if not is_zip:
         raise CheckpointError(f"{path}: not a .keras model file (not a zip archive)")
     _import_named_classes(path)
     try:
@@ -180,7 +183,7 @@ def _import_named_classes(path):
     import json
 
     try:
-        with zipfile.ZipFile(path) as archive:
+        with filesystem.open_file(path, "rb") as f, zipfile.ZipFile(f) as archive:
             config = json.loads(archive.read("config.json"))
     except (OSError, KeyError, ValueError, zipfile.BadZipFile):
         return

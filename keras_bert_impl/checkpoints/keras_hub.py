@@ -37,12 +37,14 @@ import dataclasses
 import json
 import os
 import shutil
+import tempfile
 
 import numpy as np
 
+from keras_bert_impl import filesystem
 from keras_bert_impl.checkpoints.original import (
     assign_original_weights,
-    list_original_variables,
+    open_checkpoint,
     write_checkpoint_tensors,
 )
 from keras_bert_impl.config import BertConfig
@@ -400,11 +402,8 @@ def read_checkpoint_tensors(checkpoint_prefix):
     Raises:
         CheckpointError: no checkpoint there, or an unreadable one.
     """
-    import tensorflow as tf
-
-    shapes = list_original_variables(checkpoint_prefix)
-    reader = tf.train.load_checkpoint(os.fspath(checkpoint_prefix))
-    return {name: reader.get_tensor(name) for name in sorted(shapes)}
+    _, reader = open_checkpoint(checkpoint_prefix)
+    return {name: reader.get_tensor(name) for name in sorted(reader.get_variable_to_shape_map())}
 
 
 def read_vocabulary(vocab_file, vocab_size):
@@ -424,18 +423,43 @@ def read_vocabulary(vocab_file, vocab_size):
     return vocabulary
 
 
+def _local_path(path):
+    """`path` made absolute when local; a remote one (`gs://...`) as it is."""
+    path = os.fspath(path)
+    return path if filesystem.is_remote(path) else os.path.abspath(path)
+
+
 def _check_new_preset_dir(preset_dir):
-    if os.path.exists(preset_dir) and not os.path.isdir(preset_dir):
+    if filesystem.exists(preset_dir) and not filesystem.isdir(preset_dir):
         raise OutputPathError(f"{preset_dir}: is a file, not a directory")
-    if os.path.isdir(preset_dir) and os.listdir(preset_dir):
+    if filesystem.isdir(preset_dir) and filesystem.listdir(preset_dir):
         raise OutputPathError(
             f"{preset_dir}: not empty; a preset is written only into a new or empty directory, since "
             "keras-hub reads any task.json or preprocessor.json it finds there"
         )
 
 
+def _upload_preset(staging, preset_dir):
+    """Copies the local preset `staging` to the remote `preset_dir`, file by file, atomically.
+
+    keras-hub reads a preset through its `config.json`, so that is copied
+    last: until it appears, `preset_dir` is not a preset.
+    """
+    files = []
+    for root, _, names in os.walk(staging):
+        files += [os.path.relpath(os.path.join(root, name), staging) for name in names]
+    for relative in sorted(files, key=lambda name: name == "config.json"):
+        target = filesystem.join(preset_dir, *relative.split(os.sep))
+        filesystem.makedirs_for(target)
+        copy_atomically(os.path.join(staging, relative), target)
+
+
 def write_preset(keras_hub_model, tokenizer, bert_config_file, extra_variables, preset_dir):
     """Writes a keras-hub preset, plus `original/`, as one directory rename.
+
+    keras-hub saves presets on the local disk only; a remote `preset_dir`
+    (`gs://...`) is saved in a local temporary directory and copied up, its
+    `config.json` last.
 
     Args:
         keras_hub_model: A `BertBackbone`, or a task (its preprocessor holds `tokenizer`).
@@ -448,10 +472,11 @@ def write_preset(keras_hub_model, tokenizer, bert_config_file, extra_variables, 
     Raises:
         OutputPathError: `preset_dir` is a file or not empty.
     """
-    preset_dir = os.path.abspath(os.fspath(preset_dir))
+    preset_dir = _local_path(preset_dir)
+    remote = filesystem.is_remote(preset_dir)
     _check_new_preset_dir(preset_dir)
-    os.makedirs(os.path.dirname(preset_dir), exist_ok=True)
-    staging = temporary_path(preset_dir)
+    filesystem.makedirs_for(preset_dir)
+    staging = tempfile.mkdtemp(prefix="keras-hub-preset-") if remote else temporary_path(preset_dir)
     try:
         keras_hub_model.save_to_preset(staging)
         if getattr(keras_hub_model, "preprocessor", None) is None:
@@ -462,9 +487,12 @@ def write_preset(keras_hub_model, tokenizer, bert_config_file, extra_variables, 
         if extra_variables:
             write_checkpoint_tensors(extra_variables, os.path.join(original, EXTRA_VARIABLES))
         _check_new_preset_dir(preset_dir)
-        if os.path.isdir(preset_dir):
-            os.rmdir(preset_dir)
-        os.rename(staging, preset_dir)
+        if remote:
+            _upload_preset(staging, preset_dir)
+        else:
+            if os.path.isdir(preset_dir):
+                os.rmdir(preset_dir)
+            os.rename(staging, preset_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return preset_dir
@@ -543,7 +571,7 @@ def release_to_preset(bert_config_file, init_checkpoint, vocab_file, preset_dir,
         )
     validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
     vocabulary = read_vocabulary(vocab_file, config.vocab_size)
-    _check_new_preset_dir(os.path.abspath(os.fspath(preset_dir)))
+    _check_new_preset_dir(_local_path(preset_dir))
     tensors = read_checkpoint_tensors(init_checkpoint)
     masked_lm = any(name.startswith("cls/predictions/") for name in tensors)
     model = _load_ours(config, tensors, masked_lm, source=os.fspath(init_checkpoint))
@@ -574,10 +602,10 @@ def release_to_preset(bert_config_file, init_checkpoint, vocab_file, preset_dir,
 
 
 def _read_preset_json(preset_dir, name):
-    path = os.path.join(preset_dir, name)
+    path = filesystem.join(preset_dir, name)
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        with filesystem.open_file(path, "rb") as f:
+            return json.loads(f.read().decode("utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -586,9 +614,9 @@ def _read_preset_json(preset_dir, name):
 
 def _release_config(preset_dir, backbone_config):
     """`(BertConfig, file it came from)`: `original/bert_config.json` when the preset has it."""
-    derived = config_of_backbone(backbone_config, source=os.path.join(preset_dir, "config.json"))
-    path = os.path.join(preset_dir, ORIGINAL_DIR, "bert_config.json")
-    if not os.path.exists(path):
+    derived = config_of_backbone(backbone_config, source=filesystem.join(preset_dir, "config.json"))
+    path = filesystem.join(preset_dir, ORIGINAL_DIR, "bert_config.json")
+    if not filesystem.exists(path):
         return derived, None
     config = BertConfig.from_json_file(path)
     for ours, theirs in CONFIG_KEYS.items():
@@ -656,19 +684,19 @@ def preset_to_release(preset_dir, output_dir):
             "a release's tokenizer strips accents exactly when it lower-cases"
         )
     tensors = weights_of_keras_hub(keras_hub_model, masked_lm)
-    extra_path = os.path.join(preset_dir, ORIGINAL_DIR, EXTRA_VARIABLES)
+    extra_path = filesystem.join(preset_dir, ORIGINAL_DIR, EXTRA_VARIABLES)
     extra = {}
-    if os.path.exists(extra_path + ".index"):
+    if filesystem.exists(extra_path + ".index"):
         extra = {name: value for name, value in read_checkpoint_tensors(extra_path).items() if name not in tensors}
         tensors.update(extra)
     model = _load_ours(config, tensors, masked_lm, source=preset_dir)
     differences = keras_hub_differences(model, keras_hub_model, config)
 
-    os.makedirs(output_dir, exist_ok=True)
-    prefix = write_checkpoint_tensors(tensors, os.path.join(output_dir, RELEASE_CHECKPOINT))
+    filesystem.makedirs(output_dir)
+    prefix = write_checkpoint_tensors(tensors, filesystem.join(output_dir, RELEASE_CHECKPOINT))
     vocabulary = tokenizer.get_vocabulary()
-    write_text_atomically(os.path.join(output_dir, "vocab.txt"), "".join(f"{token}\n" for token in vocabulary))
-    release_config = os.path.join(output_dir, "bert_config.json")
+    write_text_atomically(filesystem.join(output_dir, "vocab.txt"), "".join(f"{token}\n" for token in vocabulary))
+    release_config = filesystem.join(output_dir, "bert_config.json")
     if config_file:
         copy_atomically(config_file, release_config)
     else:
@@ -681,6 +709,6 @@ def preset_to_release(preset_dir, output_dir):
         differences=differences,
         probe_shape=_probe_shape(config),
         do_lower_case=bool(tokenizer.lowercase),
-        config_source=config_file or os.path.join(preset_dir, "config.json"),
+        config_source=config_file or filesystem.join(preset_dir, "config.json"),
         notes=tuple(notes),
     )

@@ -8,6 +8,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_impl import filesystem
 from keras_bert_impl.checkpoints.keras_file import is_keras_file, read_keras_file
 from keras_bert_impl.checkpoints.name_map import original_variable_map
 from keras_bert_impl.errors import CheckpointError
@@ -120,21 +121,31 @@ def assign_original_weights(model, get_tensor, shapes, source, allow_fresh=()):
     return report
 
 
-def _reader(checkpoint_prefix):
+def open_checkpoint(checkpoint_prefix):
+    """`(prefix, reader)` of a checkpoint prefix, a directory naming one, or a `.keras` file.
+
+    The reader has `get_tensor(name)` and `get_variable_to_shape_map()`.
+    Unlike `tf.train.load_checkpoint`, a prefix is opened as it is: that
+    asks first whether the prefix is a directory, which TensorFlow's `ram://`
+    answers yes for every prefix of a file's name.
+
+    Raises:
+        CheckpointError: no checkpoint there, or an unreadable one.
+    """
     prefix = os.fspath(checkpoint_prefix)
     if is_keras_file(prefix):
         # A model file saved by Keras: read through the same name map, then
         # loaded and listed like a checkpoint (`keras_file.KerasFile`).
         return prefix, read_keras_file(prefix)
-    if os.path.isdir(prefix):
+    if filesystem.isdir(prefix):
         latest = tf.train.latest_checkpoint(prefix)
         if latest is None:
             raise CheckpointError(f"{prefix}: directory holds no checkpoint")
         prefix = latest
-    if not os.path.exists(prefix + ".index"):
-        raise CheckpointError(f"{prefix}: checkpoint not found (no {os.path.basename(prefix)}.index)")
+    if not filesystem.exists(prefix + ".index"):
+        raise CheckpointError(f"{prefix}: checkpoint not found (no {filesystem.basename(prefix)}.index)")
     try:
-        return prefix, tf.train.load_checkpoint(prefix)
+        return prefix, tf.compat.v1.train.NewCheckpointReader(prefix)
     except (tf.errors.OpError, ValueError) as e:
         raise CheckpointError(f"{prefix}: unreadable checkpoint ({e.message if hasattr(e, 'message') else e})") from None
 
@@ -142,7 +153,7 @@ def _reader(checkpoint_prefix):
 def list_original_variables(checkpoint_prefix):
     """`{name: shape}` of an original-format checkpoint, without loading values
     (a `.keras` file is loaded to list it)."""
-    _, reader = _reader(checkpoint_prefix)
+    _, reader = open_checkpoint(checkpoint_prefix)
     return reader.get_variable_to_shape_map()
 
 
@@ -167,7 +178,7 @@ def load_original_checkpoint(model, checkpoint_prefix, allow_fresh=()):
     >>> report = load_original_checkpoint(model, "bert_model.ckpt")  # doctest: +SKIP
     >>> print(report.summary())  # doctest: +SKIP
     """
-    prefix, reader = _reader(checkpoint_prefix)
+    prefix, reader = open_checkpoint(checkpoint_prefix)
     return assign_original_weights(
         model,
         reader.get_tensor,
@@ -185,8 +196,8 @@ def write_checkpoint_tensors(tensors, checkpoint_prefix):
     `checkpoint` state file naming the prefix is written beside them.
     """
     prefix = os.fspath(checkpoint_prefix)
-    directory = os.path.dirname(prefix) or "."
-    os.makedirs(directory, exist_ok=True)
+    directory = filesystem.dirname(prefix) or "."
+    filesystem.makedirs(directory)
     tmp_prefix = temporary_path(prefix)
     names = sorted(tensors)
     try:
@@ -196,13 +207,12 @@ def write_checkpoint_tensors(tensors, checkpoint_prefix):
             shape_and_slices=[""] * len(names),
             tensors=[tf.convert_to_tensor(tensors[name]) for name in names],
         )
-        os.replace(tmp_prefix + ".data-00000-of-00001", prefix + ".data-00000-of-00001")
-        os.replace(tmp_prefix + ".index", prefix + ".index")
+        filesystem.rename(tmp_prefix + ".data-00000-of-00001", prefix + ".data-00000-of-00001")
+        filesystem.rename(tmp_prefix + ".index", prefix + ".index")
     finally:
         for suffix in (".index", ".data-00000-of-00001"):
-            if os.path.exists(tmp_prefix + suffix):
-                os.remove(tmp_prefix + suffix)
-    write_checkpoint_state(directory, [os.path.basename(prefix)])
+            filesystem.remove(tmp_prefix + suffix, missing_ok=True)
+    write_checkpoint_state(directory, [filesystem.basename(prefix)])
     return prefix
 
 
@@ -213,7 +223,7 @@ def write_checkpoint_state(directory, prefixes):
         directory: Where the checkpoints are.
         prefixes: Checkpoint basenames, oldest first; the last is the latest.
     """
-    state = os.path.join(directory, "checkpoint")
+    state = filesystem.join(directory, "checkpoint")
     lines = [f'model_checkpoint_path: "{prefixes[-1]}"']
     lines += [f'all_model_checkpoint_paths: "{p}"' for p in prefixes]
     write_text_atomically(state, "\n".join(lines) + "\n")

@@ -12,6 +12,7 @@ False
 import dataclasses
 import os
 
+from keras_bert_impl import filesystem
 from keras_bert_impl.errors import CheckpointError
 from keras_bert_impl.io import write_text_atomically
 
@@ -40,23 +41,23 @@ def find_release(path):
         CheckpointError: no config, vocabulary or checkpoint there.
     """
     path = os.fspath(path)
-    if os.path.isdir(path):
+    if filesystem.isdir(path):
         directory, prefix = path, None
     else:
-        directory, prefix = os.path.dirname(path) or ".", path
-    config_file = os.path.join(directory, "bert_config.json")
-    vocab_file = os.path.join(directory, "vocab.txt")
+        directory, prefix = filesystem.dirname(path) or ".", path
+    config_file = filesystem.join(directory, "bert_config.json")
+    vocab_file = filesystem.join(directory, "vocab.txt")
     for required in (config_file, vocab_file):
-        if not os.path.exists(required):
-            raise CheckpointError(f"{directory}: not a release, it has no {os.path.basename(required)}")
+        if not filesystem.exists(required):
+            raise CheckpointError(f"{directory}: not a release, it has no {filesystem.basename(required)}")
     if prefix is None:
-        candidates = [os.path.join(directory, name) for name in _PREFIXES]
-        prefix = next((c for c in candidates if os.path.exists(c + ".index")), None)
+        candidates = [filesystem.join(directory, name) for name in _PREFIXES]
+        prefix = next((c for c in candidates if filesystem.exists(c + ".index")), None)
     if prefix is None:
         import tensorflow as tf
 
         prefix = tf.train.latest_checkpoint(directory)
-    if prefix is None or not os.path.exists(prefix + ".index"):
+    if prefix is None or not filesystem.exists(prefix + ".index"):
         raise CheckpointError(f"{directory}: not a release, it has no checkpoint ({' or '.join(_PREFIXES)})")
     return ReleaseFiles(config_file, vocab_file, prefix)
 
@@ -99,8 +100,8 @@ def write_release(model, directory, config, vocabulary, global_step=None):
     """
     from keras_bert_impl.checkpoints.original import save_original_checkpoint
 
-    os.makedirs(directory, exist_ok=True)
-    prefix = save_original_checkpoint(model, os.path.join(directory, _PREFIXES[0]), global_step=global_step)
-    config.to_json_file(os.path.join(directory, "bert_config.json"))
-    write_text_atomically(os.path.join(directory, "vocab.txt"), "".join(f"{token}\n" for token in vocabulary))
+    filesystem.makedirs(directory)
+    prefix = save_original_checkpoint(model, filesystem.join(directory, _PREFIXES[0]), global_step=global_step)
+    config.to_json_file(filesystem.join(directory, "bert_config.json"))
+    write_text_atomically(filesystem.join(directory, "vocab.txt"), "".join(f"{token}\n" for token in vocabulary))
     return prefix

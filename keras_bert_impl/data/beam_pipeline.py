@@ -4,8 +4,9 @@ The same chunks, seeds and shards as `pretraining_pipeline.write_sharded` (both
 go through `shard_layout`), so the shards are byte for byte the ones the local
 mode writes, and the manifest has the same form (counts, size and SHA-256 per
 shard); one Beam element per shard, so up to `num_shards` workers run at once.
-Files are read and written through Beam's `FileSystems` (local paths, gs://,
-hdfs://, s3:// as installed), shards under a temporary name renamed when
+Files are read and written through `keras_bert_impl.filesystem`, as by every
+other tool (local paths without TensorFlow; gs://, s3://, hdfs:// through
+`tf.io.gfile`), shards and the manifest under a temporary name renamed when
 complete. `apache_beam` (the `[beam]` extra) is imported only when a pipeline
 is built.
 
@@ -18,6 +19,7 @@ the default is the DirectRunner.
 
 import json
 
+from keras_bert_impl import filesystem
 from keras_bert_impl.data.pretraining_pipeline import (
     FinishedShard,
     PretrainingDataStats,
@@ -28,45 +30,7 @@ from keras_bert_impl.data.pretraining_pipeline import (
     shard_paths,
 )
 from keras_bert_impl.errors import InputFileError
-
-
-class BeamFileSystem:
-    """`LocalFileSystem`'s five operations through Beam's `FileSystems`."""
-
-    @staticmethod
-    def open(path):
-        from apache_beam.io.filesystem import CompressionTypes
-        from apache_beam.io.filesystems import FileSystems
-
-        return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
-
-    @staticmethod
-    def create(path):
-        from apache_beam.io.filesystem import CompressionTypes
-        from apache_beam.io.filesystems import FileSystems
-
-        return FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
-
-    @staticmethod
-    def rename(source, destination):
-        from apache_beam.io.filesystems import FileSystems
-
-        if FileSystems.exists(destination):  # A retried bundle, or an earlier run.
-            FileSystems.delete([destination])
-        FileSystems.rename([source], [destination])
-
-    @staticmethod
-    def delete(path):
-        from apache_beam.io.filesystems import FileSystems
-
-        if FileSystems.exists(path):
-            FileSystems.delete([path])
-
-    @staticmethod
-    def exists(path):
-        from apache_beam.io.filesystems import FileSystems
-
-        return FileSystems.exists(path)
+from keras_bert_impl.io import write_text_atomically
 
 
 def match_input_files(patterns):
@@ -75,16 +39,14 @@ def match_input_files(patterns):
     Raises:
         InputFileError: a pattern matches nothing.
     """
-    from apache_beam.io.filesystems import FileSystems
-
     files = set()
     for pattern in (p.strip() for p in patterns.split(",")):
         if not pattern:
             continue
-        (result,) = FileSystems.match([pattern])
-        if not result.metadata_list:
+        matches = [path for path in filesystem.glob(pattern) if not filesystem.isdir(path)]
+        if not matches:
             raise InputFileError(f"{pattern}: no such input file")
-        files.update((metadata.path, metadata.size_in_bytes) for metadata in result.metadata_list)
+        files.update((path, filesystem.getsize(path)) for path in matches)
     if not files:
         raise InputFileError(f"no input files in {patterns!r}")
     return sorted(files)
@@ -103,7 +65,7 @@ def _make_shard_fn(settings):
             self._instances = Metrics.counter("pretraining_data", "instances")
 
         def setup(self):
-            self._writer = ShardWriter(self._settings, BeamFileSystem)
+            self._writer = ShardWriter(self._settings)
 
         def process(self, task):
             path, indexed_chunks = task
@@ -113,17 +75,14 @@ def _make_shard_fn(settings):
                 self._instances.inc(instances)
 
             shard = self._writer.write(path, indexed_chunks, count)
-            yield path.rsplit("/", 1)[-1], shard.to_json()
+            yield filesystem.basename(path), shard.to_json()
 
     return MakeShard(settings)
 
 
 def _write_manifest(shard_entries, path, settings_fingerprint):
     manifest = {"settings": settings_fingerprint, "shards": dict(shard_entries)}
-    data = json.dumps(manifest, indent=1, sort_keys=True).encode("utf-8")
-    with BeamFileSystem.create(path + ".partial") as f:
-        f.write(data)
-    BeamFileSystem.rename(path + ".partial", path)
+    write_text_atomically(path, json.dumps(manifest, indent=1, sort_keys=True))
 
 
 def build_pipeline(pipeline, input_files, output_prefix, settings, num_shards, chunk_bytes):
@@ -171,7 +130,7 @@ def run_beam_pipeline(
     """Runs the generation on the runner that `pipeline_args` choose, and waits.
 
     Args:
-        input_patterns: Comma list of files or globs (any Beam filesystem).
+        input_patterns: Comma list of files or globs (any TensorFlow file system).
         output_prefix: Shards are `{output_prefix}-00000-of-NNNNN` ...
         settings: `GenerationSettings`.
         num_shards: Number of output files.
@@ -188,8 +147,8 @@ def run_beam_pipeline(
     input_files = match_input_files(input_patterns)
     with beam.Pipeline(options=PipelineOptions(list(pipeline_args))) as pipeline:
         manifest_path = build_pipeline(pipeline, input_files, output_prefix, settings, num_shards, chunk_bytes)
-    with BeamFileSystem.open(manifest_path) as f:
-        manifest = json.loads(f.read().decode("utf-8"))
+    with filesystem.open_file(manifest_path) as f:
+        manifest = json.load(f)
     shard_stats = {name: FinishedShard.from_json(entry).stats for name, entry in manifest["shards"].items()}
     stats = PretrainingDataStats()
     for one in shard_stats.values():

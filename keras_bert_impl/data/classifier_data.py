@@ -28,10 +28,10 @@ import csv
 import dataclasses
 import json
 import math
-import os
 
 import numpy as np
 
+from keras_bert_impl import filesystem
 from keras_bert_impl.data.text_pairs import TextPairExample
 from keras_bert_impl.data.tfds_inputs import (
     class_names,
@@ -130,7 +130,7 @@ class GlueTsvTask:
     def read_examples(self, data_dir, split):
         """The examples of `split` (`train`, `dev` or `test`); see `read_examples`."""
         layout = _split_layout(self, split)
-        path = os.path.join(data_dir, layout.file)
+        path = filesystem.join(data_dir, layout.file)
         examples = []
         for line_number, row_index, fields in _tsv_rows(path, layout):
             source = f"{path}:{line_number}"
@@ -186,7 +186,7 @@ class ColumnTask:
         """
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-        path = os.path.join(data_dir, f"{split}.{self.name}")
+        path = filesystem.join(data_dir, f"{split}.{self.name}")
         rows = _jsonl_rows(path) if self.name == "jsonl" else _delimited_rows(path, self.name)
         examples = []
         for line_number, row in rows:
@@ -735,7 +735,7 @@ def _tsv_rows(path, layout):
                 raise InputFileError(f"{path}:{line_number}: header has {expected} columns, expected at least {needed}")
             continue
         if expected is not None and len(fields) != expected:
-            what = "the header" if layout.header else f"{os.path.basename(path)} of this task"
+            what = "the header" if layout.header else f"{filesystem.basename(path)} of this task"
             raise InputFileError(f"{path}:{line_number}: {len(fields)} columns, expected {expected} (as {what})")
         yield line_number, row_index, fields
 

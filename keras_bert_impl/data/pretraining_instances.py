@@ -27,6 +27,7 @@ import dataclasses
 import random
 import sys
 
+from keras_bert_impl import filesystem
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.tokenization import check_special_tokens
 
@@ -140,7 +141,7 @@ class ReadCounts:
 
 
 def _open_binary(path):
-    return open(path, "rb")
+    return filesystem.open_file(path, "rb")
 
 
 def line_number_at(path, offset, opener=_open_binary):

@@ -34,6 +34,7 @@ import random
 import tempfile
 import time
 
+from keras_bert_impl import filesystem
 from keras_bert_impl.data.pretraining_instances import (
     InstanceVocab,
     ReadCounts,
@@ -42,7 +43,7 @@ from keras_bert_impl.data.pretraining_instances import (
     read_lines,
     shuffle,
 )
-from keras_bert_impl.data.tfrecords import ExampleEncoder, LocalFileSystem, TFRecordFileWriter
+from keras_bert_impl.data.tfrecords import AnyFileSystem, ExampleEncoder, TFRecordFileWriter
 from keras_bert_impl.errors import BertError, InputFileError
 from keras_bert_impl.io import remove_partials, write_text_atomically
 from keras_bert_impl.tokenization import FullTokenizer
@@ -133,7 +134,7 @@ class PretrainingDataStats:
         return text
 
 
-def file_sha256(path, filesystem=LocalFileSystem):
+def file_sha256(path, filesystem=AnyFileSystem):
     """Reads `path` once and returns `(size in bytes, hex SHA-256)`.
 
     SHA-256 rather than CRC32C: hashlib's is in C, while the only CRC32C at
@@ -141,7 +142,7 @@ def file_sha256(path, filesystem=LocalFileSystem):
 
     Args:
         path: The file.
-        filesystem: `LocalFileSystem` or an equivalent for remote paths.
+        filesystem: `AnyFileSystem`, or an object with its methods.
     """
     digest = hashlib.sha256()
     size = 0
@@ -167,7 +168,7 @@ class FinishedShard:
     sha256: str
 
     @classmethod
-    def of_file(cls, path, stats, filesystem=LocalFileSystem):
+    def of_file(cls, path, stats, filesystem=AnyFileSystem):
         """The record of the complete file `path` holding instances counted in `stats`."""
         size, sha256 = file_sha256(path, filesystem)
         return cls(stats, size, sha256)
@@ -189,9 +190,9 @@ class FinishedShard:
 
         The size is compared first, so that a truncated shard costs no read.
         """
-        if not os.path.isfile(path):
+        if not filesystem.isfile(path):
             return "missing"
-        size = os.path.getsize(path)
+        size = filesystem.getsize(path)
         if size != self.size:
             return f"size {size} != recorded {self.size}"
         if file_sha256(path)[1] != self.sha256:
@@ -338,9 +339,11 @@ def write_original_order(input_files, output_files, settings, progress=None):
         settings.options.max_seq_length, settings.options.max_predictions_per_seq, settings.use_v2_feature_names
     )
     rng = random.Random(settings.random_seed)
-    spill_directory = os.path.dirname(os.path.abspath(output_files[0]))
-    os.makedirs(spill_directory, exist_ok=True)
-    spill = _RecordSpill(spill_directory)
+    filesystem.makedirs_for(output_files[0])
+    # The spill is an unlinked local file: next to a local output, in the
+    # system's temporary directory for a remote one.
+    local_output = not filesystem.is_remote(output_files[0])
+    spill = _RecordSpill(os.path.dirname(os.path.abspath(output_files[0])) if local_output else None)
     try:
         for instance in create_training_instances(documents, settings.options, vocab, rng):
             spill.append(encoder.encode(instance))
@@ -441,10 +444,10 @@ class ShardWriter:
 
     Args:
         settings: `GenerationSettings`.
-        filesystem: `LocalFileSystem` or an equivalent for remote paths.
+        filesystem: `AnyFileSystem`, or an object with its methods.
     """
 
-    def __init__(self, settings, filesystem=LocalFileSystem):
+    def __init__(self, settings, filesystem=AnyFileSystem):
         self.settings = settings
         self.filesystem = filesystem
         self.tokenizer = FullTokenizer.from_vocab(settings.vocab, do_lower_case=settings.do_lower_case)
@@ -527,7 +530,7 @@ def layout_sha256(tasks):
     """A digest of a `shard_layout`, for the manifest: finished shards are kept
     only for the very layout (chunk bounds and indexes) that made them."""
     layout = [
-        [os.path.basename(path), [[c, chunk.path, chunk.start, chunk.end] for c, chunk in indexed_chunks]]
+        [filesystem.basename(path), [[c, chunk.path, chunk.start, chunk.end] for c, chunk in indexed_chunks]]
         for path, indexed_chunks in tasks
     ]
     return hashlib.sha256(json.dumps(layout).encode("utf-8")).hexdigest()
@@ -550,7 +553,7 @@ def _write_shard_in_worker(task):
 
 def _read_manifest(path):
     try:
-        with open(path, encoding="utf-8") as f:
+        with filesystem.open_file(path) as f:
             manifest = json.load(f)
     except FileNotFoundError:
         return None
@@ -570,7 +573,7 @@ def _check_finished_shards(paths, recorded, log):
     """
     kept, rejected = {}, []
     for path in paths:
-        name = os.path.basename(path)
+        name = filesystem.basename(path)
         if name not in recorded:
             continue
         try:
@@ -630,27 +633,27 @@ def write_sharded(
     """
     files_and_sizes = []
     for path in sorted(set(input_files)):  # The same plan whatever order globs list them in.
-        if not os.path.isfile(path):
+        if not filesystem.isfile(path):
             raise InputFileError(f"{path}: input file not found")
-        files_and_sizes.append((path, os.path.getsize(path)))
+        files_and_sizes.append((path, filesystem.getsize(path)))
     tasks = shard_layout(files_and_sizes, output_prefix, num_shards, chunk_bytes)
     if not any(indexed_chunks for _, indexed_chunks in tasks):
         raise InputFileError(f"{', '.join(input_files)}: input files are empty")
     InstanceVocab.from_vocab(settings.vocab, settings.vocab_file)  # Fail here, not in a worker.
     paths = [path for path, _ in tasks]
-    os.makedirs(os.path.dirname(os.path.abspath(output_prefix)), exist_ok=True)
+    filesystem.makedirs_for(output_prefix)
 
     manifest_path = f"{output_prefix}.manifest.json"
     fingerprint = dict(
         settings.fingerprint(),
-        inputs=[[path, size, int(os.path.getmtime(path))] for path, size in files_and_sizes],
+        inputs=[[path, size, int(filesystem.getmtime(path))] for path, size in files_and_sizes],
         num_shards=num_shards,
         chunk_bytes=chunk_bytes,
         layout_sha256=layout_sha256(tasks),
     )
     manifest = _read_manifest(manifest_path)
     if manifest is not None and manifest.get("settings") != fingerprint:
-        if any(os.path.exists(path) for path in paths):
+        if any(filesystem.exists(path) for path in paths):
             raise OutputConflictError(
                 f"{manifest_path}: the shards there were made with other settings or inputs; "
                 "remove them or choose another --output_file"
@@ -661,19 +664,19 @@ def write_sharded(
     manifest["shards"] = {name: shard.to_json() for name, shard in kept.items()}
     _write_manifest(manifest_path, manifest)
     for path in rejected:  # Nothing damaged stays under a shard's name.
-        LocalFileSystem.delete(path)
+        AnyFileSystem.delete(path)
 
     stats = PretrainingDataStats()
     for shard in kept.values():
         stats += shard.stats
     progress = Progress(progress_stream, total_shards=num_shards)
     progress.update(shards=len(kept))
-    pending = [task for task in tasks if os.path.basename(task[0]) not in kept]
+    pending = [task for task in tasks if filesystem.basename(task[0]) not in kept]
 
     def finished(path, shard):
         nonlocal stats
         stats += shard.stats
-        manifest["shards"][os.path.basename(path)] = shard.to_json()
+        manifest["shards"][filesystem.basename(path)] = shard.to_json()
         _write_manifest(manifest_path, manifest)
         progress.update(shards=1)
 
@@ -695,7 +698,7 @@ def write_sharded(
         progress.close()
     if not stats.documents:
         for path in paths + [manifest_path]:
-            LocalFileSystem.delete(path)
+            AnyFileSystem.delete(path)
         raise InputFileError(f"{', '.join(input_files)}: no text to make instances of (blank lines only)")
     warning = empty_shards_warning(
         {name: FinishedShard.from_json(entry).stats for name, entry in manifest["shards"].items()}

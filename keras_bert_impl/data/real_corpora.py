@@ -13,6 +13,7 @@ import os
 import random
 import zipfile
 
+from keras_bert_impl import filesystem
 from keras_bert_impl.data.text_corpus import write_pretraining_text
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.io import atomic_output
@@ -71,7 +72,7 @@ def seeded_splits(examples, sizes, seed):
 
 def write_labeled_csv(path, examples):
     """`text,label` CSV, written under a temporary name then renamed."""
-    with atomic_output(path) as partial, open(partial, "w", encoding="utf-8", newline="") as f:
+    with atomic_output(path) as partial, filesystem.open_file(partial, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["text", "label"])
         writer.writerows(examples)

@@ -29,6 +29,7 @@ import re
 
 import numpy as np
 
+from keras_bert_impl import filesystem
 from keras_bert_impl.data import tfds_inputs
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.tokenization import BasicTokenizer, whitespace_tokenize
@@ -96,7 +97,7 @@ def load_squad_json(path):
             column), or no `data` list at the top.
     """
     try:
-        with open(path, "rb") as f:
+        with filesystem.open_file(path, "rb") as f:
             raw = f.read()
     except OSError as e:
         raise InputFileError(f"{path}: cannot read ({e.strerror or e})") from None

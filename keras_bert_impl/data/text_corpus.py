@@ -7,9 +7,9 @@ is split at sentence ends first. The splitter is a simple rule (a ".", "!" or
 letter, digit or opening quote), enough for news-like English.
 """
 
-import os
 import re
 
+from keras_bert_impl import filesystem
 from keras_bert_impl.io import atomic_output
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])([\"')\]]*)\s+(?=[\"'(\[]?[A-Z0-9])")
@@ -43,7 +43,7 @@ def write_pretraining_text(documents, path, max_bytes=None):
         `(documents written, bytes written)`.
     """
     count = size = 0
-    with atomic_output(path) as temporary, open(temporary, "w", encoding="utf-8", newline="\n") as f:
+    with atomic_output(path) as temporary, filesystem.open_file(temporary, "w", newline="\n") as f:
         for document in documents:
             sentences = split_sentences(" ".join(document.split("\n")))
             if not sentences:

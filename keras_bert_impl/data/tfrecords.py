@@ -28,6 +28,7 @@ import re
 
 import numpy as np
 
+from keras_bert_impl import filesystem
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.io import temporary_path
 
@@ -251,35 +252,37 @@ def frame_records(records):
     return b"".join(parts)
 
 
-class LocalFileSystem:
-    """The filesystem operations the writers and readers need, for local paths.
+class AnyFileSystem:
+    """The five file operations the writers and readers need, on any path.
 
-    A remote filesystem (e.g. Beam's `FileSystems`, for gs://) offers the same
-    five methods.
+    Through `keras_bert_impl.filesystem`: local paths with the standard
+    library (a worker writing local shards never imports TensorFlow), `gs://`,
+    `s3://`, `hdfs://`, `ram://` through `tf.io.gfile`. Another object with
+    the same five methods can be injected where a test needs one.
     """
 
     @staticmethod
     def open(path):
-        return open(path, "rb")
+        return filesystem.open_file(path, "rb")
 
     @staticmethod
     def create(path):
-        directory = os.path.dirname(os.path.abspath(path))
-        os.makedirs(directory, exist_ok=True)
-        return open(path, "wb")
+        directory = filesystem.dirname(path)
+        if directory:
+            filesystem.makedirs(directory)
+        return filesystem.open_file(path, "wb")
 
     @staticmethod
     def rename(source, destination):
-        os.replace(source, destination)
+        filesystem.rename(source, destination)
 
     @staticmethod
     def delete(path):
-        if os.path.exists(path):
-            os.remove(path)
+        filesystem.remove(path, missing_ok=True)
 
     @staticmethod
     def exists(path):
-        return os.path.exists(path)
+        return filesystem.exists(path)
 
 
 class TFRecordFileWriter:
@@ -291,7 +294,7 @@ class TFRecordFileWriter:
     Args:
         path: Final file name.
         compression: None, or "GZIP".
-        filesystem: `LocalFileSystem` or an equivalent for remote paths.
+        filesystem: `AnyFileSystem`, or an object with its methods.
 
     Example:
     >>> import tempfile, os
@@ -302,7 +305,7 @@ class TFRecordFileWriter:
     [b'hello']
     """
 
-    def __init__(self, path, compression=None, filesystem=LocalFileSystem):
+    def __init__(self, path, compression=None, filesystem=AnyFileSystem):
         if compression not in (None, "", GZIP):
             raise ValueError(f"compression must be None or {GZIP!r}, got {compression!r}")
         self.path = path
@@ -352,7 +355,7 @@ class TFRecordFileWriter:
             self.abort()
 
 
-def read_records(path, filesystem=LocalFileSystem):
+def read_records(path, filesystem=AnyFileSystem):
     """Records of a TFRecord file (plain or gzip), without TensorFlow or CRC checks.
 
     Raises:
@@ -662,16 +665,14 @@ def check_pretraining_files(files, max_seq_length, max_predictions_per_seq, read
     Raises:
         InputFileError: naming the file and what is wrong with it.
     """
-    import tensorflow as tf
-
     files = list(files)
     if not files:
         raise InputFileError("no input files")
     compressions, names, empty = [], set(), []
     for path in files:
-        if not tf.io.gfile.exists(path):
+        if not filesystem.exists(path):
             raise InputFileError(f"{path}: no such input file")
-        if tf.io.gfile.isdir(path):
+        if filesystem.isdir(path):
             raise InputFileError(f"{path}: is a directory, not a TFRecord file")
         compressions.append(_compression(path))
         first = _first_record(path, compressions[-1])

@@ -16,11 +16,11 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import time
 
+from keras_bert_impl import filesystem
 from keras_bert_impl.errors import BertError
 
 SENTENCES = [
@@ -59,7 +59,7 @@ class Stages:
 
 def read_results(path):
     """`{key: value}` (strings) of a `key = value` results file."""
-    with open(path, encoding="utf-8") as f:
+    with filesystem.open_file(path) as f:
         return dict(line.strip().split(" = ", 1) for line in f if " = " in line)
 
 
@@ -79,7 +79,7 @@ def run_demo(tools_dir, output_dir="outputs/demo", export_dir="saved_models/sent
     release, data = f"{out}/minilm_release", f"{out}/data"
     pretrain, classifier, figures = f"{out}/pretraining", f"{out}/classifier", f"{out}/figures"
     for path in (pretrain, classifier):  # a rerun starts these runs afresh
-        shutil.rmtree(path, ignore_errors=True)
+        filesystem.rmtree(path)
     stages = Stages(tools_dir)
     start = time.perf_counter()
 
@@ -108,12 +108,12 @@ def run_demo(tools_dir, output_dir="outputs/demo", export_dir="saved_models/sent
                "--learning_rate=5e-5", f"--num_train_epochs={num_train_epochs}", f"--output_dir={classifier}")
     baseline = stages.run("3b. TF-IDF + logistic regression baseline on the same split",
                           "tfidf_baseline.py", f"--data_dir={data}/sentiment", capture=True)
-    before = set(os.listdir(export_dir)) if os.path.isdir(export_dir) else set()
+    before = set(filesystem.listdir(export_dir)) if filesystem.isdir(export_dir) else set()
     stages.run("4a. export for TF Serving (raw-text signature, in-graph tokenizer)",
                "export_saved_model.py", f"--model_dir={classifier}", "--task=classifier",
                "--label_names=rotten,fresh", "--max_seq_length=64", f"--export_dir={export_dir}")
-    version = max((int(v) for v in set(os.listdir(export_dir)) - before if v.isdigit()), default=None)
-    export_path = os.path.join(export_dir, str(version))
+    version = max((int(v) for v in set(filesystem.listdir(export_dir)) - before if v.isdigit()), default=None)
+    export_path = filesystem.join(export_dir, str(version))
     served = stages.run("4b. predictions from the export, loaded as TF Serving does (no Python of ours)",
                         "predict_saved_model.py", export_path, capture=True,
                         stdin=json.dumps([{"signature": "serving_default", "inputs": {"text": SENTENCES}}]))

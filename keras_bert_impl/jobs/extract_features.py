@@ -18,7 +18,6 @@ keras_bert_impl.cli.FlagError: --layers '-1,7': indexes must lie in [-4, 3] for 
 
 import collections
 import json
-import os
 import sys
 
 from keras_bert_impl.cli import FlagError
@@ -81,6 +80,7 @@ def extract_features(
     """
     import numpy as np
 
+    from keras_bert_impl import filesystem
     from keras_bert_impl.checkpoints.original import load_original_checkpoint
     from keras_bert_impl.config import BertConfig
     from keras_bert_impl.data.text_pairs import convert_example_to_features, read_text_pair_examples
@@ -102,8 +102,8 @@ def extract_features(
     model = BertModel(config, output_all_encoder_layers=True)
     load_original_checkpoint(model, init_checkpoint)
 
-    os.makedirs(os.path.dirname(os.path.abspath(output_file)), exist_ok=True)
-    with atomic_output(output_file) as partial, open(partial, "w", encoding="utf-8") as writer:
+    filesystem.makedirs_for(output_file)
+    with atomic_output(output_file) as partial, filesystem.open_file(partial, "w") as writer:
         for start in range(0, len(features), batch_size):
             batch = features[start : start + batch_size]
             inputs = {

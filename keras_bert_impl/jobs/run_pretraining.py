@@ -114,6 +114,7 @@ def run_pretraining(
     import keras
     import tensorflow as tf
 
+    from keras_bert_impl import filesystem
     from keras_bert_impl.checkpoints.original import load_original_checkpoint
     from keras_bert_impl.config import BertConfig
     from keras_bert_impl.data.tfrecords import (
@@ -152,8 +153,8 @@ def run_pretraining(
     num_records = check_pretraining_files(input_files, max_seq_length, max_predictions_per_seq, scan_input_files)
     scan_seconds = time.perf_counter() - scan_start
     chief = is_chief()
-    own_dir = output_dir if chief else os.path.join(output_dir, f".worker-{os.getpid()}")
-    os.makedirs(own_dir, exist_ok=True)
+    own_dir = output_dir if chief else filesystem.join(output_dir, f".worker-{os.getpid()}")
+    filesystem.makedirs(own_dir)
 
     # One seed for the initial weights and the dropout masks (Keras' global
     # seed, as `fine_tuning.build_in_strategy` sets it for the fine-tuning
@@ -177,7 +178,7 @@ def run_pretraining(
         step = 0
         existing = checkpoint_steps(output_dir)
         if existing:
-            prefix = os.path.join(output_dir, f"model.ckpt-{existing[-1]}")
+            prefix = filesystem.join(output_dir, f"model.ckpt-{existing[-1]}")
             step = restore_training_checkpoint(model, optimizer, prefix)
             print(f"run_pretraining: resuming from {prefix} (step {step})", file=sys.stderr)
         elif init_checkpoint:
@@ -212,13 +213,13 @@ def run_pretraining(
                 callbacks=[
                     StopAtStep(num_train_steps),
                     TrainingCheckpoint(own_dir, save_checkpoints_steps, keep=keep_checkpoint_max),
-                    TrainingSummaries(os.path.join(own_dir, "train"), summary_steps),
+                    TrainingSummaries(filesystem.join(own_dir, "train"), summary_steps),
                 ],
                 verbose=1 if chief else 0,
                 shuffle=False,  # The dataset shuffles; Keras would only warn.
             )
         save_training_checkpoint(model, optimizer, own_dir, keep=keep_checkpoint_max)
-        config.to_json_file(os.path.join(own_dir, "bert_config.json"))
+        config.to_json_file(filesystem.join(own_dir, "bert_config.json"))
         print(f"run_pretraining: trained to step {num_train_steps} in {time.perf_counter() - start:.1f}s", file=sys.stderr)
 
     results = {}
@@ -233,7 +234,7 @@ def run_pretraining(
         results = {k: float(v) for k, v in results.items()}
         results["global_step"] = int(inner.iterations.numpy())
         if chief:
-            write_results(os.path.join(output_dir, "eval_results.txt"), results)
+            write_results(filesystem.join(output_dir, "eval_results.txt"), results)
             for key in sorted(results):
                 print(f"  {key} = {results[key]}", file=sys.stderr)
     return results

@@ -13,8 +13,8 @@ eval_accuracy = 0.75
 global_step = 3
 """
 
-import os
 
+from keras_bert_impl import filesystem
 from keras_bert_impl.checkpoints.name_map import CLASSIFIER_VARIABLES
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.io import format_results, write_text_atomically
@@ -269,7 +269,7 @@ def run_classifier(
     }
     spec = REGRESSION if task.is_regression else CLASSIFIER
     num_labels = 1 if task.is_regression else len(task.labels)
-    os.makedirs(output_dir, exist_ok=True)
+    filesystem.makedirs(output_dir)
     model, _ = build_in_strategy(
         lambda: spec.build_model(release.config, num_labels), settings.strategy, settings.tpu_name,
         settings.seed, batch_sizes,
@@ -292,13 +292,13 @@ def run_classifier(
                                  settings, log)
         result = evaluation_results(task, label_ids(task, examples), logits, eval_batch_size, global_step)
         text = format_eval_results(result)
-        write_text_atomically(os.path.join(output_dir, "eval_results.txt"), text)
+        write_text_atomically(filesystem.join(output_dir, "eval_results.txt"), text)
         log(f"eval on {len(examples)} examples:\n{text.rstrip()}")
     if do_predict:
         examples = data["test"]
         logits = predict_batches(model, encode(examples, release.tokenizer, max_seq_length), predict_batch_size,
                                  settings, log)
-        path = os.path.join(output_dir, "test_results.tsv")
+        path = filesystem.join(output_dir, "test_results.tsv")
         write_text_atomically(path, format_test_results(task, logits))
         log(f"wrote predictions for {len(examples)} examples to {path}")
     return result

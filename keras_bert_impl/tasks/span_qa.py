@@ -9,9 +9,9 @@ Example:
 """
 
 import json
-import os
 import random
 
+from keras_bert_impl import filesystem
 from keras_bert_impl.checkpoints.name_map import SQUAD_VARIABLES
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.io import write_results, write_text_atomically
@@ -229,7 +229,7 @@ def predict(model, examples, tokenizer, global_step, output_dir, predict_file, m
     if version_2_with_negative:
         files.append(("null_odds.json", output.null_odds))
     for name, mapping in files:
-        write_text_atomically(os.path.join(output_dir, name), predictions_json(mapping))
+        write_text_atomically(filesystem.join(output_dir, name), predictions_json(mapping))
     log(f"wrote {', '.join(name for name, _ in files)} to {output_dir}")
 
     if dataset is None:
@@ -242,7 +242,7 @@ def predict(model, examples, tokenizer, global_step, output_dir, predict_file, m
     else:
         result = evaluate_v1(dataset, output.predictions)
     result["global_step"] = global_step
-    write_results(os.path.join(output_dir, "eval_results.txt"), result)
+    write_results(filesystem.join(output_dir, "eval_results.txt"), result)
     log(f"official {'v2.0' if version_2_with_negative else 'v1.1'} evaluation: {json.dumps(result)}")
     return result
 
@@ -304,7 +304,7 @@ def run_squad(
             ("predict_batch_size", predict_batch_size, do_predict),
         ) if used
     }
-    os.makedirs(output_dir, exist_ok=True)
+    filesystem.makedirs(output_dir)
     model, _ = build_in_strategy(
         lambda: SPAN_QA.build_model(release.config), settings.strategy, settings.tpu_name, settings.seed, batch_sizes
     )

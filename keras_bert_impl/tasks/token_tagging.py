@@ -11,8 +11,8 @@ Example:
 ('output_weights', 'output_bias')
 """
 
-import os
 
+from keras_bert_impl import filesystem
 from keras_bert_impl.checkpoints.name_map import TOKEN_CLASSIFIER_VARIABLES
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.io import format_results, read_utf8_lines, write_text_atomically
@@ -81,9 +81,9 @@ def resolve_labels(labels, train_sentences, output_dir, init_checkpoint, dataset
         return list(labels)
     if train_sentences is not None:
         return list(dataset_labels) if dataset_labels else label_list(train_sentences)
-    for directory in (output_dir, os.path.dirname(init_checkpoint or "")):
-        path = os.path.join(directory, LABEL_LIST_FILE)
-        if directory and os.path.exists(path):
+    for directory in (output_dir, filesystem.dirname(init_checkpoint or "")):
+        path = filesystem.join(directory, LABEL_LIST_FILE)
+        if directory and filesystem.exists(path):
             return [line.strip() for _, line in read_utf8_lines(path, kind="label list") if line.strip()]
     if dataset_labels:
         return list(dataset_labels)
@@ -230,7 +230,7 @@ def run_ner(
             ("predict_batch_size", predict_batch_size, do_predict),
         ) if used
     }
-    os.makedirs(output_dir, exist_ok=True)
+    filesystem.makedirs(output_dir)
     model, _ = build_in_strategy(
         lambda: TOKEN_TAGGING.build_model(release.config, len(labels)), settings.strategy, settings.tpu_name,
         settings.seed, batch_sizes,
@@ -240,7 +240,7 @@ def run_ner(
         load_initial_weights(model, init_checkpoint, TOKEN_TAGGING.head_variables, log)
         global_step = fine_tune(model, encoded["train"][1], settings, output_dir, paths["train"], log)
         save_release(model, output_dir, bert_config_file, vocab_file, global_step, log)
-        write_text_atomically(os.path.join(output_dir, LABEL_LIST_FILE), "".join(f"{label}\n" for label in labels))
+        write_text_atomically(filesystem.join(output_dir, LABEL_LIST_FILE), "".join(f"{label}\n" for label in labels))
     else:
         global_step = load_fine_tuned(model, output_dir, init_checkpoint, TOKEN_TAGGING.head_variables, "tagging", log)
 
@@ -254,9 +254,9 @@ def run_ner(
         result = entity_scores([s.labels for s in sentences], predicted)
         result["eval_loss"] = weighted_loss(logits, arrays["label_ids"], arrays["label_weights"])
         result["global_step"] = global_step
-        write_text_atomically(os.path.join(output_dir, "eval_results.txt"), format_results(result))
+        write_text_atomically(filesystem.join(output_dir, "eval_results.txt"), format_results(result))
         write_text_atomically(
-            os.path.join(output_dir, "eval_predictions.txt"), format_predictions(sentences, predicted)
+            filesystem.join(output_dir, "eval_predictions.txt"), format_predictions(sentences, predicted)
         )
         log(f"eval on {len(sentences)} sentences: precision {result['precision']:.4f}, "
             f"recall {result['recall']:.4f}, f1 {result['f1']:.4f}")
@@ -266,7 +266,7 @@ def run_ner(
         predicted, _ = predict_labels(
             model, features, arrays, sentences, labels, predict_batch_size, settings, log
         )
-        path = os.path.join(output_dir, "test_predictions.txt")
+        path = filesystem.join(output_dir, "test_predictions.txt")
         write_text_atomically(path, format_predictions(sentences, predicted))
         log(f"wrote predictions for {len(sentences)} sentences to {path}")
     return result

@@ -23,9 +23,11 @@ way) and has canonical combining class 0 (so NFD never reorders across it).
 """
 
 import collections
+import os
 import re
 import unicodedata
 
+from keras_bert_impl import filesystem
 from keras_bert_impl.errors import ConfigError, VocabError
 
 # The "CJK character" ranges of the original `_is_chinese_char` (inclusive).
@@ -198,23 +200,13 @@ def whitespace_tokenize(text):
 
 
 def _read_vocab_text(vocab_file):
-    """The vocabulary file's bytes; remote paths (`gs://...`) go through tf.io.gfile."""
-    path = str(vocab_file)
-    if "://" in path:
-        import tensorflow as tf  # Only remote paths pay for importing TensorFlow.
-
-        try:
-            with tf.io.gfile.GFile(path, "rb") as reader:
-                return reader.read()
-        except (tf.errors.OpError, OSError) as error:
-            raise VocabError(f"{path}: cannot read vocabulary file ({error})") from None
+    """The vocabulary file's bytes, from any file system (`keras_bert_impl.filesystem`)."""
+    path = os.fspath(vocab_file)
     try:
-        with open(path, "rb") as reader:
+        with filesystem.open_file(path, "rb") as reader:
             return reader.read()
     except OSError as error:
-        raise VocabError(
-            f"{path}: cannot read vocabulary file ({error.strerror or error})"
-        ) from None
+        raise VocabError(f"{path}: cannot read vocabulary file ({error.strerror or error})") from None
 
 
 def load_vocab(vocab_file):

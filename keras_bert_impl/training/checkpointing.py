@@ -7,17 +7,17 @@ checkpoint is both a training state we resume from after a crash and an
 original-format checkpoint any BERT tool can read.
 """
 
-import glob
-import os
 import re
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_impl import filesystem
 from keras_bert_impl.checkpoints.name_map import original_variable_map
 from keras_bert_impl.checkpoints.original import (
     assign_original_weights,
+    open_checkpoint,
     write_checkpoint_state,
     write_checkpoint_tensors,
 )
@@ -62,9 +62,11 @@ def training_state_tensors(model, optimizer):
 
 def checkpoint_steps(directory):
     """Steps of the complete `model.ckpt-<step>` checkpoints in `directory`, ascending."""
+    if not filesystem.isdir(directory):
+        return []
     steps = []
-    for path in glob.glob(os.path.join(glob.escape(directory), "model.ckpt-*.index")):
-        match = _STEP.search(os.path.basename(path))
+    for path in filesystem.glob(filesystem.join(filesystem.escape_glob(directory), "model.ckpt-*.index")):
+        match = _STEP.search(filesystem.basename(path))
         if match:
             steps.append(int(match.group(1)))
     return sorted(steps)
@@ -78,11 +80,11 @@ def save_training_checkpoint(model, optimizer, directory, keep=5):
     """
     tensors = training_state_tensors(model, optimizer)
     step = int(tensors["global_step"])
-    prefix = write_checkpoint_tensors(tensors, os.path.join(directory, f"{CHECKPOINT_PREFIX}-{step}"))
+    prefix = write_checkpoint_tensors(tensors, filesystem.join(directory, f"{CHECKPOINT_PREFIX}-{step}"))
     steps = checkpoint_steps(directory)
     for old in steps[:-keep] if keep else []:
-        for path in glob.glob(os.path.join(glob.escape(directory), f"{CHECKPOINT_PREFIX}-{old}.*")):
-            os.remove(path)
+        for path in filesystem.glob(filesystem.join(filesystem.escape_glob(directory), f"{CHECKPOINT_PREFIX}-{old}.*")):
+            filesystem.remove(path, missing_ok=True)
     write_checkpoint_state(directory, [f"{CHECKPOINT_PREFIX}-{s}" for s in checkpoint_steps(directory)])
     return prefix
 
@@ -97,7 +99,7 @@ def restore_training_checkpoint(model, optimizer, prefix):
     Returns:
         The restored global step.
     """
-    reader = tf.train.load_checkpoint(prefix)
+    _, reader = open_checkpoint(prefix)
     shapes = reader.get_variable_to_shape_map()
     assign_original_weights(model, reader.get_tensor, shapes, source=prefix)
     adam = _adam(optimizer)

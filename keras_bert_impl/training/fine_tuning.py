@@ -16,9 +16,9 @@ Example:
 
 import dataclasses
 import math
-import os
 import sys
 
+from keras_bert_impl import filesystem
 from keras_bert_impl.errors import CheckpointError
 from keras_bert_impl.io import check_max_seq_length, copy_atomically
 
@@ -264,7 +264,7 @@ def fit_for_steps(model, dataset, num_train_steps, num_train_epochs, output_dir,
     step = 0
     existing = checkpoint_steps(output_dir)
     if existing:
-        prefix = os.path.join(output_dir, f"model.ckpt-{existing[-1]}")
+        prefix = filesystem.join(output_dir, f"model.ckpt-{existing[-1]}")
         with model.distribute_strategy.scope():
             step = restore_training_checkpoint(model, model.optimizer, prefix)
         log(f"resuming from {prefix} (step {step} of {num_train_steps})")
@@ -309,12 +309,10 @@ def load_fine_tuned(model, output_dir, init_checkpoint, head, task, log=print):
     Raises:
         CheckpointError: neither holds a fine-tuned head.
     """
-    import tensorflow as tf
+    from keras_bert_impl.checkpoints.original import list_original_variables, load_original_checkpoint, open_checkpoint
 
-    from keras_bert_impl.checkpoints.original import list_original_variables, load_original_checkpoint
-
-    prefix = os.path.join(output_dir, FINE_TUNED_CHECKPOINT)
-    if not os.path.exists(prefix + ".index"):
+    prefix = filesystem.join(output_dir, FINE_TUNED_CHECKPOINT)
+    if not filesystem.exists(prefix + ".index"):
         prefix = init_checkpoint
     if not prefix:
         raise CheckpointError(
@@ -329,7 +327,7 @@ def load_fine_tuned(model, output_dir, init_checkpoint, head, task, log=print):
         )
     log(f"using the weights of {prefix}")
     load_original_checkpoint(model, prefix)
-    return int(tf.train.load_checkpoint(prefix).get_tensor("global_step")) if "global_step" in names else 0
+    return int(open_checkpoint(prefix)[1].get_tensor("global_step")) if "global_step" in names else 0
 
 
 def load_initial_weights(model, init_checkpoint, head, log=print):
@@ -357,9 +355,11 @@ def save_release(model, output_dir, bert_config_file, vocab_file, global_step=No
     """
     from keras_bert_impl.checkpoints.original import save_original_checkpoint
 
-    os.makedirs(output_dir, exist_ok=True)
-    prefix = save_original_checkpoint(model, os.path.join(output_dir, FINE_TUNED_CHECKPOINT), global_step=global_step)
-    copy_atomically(bert_config_file, os.path.join(output_dir, "bert_config.json"))
-    copy_atomically(vocab_file, os.path.join(output_dir, "vocab.txt"))
+    filesystem.makedirs(output_dir)
+    prefix = save_original_checkpoint(
+        model, filesystem.join(output_dir, FINE_TUNED_CHECKPOINT), global_step=global_step
+    )
+    copy_atomically(bert_config_file, filesystem.join(output_dir, "bert_config.json"))
+    copy_atomically(vocab_file, filesystem.join(output_dir, "vocab.txt"))
     log(f"wrote {prefix} (global_step {global_step})")
     return prefix

@@ -41,7 +41,7 @@ import tempfile
 
 import numpy as np
 
-from keras_bert_impl import filesystem
+from keras_bert_impl import extras, filesystem
 from keras_bert_impl.checkpoints.original import (
     assign_original_weights,
     open_checkpoint,
@@ -311,7 +311,7 @@ def build_keras_hub_model(config, vocabulary, do_lower_case, masked_lm=False):
     Returns:
         `(model, tokenizer)`: a `BertMaskedLM` or a `BertBackbone`, and a `BertTokenizer`.
     """
-    import keras_hub
+    keras_hub = extras.import_extra("keras_hub", "keras-hub", "bert-convert-keras-hub")
 
     backbone = keras_hub.models.BertBackbone(**backbone_arguments(config), dtype="float32")
     # The original's do_lower_case also strips accents; keras-hub has a flag for each.
@@ -629,7 +629,7 @@ def _release_config(preset_dir, backbone_config):
 
 
 def _load_keras_hub_preset(preset_dir, masked_lm):
-    import keras_hub
+    keras_hub = extras.import_extra("keras_hub", "keras-hub", "bert-convert-keras-hub")
 
     try:
         if masked_lm:

@@ -19,7 +19,7 @@ the default is the DirectRunner.
 
 import json
 
-from keras_bert_impl import filesystem
+from keras_bert_impl import extras, filesystem
 from keras_bert_impl.data.pretraining_pipeline import (
     FinishedShard,
     PretrainingDataStats,
@@ -54,7 +54,7 @@ def match_input_files(patterns):
 
 def _make_shard_fn(settings):
     """A DoFn writing one shard per element `(path, [(chunk index, Chunk), ...])`."""
-    import apache_beam as beam
+    beam = extras.import_extra("apache_beam", "beam", "--beam")
     from apache_beam.metrics import Metrics
 
     class MakeShard(beam.DoFn):
@@ -100,7 +100,7 @@ def build_pipeline(pipeline, input_files, output_prefix, settings, num_shards, c
         The path of the manifest the pipeline writes last (settings, and
         per-shard counts, size and SHA-256).
     """
-    import apache_beam as beam
+    beam = extras.import_extra("apache_beam", "beam", "--beam")
 
     tasks = shard_layout(input_files, output_prefix, num_shards, chunk_bytes)
     if not any(indexed_chunks for _, indexed_chunks in tasks):
@@ -141,7 +141,7 @@ def run_beam_pipeline(
     Returns:
         `(stats, shard paths)`.
     """
-    import apache_beam as beam
+    beam = extras.import_extra("apache_beam", "beam", "--beam")
     from apache_beam.options.pipeline_options import PipelineOptions
 
     input_files = match_input_files(input_patterns)

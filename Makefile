@@ -16,7 +16,7 @@ EXTRAS_test := test,beam
 EXTRAS_bench := bench
 IMPORTS_demo := keras_bert_impl, tensorflow, tensorflow_text, matplotlib, sklearn
 IMPORTS_test := keras_bert_impl, tensorflow, tensorflow_text, tensorflow_serving.apis.prediction_log_pb2, \
-	tensorflow_datasets, official.nlp.tools.tokenization, keras_hub, sentencepiece.sentencepiece_model_pb2, \
+	tensorflow_datasets, official.nlp.tools.tokenization, keras_hub, safetensors, sentencepiece.sentencepiece_model_pb2, \
 	apache_beam, matplotlib, sklearn, scipy, seqeval, pandas, hypothesis, pytest, vermin
 IMPORTS_bench := keras_bert_impl, tensorflow, official, keras_hub, keras_nlp, tf_keras, psutil
 

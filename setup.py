@@ -38,6 +38,8 @@ EXTRAS = {
         # 0.2.3's generated protos need protobuf >= 7.36 (not declared), and
         # the [beam] extra holds protobuf below 7: 0.2.2's load under 6 and 7.
         "sentencepiece<0.2.3",
+        # Its Hugging Face preset loader imports it without declaring it.
+        "safetensors>=0.4",
     ],
     # create_pretraining_data --beam (DirectRunner here; Dataflow/Flink/Spark by
     # options). It caps protobuf below 7 and pyarrow below 26, which TensorFlow

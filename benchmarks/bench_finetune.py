@@ -41,8 +41,8 @@ turn, and a callback records the end of each step; the first step of each
 are timed from the end of the step before, so the data pipeline (keras-hub's
 tokenization included) counts as it does for a user. Evaluation: `--rounds`
 interleaved passes over the same dev examples, at the training batch size
-for all; `predict_batches` traces its function anew on each call, and that
-trace is in our evaluation time, as in every `run_classifier` evaluation.
+for all; `predict_batches` traces its function once per model (untimed, as
+every implementation's first predict is).
 Accuracy is on those dev examples after the same
 `warmup_steps + rounds * steps` optimizer steps. Rates are also given per
 process CPU second, which other processes on the machine disturb less than

@@ -1,8 +1,10 @@
 """Fine-tuning on real tokens equals the full-width computation; epochs and curves as asked."""
 
+import gc
 import glob
 import os
 import warnings
+import weakref
 
 import keras
 import numpy as np
@@ -215,3 +217,27 @@ def test_prediction_keeps_a_classifier_output_as_wide_as_the_cut():
     cut = predict_on_real_tokens(model, features, batch_size=3, bucket_size=8)
     assert cut.shape == full.shape == (6, 8)
     np.testing.assert_allclose(cut, full, atol=1e-5)
+
+
+def test_prediction_traces_once_per_model_sees_new_weights_and_lets_the_model_go():
+    # An evaluation after each epoch calls predict_on_real_tokens with the same
+    # model again: it must not trace again, must read the weights as they are
+    # now, and must not keep the model alive once the caller drops it.
+    config = tiny_config(max_position_embeddings=SEQ)
+    model = BertClassifier(config, num_labels=3)
+    randomize(model, seed=3, scale=0.2)
+    traces = []
+    call = model.call
+    model.call = lambda *args, **kwargs: (traces.append(1), call(*args, **kwargs))[1]
+    predict_on_real_tokens(model, _examples(8, seed=4), batch_size=4, bucket_size=1)
+    assert len(traces) == 1
+    features = _examples(9, seed=5, max_length=20)  # Other widths, a short last batch.
+    randomize(model, seed=6, scale=0.2)
+    again = predict_on_real_tokens(model, features, batch_size=4, bucket_size=1)
+    assert len(traces) == 1
+    np.testing.assert_allclose(again, model.predict(features, batch_size=4, verbose=0), atol=1e-5)
+
+    model_ref = weakref.ref(model)
+    del model, call
+    gc.collect()
+    assert model_ref() is None

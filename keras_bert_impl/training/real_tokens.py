@@ -25,6 +25,7 @@ Example:
 
 import sys
 import time
+import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -133,6 +134,26 @@ def _padded_back(outputs, per_token, width):
     return tf.nest.map_structure(pad, outputs, per_token)
 
 
+# model -> {str(element_spec): traced function}; an entry goes with its model.
+_TRACED = weakref.WeakKeyDictionary()
+
+
+def _inference_function(model, element_spec):
+    """`model(batch, training=False)` as a tf.function, traced once per model and input spec.
+
+    One trace serves every width and batch size (the spec's dimensions are
+    unknown), and later calls with the same model reuse it: an evaluation
+    after every epoch, or a benchmark's rounds, do not trace again.
+    """
+    traced = _TRACED.setdefault(model, {})
+    key = str(element_spec)
+    if key not in traced:
+        # A weak reference, so that the cache entry does not keep its key alive.
+        model_ref = weakref.ref(model)
+        traced[key] = tf.function(lambda batch: model_ref()(batch, training=False), input_signature=[element_spec])
+    return traced[key]
+
+
 def predict_on_real_tokens(model, inputs, batch_size, bucket_size=8, cut=True, log=None, description="examples"):
     """`model.predict(inputs)` with each batch cut after its longest row.
 
@@ -161,8 +182,7 @@ def predict_on_real_tokens(model, inputs, batch_size, bucket_size=8, cut=True, l
     dataset = tf.data.Dataset.from_tensor_slices(inputs).batch(batch_size)
     if cut:
         dataset = cut_padding(dataset, bucket_size)
-    # One trace for every width and batch size: the spec's dimensions are unknown.
-    forward = tf.function(lambda batch: model(batch, training=False), input_signature=[dataset.element_spec])
+    forward = _inference_function(model, dataset.element_spec)
     bar = keras.utils.Progbar(num_examples, unit_name=description) if sys.stdout.isatty() else None
     outputs, done, per_token = [], 0, None
     start = last_report = time.monotonic()

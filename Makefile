@@ -17,7 +17,7 @@ EXTRAS_bench := bench
 IMPORTS_demo := keras_bert_impl, tensorflow, tensorflow_text, matplotlib, sklearn
 IMPORTS_test := keras_bert_impl, tensorflow, tensorflow_text, tensorflow_serving.apis.prediction_log_pb2, \
 	tensorflow_datasets, official.nlp.tools.tokenization, keras_hub, safetensors, sentencepiece.sentencepiece_model_pb2, \
-	apache_beam, matplotlib, sklearn, scipy, seqeval, pandas, hypothesis, pytest, vermin
+	apache_beam, matplotlib, sklearn, scipy, seqeval, pandas, hypothesis, pytest, xdist, vermin
 IMPORTS_bench := keras_bert_impl, tensorflow, official, keras_hub, keras_nlp, tf_keras, psutil
 
 export TF_CPP_MIN_LOG_LEVEL ?= 3
@@ -29,8 +29,10 @@ export KERAS_BERT_IMPL_CACHE ?= $(CURDIR)/.cache/assets
 demo: $(VENV)/.installed-demo
 	$(BIN)/python tools/demo.py
 
+# Two worker processes, each taking whole files (a module's fixtures are
+# built once): on 2 cores the suite's tracing and subprocesses overlap.
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/bench_tokenizer.py

@@ -52,6 +52,8 @@ EXTRAS = {
 # optional paths they test, and vermin for the minimum-Python check.
 EXTRAS["test"] = EXTRAS["demo"] + EXTRAS["tfds"] + EXTRAS["keras-hub"] + [
     "pytest",
+    # make test runs the files on 2 workers (-n 2 --dist loadfile).
+    "pytest-xdist>=3.5",
     "hypothesis",
     "tf-models-official==2.20.*",
     "scipy",

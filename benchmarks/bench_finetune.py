@@ -332,15 +332,9 @@ class KerasHub:
         if weights_dir is not None:
             backbone = keras_hub.models.BertBackbone.from_preset(str(weights_dir))
         else:
-            backbone = keras_hub.models.BertBackbone(
-                vocabulary_size=VOCAB_SIZE,
-                num_layers=shape.num_hidden_layers,
-                num_heads=shape.num_attention_heads,
-                hidden_dim=shape.hidden_size,
-                intermediate_dim=shape.intermediate_size,
-                max_sequence_length=MAX_POSITION_EMBEDDINGS,
-                num_segments=TYPE_VOCAB_SIZE,
-            )
+            from keras_bert_impl.checkpoints.keras_hub import backbone_arguments
+
+            backbone = keras_hub.models.BertBackbone(**backbone_arguments(bert_config(shape)))
         preprocessor = keras_hub.models.BertTextClassifierPreprocessor(
             keras_hub.models.BertTokenizer(vocabulary=str(vocab_file), lowercase=True),
             sequence_length=max_seq_length,

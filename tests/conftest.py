@@ -29,3 +29,24 @@ def bert_vocab_file():
 def minilm_dir():
     """Directory with the real all-MiniLM-L6-v2 `config.json`, `model.safetensors`, `vocab.txt`."""
     return fetch_or_skip(MINILM_L6_V2)
+
+
+# The files that take longest (measured with --durations), first. `make test`
+# hands whole files to two workers in collection order, so a long file
+# collected last would run alone at the end while the other worker idles.
+LONGEST_FILES_FIRST = (
+    "test_run_pretraining.py",
+    "test_text_classifier.py",
+    "test_serving.py",
+    "test_run_classifier.py",
+    "test_faults_serving.py",
+    "test_extract_features.py",
+    "test_serving_methods.py",
+    "test_filesystem_chain.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Puts `LONGEST_FILES_FIRST` ahead; the other files and every file's own tests keep their order."""
+    rank = {name: position for position, name in enumerate(LONGEST_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))

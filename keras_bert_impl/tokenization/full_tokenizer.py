@@ -32,7 +32,7 @@ from keras_bert_impl.errors import ConfigError, VocabError
 
 # The "CJK character" ranges of the original `_is_chinese_char` (inclusive).
 # Hangul, Hiragana and Katakana are deliberately not in them.
-_CJK_RANGES = (
+CJK_RANGES = (
     (0x4E00, 0x9FFF),
     (0x3400, 0x4DBF),
     (0x20000, 0x2A6DF),
@@ -109,7 +109,7 @@ def is_cjk_char(cp):
     >>> is_cjk_char(ord("中")), is_cjk_char(ord("か")), is_cjk_char(ord("한"))
     (True, False, False)
     """
-    return any(low <= cp <= high for low, high in _CJK_RANGES)
+    return any(low <= cp <= high for low, high in CJK_RANGES)
 
 
 def _cleaned(char):

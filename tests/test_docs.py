@@ -413,3 +413,12 @@ def test_unknown_flags_targets_and_tools_are_found():
     assert command_problems(["make", "no_such_target"]) == ["make: no target 'no_such_target'"]
     assert command_problems(["bert-no-such-tool"]) == ["bert-no-such-tool: no such console tool in setup.py"]
     assert command_problems(["docker", "run", "--whatever"]) == []
+
+
+def test_every_benchmark_prints_the_cpu_it_ran_on():
+    # Numbers are compared only within one run on one machine: each table's
+    # header names the CPU and its matrix units (`hardware.cpu_description`,
+    # directly or through bench_forward's `machine_notes`).
+    silent = [path.name for path in sorted((REPO / "benchmarks").glob("*.py"))
+              if not re.search(r"\b(cpu_description|machine_notes)\(\)", path.read_text(encoding="utf-8"))]
+    assert not silent, "benchmarks that do not print their CPU: " + ", ".join(silent)

@@ -8,7 +8,9 @@ and `serve_examples` (serialized tf.Example, tf-models feature names), for a
 classifier `classify` and for a regression `regress` (TF Serving's `:classify`
 and `:regress` methods), warmup requests in `assets.extra/`, and rewrites
 `models.config` in the parent of --export_dir listing every model there, each
-at `<serving_base_path>/<name>`.
+at `<serving_base_path>/<name>`. `--precision` (default: bfloat16 on a CPU with
+Intel AMX, else float32) is what the graph computes in, recorded in
+`assets.extra/export_metadata.json`.
 
 Example:
     bert-export --bert_config_file=release/bert_config.json \
@@ -26,6 +28,7 @@ from keras_bert_impl.io import check_output_dir
 
 
 def define_flags(fv):
+    from keras_bert_impl.hardware import PRECISION_CHOICES
     from keras_bert_impl.tasks.registry import TASKS, exported_task_names
 
     define = dict(flag_values=fv)
@@ -45,6 +48,13 @@ def define_flags(fv):
     flags.DEFINE_list("label_names", None, "Comma-separated class names (default: 0..num_labels-1).", **define)
     flags.DEFINE_string("export_dir", None, "saved_models/<model_name>; versions are written below it.", **define)
     flags.DEFINE_integer("version", None, "Version number (default: the next free one).", **define)
+    flags.DEFINE_enum(
+        "precision", "auto", list(PRECISION_CHOICES),
+        "What the export computes in: bfloat16 (float32 variables, bfloat16 products; fast on CPUs with Intel "
+        "AMX, slower than float32 without bf16 units) or float32. auto: bfloat16 where this CPU has amx_bf16, "
+        "else float32; export on (or name the precision of) the CPU that will serve. The choice is written to "
+        "assets.extra/export_metadata.json.", **define,
+    )
     flags.DEFINE_string(
         "serving_base_path", "/models",
         "Where TF Serving sees the parent of --export_dir: models.config names each model's base_path "
@@ -69,7 +79,7 @@ def main(argv=None):
     log = log_to_stderr("export_saved_model")
     path = export_checkpoint(log=log, **flag_values(fv, (
         "task", "bert_config_file", "init_checkpoint", "vocab_file", "export_dir", "do_lower_case",
-        "max_seq_length", "num_labels", "label_names", "version", "serving_base_path",
+        "max_seq_length", "num_labels", "label_names", "version", "serving_base_path", "precision",
     )))
     log(f"wrote {path}")
 

@@ -11,6 +11,11 @@ The export base, the parent of the model directories (`saved_models/`),
 holds one `models.config` naming every model under it, the file
 `tensorflow_model_server --model_config_file` reads.
 
+An export computes in float32 or bfloat16 (`precision`; by default the
+faster one on the exporting CPU, `hardware.default_precision`), and says
+which in `assets.extra/export_metadata.json`, beside the CPU it was chosen
+for. TF Serving ignores that file; the bfloat16 graph uses only stock ops.
+
 Every path goes through `keras_bert_impl.filesystem`, so `export_dir` may be
 remote (`gs://`, `ram://`). There a directory cannot be renamed into place:
 the version is written on the local disk and copied up, `saved_model.pb`
@@ -18,6 +23,7 @@ last, TF Serving's sign of a SavedModel; claiming a number there is a check
 then a copy, not atomic as the local rename is.
 """
 
+import json
 import os
 import posixpath
 import tempfile
@@ -25,7 +31,7 @@ import uuid
 
 import tensorflow as tf
 
-from keras_bert_impl import filesystem
+from keras_bert_impl import filesystem, hardware
 from keras_bert_impl.errors import BertError
 from keras_bert_impl.io import write_bytes_atomically, write_text_atomically
 from keras_bert_impl.serving.signatures import SIGNATURE_METHODS, BertServingModule
@@ -35,6 +41,7 @@ from keras_bert_impl.tokenization.in_graph import InGraphTokenizer
 from keras_bert_impl.tokenization.preprocessor import shared_tables
 
 WARMUP_FILE = "tf_serving_warmup_requests"
+METADATA_FILE = "export_metadata.json"
 MODELS_CONFIG = "models.config"
 SAVED_MODEL_FILE = "saved_model.pb"
 # Where the tensorflow/serving docker image expects models: /models/<name>.
@@ -218,6 +225,55 @@ def write_models_config(export_base, serving_base_path=DEFAULT_SERVING_BASE_PATH
     return path
 
 
+def model_precision(model):
+    """"float32" or "bfloat16": what `model`'s encoder computes in.
+
+    A model built with dtype "mixed_bfloat16" keeps float32 variables and
+    computes in bfloat16; its word embedding layer says which.
+    """
+    return getattr(model, "bert", model).word_embedding.compute_dtype
+
+
+def in_precision(model, spec, precision):
+    """`model` computing in `precision`: itself, or a copy built for it.
+
+    The copy is `spec.build_model` with the precision's dtype policy and
+    `model`'s variables, matched one to one by path and shape.
+
+    Raises:
+        ExportError: the rebuilt model's variables do not match `model`'s.
+    """
+    if model_precision(model) == precision:
+        return model
+    num_labels = int(model.outputs[0].shape[-1]) if spec.uses_labels else None
+    copy = spec.build_model(model.bert_config, num_labels, dtype=hardware.DTYPE_POLICIES[precision])
+    source = {variable.path: variable for variable in model.weights}
+    if sorted(source) != sorted(variable.path for variable in copy.weights):
+        raise ExportError(f"cannot rebuild {model.name!r} in {precision}: its variables are not a "
+                          f"{spec.name} model's; build it with dtype={hardware.DTYPE_POLICIES[precision]!r}")
+    for variable in copy.weights:
+        variable.assign(source[variable.path])  # float32 variables either way: exact
+    return copy
+
+
+def export_metadata(task, precision, max_seq_length, do_lower_case):
+    """What `assets.extra/export_metadata.json` says of an export (a dict)."""
+    from keras_bert_impl import __version__
+
+    name, flags = hardware.read_cpuinfo()
+    return {
+        "task": task,
+        "precision": precision,
+        "dtype_policy": hardware.DTYPE_POLICIES[precision],
+        "max_seq_length": max_seq_length,
+        "do_lower_case": do_lower_case,
+        "exported_on_cpu": name,
+        "exported_on_cpu_flags": [flag for flag in hardware.MATRIX_FLAGS if flag in flags],
+        "keras_bert_impl": __version__,
+        "tensorflow": tf.__version__,
+    }
+
+
 def export_saved_model(
     model,
     task,
@@ -230,6 +286,7 @@ def export_saved_model(
     warmup_texts=("The weather is lovely today.", "He drove to the stadium."),
     tables=None,
     serving_base_path=DEFAULT_SERVING_BASE_PATH,
+    precision=None,
 ):
     """Exports `model` as `export_dir/<version>/` for TF Serving, and lists
     it in the export base's `models.config`.
@@ -249,6 +306,10 @@ def export_saved_model(
         tables: Optional precomputed `in_graph.build_tables()`.
         serving_base_path: Where TF Serving sees the export base, for
             `models.config` (see `write_models_config`).
+        precision: "float32", "bfloat16" or "auto" (`hardware.
+            default_precision`: bfloat16 on an AMX CPU); a model in another
+            precision is rebuilt in this one (`in_precision`). Default: the
+            model's own.
 
     Returns:
         The path of the version directory written.
@@ -259,6 +320,10 @@ def export_saved_model(
     if task not in exported_task_names():
         raise ExportError(f"--task {task!r} is not one of {', '.join(exported_task_names())}")
     spec = get_task(task)
+    try:
+        precision = hardware.resolve_precision(precision) if precision else model_precision(model)
+    except ValueError as error:
+        raise ExportError(str(error)) from None
     export_dir = os.fspath(export_dir).rstrip("/")
     remote = filesystem.is_remote(export_dir)
     if not remote:
@@ -291,7 +356,7 @@ def export_saved_model(
                 f.write("\n".join(names) + "\n")
         tokenizer = InGraphTokenizer(tokens, do_lower_case=do_lower_case, tables=tables or shared_tables())
         module = BertServingModule(
-            model, task, tokenizer, max_seq_length,
+            in_precision(model, spec, precision), task, tokenizer, max_seq_length,
             {"cls": vocab["[CLS]"], "sep": vocab["[SEP]"], "mask": vocab.get("[MASK]", 0)},
             labels_path=labels_path,
         )
@@ -304,6 +369,9 @@ def export_saved_model(
         with tf.io.TFRecordWriter(filesystem.join(extra, WARMUP_FILE)) as writer:
             for record in warmup_requests(model_name, texts, text_b=texts if spec.warmup_pairs else None):
                 writer.write(record)
+        with filesystem.open_file(filesystem.join(extra, METADATA_FILE), "w") as f:
+            json.dump(export_metadata(task, precision, max_seq_length, do_lower_case), f, indent=2)
+            f.write("\n")
         final = publish_version(staging, export_dir, version)
     finally:
         filesystem.rmtree(staging, missing_ok=True)
@@ -327,7 +395,7 @@ def release_files(model_dir, bert_config_file=None, vocab_file=None, init_checkp
 
 def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, export_dir, do_lower_case=True,
                       max_seq_length=128, num_labels=2, label_names=None, version=None, log=print,
-                      serving_base_path=DEFAULT_SERVING_BASE_PATH):
+                      serving_base_path=DEFAULT_SERVING_BASE_PATH, precision="auto"):
     """Builds the `task` model, loads an original-layout checkpoint and exports it.
 
     Args:
@@ -344,6 +412,8 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
         log: `log(message)`.
         serving_base_path: Where TF Serving sees the export base
             (`models.config`).
+        precision: "auto" (bfloat16 on an AMX CPU, else float32),
+            "float32" or "bfloat16": what the export computes in.
 
     Returns:
         The version directory written.
@@ -368,10 +438,16 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
     if is_keras_file(init_checkpoint):
         check_keras_file_fits(init_checkpoint, config, bert_config_file, vocab_file, do_lower_case)
     spec = get_task(task)
-    model = spec.build_model(config, len(label_names) if label_names else num_labels)
+    try:
+        precision = hardware.resolve_precision(precision)
+    except ValueError as error:
+        raise ExportError(str(error)) from None
+    model = spec.build_model(config, len(label_names) if label_names else num_labels,
+                             dtype=hardware.DTYPE_POLICIES[precision])
     report = load_original_checkpoint(model, init_checkpoint, allow_fresh=spec.export_optional)
     log(f"{init_checkpoint}: {report.summary()}")
+    log(f"computing in {precision} (CPU: {hardware.cpu_description()})")
     return export_saved_model(
         model, task, vocab_file, export_dir, do_lower_case=do_lower_case, max_seq_length=max_seq_length,
-        label_names=label_names, version=version, serving_base_path=serving_base_path,
+        label_names=label_names, version=version, serving_base_path=serving_base_path, precision=precision,
     )

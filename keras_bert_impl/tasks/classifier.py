@@ -36,10 +36,10 @@ from keras_bert_impl.training.fine_tuning import (
 SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
-def _build_classifier(config, num_labels):
+def _build_classifier(config, num_labels, dtype=None):
     from keras_bert_impl.models.classifier import BertClassifier
 
-    return BertClassifier(config, num_labels=num_labels)
+    return BertClassifier(config, num_labels=num_labels, dtype=dtype)
 
 
 def classifier_serving_outputs(serving, inputs, padded_length):
@@ -74,7 +74,7 @@ CLASSIFIER = TaskSpec(
 REGRESSION = TaskSpec(
     name="regression",
     description="Sentence (pair) regression (STS-B): one score from the pooled output.",
-    build_model=lambda config, num_labels=1: _build_classifier(config, 1),
+    build_model=lambda config, num_labels=1, dtype=None: _build_classifier(config, 1, dtype),
     head_variables=tuple(CLASSIFIER_VARIABLES),
     serving_outputs=regression_serving_outputs,
 )

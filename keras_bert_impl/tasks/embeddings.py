@@ -12,10 +12,10 @@ Example:
 from keras_bert_impl.tasks.spec import TaskSpec
 
 
-def _build_bert(config, num_labels=None):
+def _build_bert(config, num_labels=None, dtype=None):
     from keras_bert_impl.models.bert_model import BertModel
 
-    return BertModel(config)
+    return BertModel(config, dtype=dtype)
 
 
 def mean_over_tokens(sequence_output, input_mask):

@@ -13,10 +13,10 @@ from keras_bert_impl.checkpoints.name_map import MASKED_LM_VARIABLES, NEXT_SENTE
 from keras_bert_impl.tasks.spec import TaskSpec
 
 
-def _build_pretraining(config, num_labels=None):
+def _build_pretraining(config, num_labels=None, dtype=None):
     from keras_bert_impl.models.pretraining import BertPretrainingModel
 
-    return BertPretrainingModel(config)
+    return BertPretrainingModel(config, dtype=dtype)
 
 
 PRETRAINING = TaskSpec(

@@ -32,10 +32,10 @@ from keras_bert_impl.training.fine_tuning import (
 _INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
-def _build_span_qa(config, num_labels=None):
+def _build_span_qa(config, num_labels=None, dtype=None):
     from keras_bert_impl.models.span_qa import BertSpanQA
 
-    return BertSpanQA(config)
+    return BertSpanQA(config, dtype=dtype)
 
 
 def span_qa_serving_outputs(serving, inputs, padded_length):

@@ -24,7 +24,8 @@ class TaskSpec:
     Attributes:
         name: The name tools and `bert-export --task` use.
         description: One line for `--help`.
-        build_model: `build_model(config, num_labels) -> keras.Model`.
+        build_model: `build_model(config, num_labels, dtype=None) ->
+            keras.Model`; `dtype` is a Keras dtype policy.
         head_variables: Original names of the head's variables; a
             fine-tuned checkpoint for this task holds them.
         export_optional: Variable-name patterns an export may leave

@@ -110,12 +110,14 @@ class TextClassifier(BertClassifier):
             global_step = int(self.optimizer.iterations.numpy())
         return write_release(self, path, self.bert_config, self.preprocessor.vocabulary, global_step)
 
-    def export(self, export_base, label_names=None, version=None):
+    def export(self, export_base, label_names=None, version=None, precision=None):
         """Exports for TF Serving under `export_base/<version>/`; returns that directory.
 
         The SavedModel tokenizes raw text in-graph with this model's
         preprocessing (signatures `serving_default`, `serve_text_pair`,
-        `serve_ids`, `serve_examples`).
+        `serve_ids`, `serve_examples`). `precision` ("float32", "bfloat16"
+        or "auto": bfloat16 on an AMX CPU) is what it computes in; default
+        this model's own.
         """
         from keras_bert_impl.serving.export import export_saved_model
         from keras_bert_impl.tokenization.preprocessor import shared_tables
@@ -127,7 +129,7 @@ class TextClassifier(BertClassifier):
             return export_saved_model(
                 self, self.spec.name, vocab_file, export_base, do_lower_case=self.preprocessor.do_lower_case,
                 max_seq_length=self.preprocessor.max_seq_length, label_names=label_names, version=version,
-                tables=shared_tables(),
+                tables=shared_tables(), precision=precision,
             )
 
     # -- Keras --------------------------------------------------------------

@@ -35,10 +35,10 @@ LABEL_LIST_FILE = "label_list.txt"
 _INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
-def _build_tagger(config, num_labels):
+def _build_tagger(config, num_labels, dtype=None):
     from keras_bert_impl.models.token_classifier import BertTokenClassifier
 
-    return BertTokenClassifier(config, num_labels=num_labels)
+    return BertTokenClassifier(config, num_labels=num_labels, dtype=dtype)
 
 
 def token_tagging_serving_outputs(serving, inputs, padded_length):

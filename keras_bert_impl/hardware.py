@@ -1,0 +1,95 @@
+"""What this machine's CPU is, and the precision a model is served in on it.
+
+bfloat16 pays on a CPU only where it has matrix units for it: on Intel AMX
+(`amx_bf16`, Sapphire Rapids and later) TensorFlow's oneDNN multiplies
+bfloat16 several times faster than float32; without bf16 units every
+bfloat16 product is converted and computed in float32, slower than float32
+itself (docs/BENCHMARKS.md has both measurements). So an export defaults to
+bfloat16 only on an AMX CPU. `avx512_bf16` alone (Cooper Lake, Zen 4) is
+left at float32 until it is measured.
+
+Example:
+>>> flags = frozenset({"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
+>>> default_precision(flags), default_precision(frozenset({"avx2"}))
+('bfloat16', 'float32')
+>>> resolve_precision("auto", frozenset({"avx2"})), DTYPE_POLICIES["bfloat16"]
+('float32', 'mixed_bfloat16')
+"""
+
+import os
+import platform
+
+# Serving precision -> the Keras dtype policy a model is built with: bfloat16
+# computes in bfloat16 and keeps float32 variables, so the checkpoint loads
+# as it is and the export holds the float32 values.
+DTYPE_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16"}
+PRECISION_CHOICES = ("auto",) + tuple(DTYPE_POLICIES)
+# The instruction sets that decide a precision's speed, in the order printed.
+MATRIX_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+BF16_SERVING_FLAG = "amx_bf16"
+CPUINFO = "/proc/cpuinfo"
+
+
+def read_cpuinfo(path=CPUINFO):
+    """`(model name, flags)` of the first CPU in `path` (Linux `/proc/cpuinfo`).
+
+    Elsewhere (no such file) the name is `platform.processor()` and the flags
+    are empty, which serves float32.
+
+    Returns:
+        A string and a frozenset of flag names.
+    """
+    fallback = platform.processor() or platform.machine()
+    try:
+        with open(path, encoding="utf-8", errors="replace") as file:
+            lines = file.read().splitlines()
+    except OSError:
+        return fallback, frozenset()
+    name, flags = None, None
+    for line in lines:  # One block per logical CPU: the first is taken.
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "model name" and name is None:
+            name = value.strip()
+        elif key == "flags" and flags is None:
+            flags = frozenset(value.split())
+    return name or fallback, flags or frozenset()
+
+
+def cpu_description(path=CPUINFO):
+    """One line naming the CPU, its matrix instruction sets and core count.
+
+    Every benchmark prints it in its header: numbers are compared only
+    within one run on one machine.
+
+    Example: "AMD EPYC (avx2; no avx512f, avx512_bf16, amx_bf16), 2 logical cores".
+    """
+    name, flags = read_cpuinfo(path)
+    present = [flag for flag in MATRIX_FLAGS if flag in flags]
+    absent = [flag for flag in MATRIX_FLAGS if flag not in flags]
+    isa = "; ".join(part for part in (", ".join(present), absent and "no " + ", ".join(absent)) if part)
+    return f"{name} ({isa}), {os.cpu_count()} logical cores"
+
+
+def default_precision(flags=None):
+    """The serving precision for a CPU with `flags`: bfloat16 on AMX, else float32.
+
+    Args:
+        flags: CPU flag names; default this machine's.
+    """
+    if flags is None:
+        flags = read_cpuinfo()[1]
+    return "bfloat16" if BF16_SERVING_FLAG in flags else "float32"
+
+
+def resolve_precision(precision, flags=None):
+    """`precision` ("auto", "float32" or "bfloat16") as "float32" or "bfloat16".
+
+    Raises:
+        ValueError: any other name.
+    """
+    if precision == "auto":
+        return default_precision(flags)
+    if precision not in DTYPE_POLICIES:
+        raise ValueError(f"precision {precision!r} is not one of {', '.join(PRECISION_CHOICES)}")
+    return precision

@@ -1,0 +1,168 @@
+"""Export precision: float32 or bfloat16, chosen per CPU and written into the
+export's metadata. A bfloat16 export computes its products in bfloat16 with
+stock TensorFlow ops and answers within bfloat16 rounding of the float32
+export, through the same signatures, in a process without our Python."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bert_impl import hardware
+from keras_bert_impl.models.classifier import BertClassifier
+from keras_bert_impl.serving.export import METADATA_FILE, ExportError, export_saved_model
+from keras_bert_impl.tasks.text_classifier import TextClassifier
+from tests.helpers import randomize, tiny_config
+from tests.test_serving import REPO, SENTENCES, probe
+
+SEQ = 24
+# bfloat16 keeps 8 significant bits: each rounding moves a value by up to
+# 2**-9 of itself. The classifier's probabilities pass through two layers of
+# products, LayerNorms and a softmax; a few dozen roundings of values of
+# order one bound them by about 3e-2 (the padding-free tests' bound).
+BF16_ATOL = 3e-2
+
+
+def cpuinfo_text(model_name, flags):
+    """Two logical CPUs' blocks as Linux writes them."""
+    block = f"processor\t: {{}}\nvendor_id\t: GenuineIntel\nmodel name\t: {model_name}\nflags\t\t: {' '.join(flags)}\n\n"
+    return block.format(0) + block.format(1).replace(model_name, "a second, ignored name")
+
+
+@pytest.mark.parametrize("flags, expected, isa", [
+    (("fpu", "avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"), "bfloat16",
+     "avx2, avx512f, avx512_bf16, amx_bf16"),  # Sapphire Rapids
+    (("fpu", "avx2", "avx512f", "avx512_bf16"), "float32",
+     "avx2, avx512f, avx512_bf16; no amx_bf16"),  # Cooper Lake, Zen 4: not measured
+    (("fpu", "avx2"), "float32", "avx2; no avx512f, avx512_bf16, amx_bf16"),  # Zen 2/3, older Intel
+])
+def test_precision_follows_the_cpus_matrix_units(tmp_path, flags, expected, isa):
+    path = tmp_path / "cpuinfo"
+    path.write_text(cpuinfo_text("Intel(R) Xeon(R) Platinum 8480+", flags))
+    name, read_flags = hardware.read_cpuinfo(path)
+    assert (name, read_flags) == ("Intel(R) Xeon(R) Platinum 8480+", frozenset(flags))
+    assert hardware.default_precision(read_flags) == expected
+    assert hardware.resolve_precision("auto", read_flags) == expected
+    assert hardware.resolve_precision("float32", read_flags) == "float32"
+    assert hardware.cpu_description(path) == f"Intel(R) Xeon(R) Platinum 8480+ ({isa}), {os.cpu_count()} logical cores"
+
+
+def test_no_cpuinfo_serves_float32(tmp_path):
+    name, flags = hardware.read_cpuinfo(tmp_path / "absent")
+    assert name and flags == frozenset()
+    assert hardware.default_precision(flags) == "float32"
+
+
+def test_this_machines_default_matches_its_flags():
+    with open("/proc/cpuinfo") as f:
+        has_amx = " amx_bf16" in f.read()
+    assert hardware.default_precision() == ("bfloat16" if has_amx else "float32")
+
+
+@pytest.fixture(scope="module")
+def model():
+    model = BertClassifier(tiny_config(vocab_size=30522, max_position_embeddings=64), num_labels=3)
+    randomize(model, seed=3, scale=0.2)
+    return model
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory, bert_vocab_file, model):
+    root = tmp_path_factory.mktemp("saved_models")
+    return {
+        precision: export_saved_model(model, "classifier", bert_vocab_file, root / precision, max_seq_length=SEQ,
+                                      precision=precision)
+        for precision in ("float32", "bfloat16")
+    }
+
+
+def graph_dtypes(saved_model_dir):
+    """Every `T`/`dtype`-like type attribute of every op in the SavedModel's graphs."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel()
+    with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
+        saved_model.ParseFromString(f.read())
+    graph = saved_model.meta_graphs[0].graph_def
+    nodes = list(graph.node) + [node for function in graph.library.function for node in function.node_def]
+    return {(node.op, tf.dtypes.as_dtype(value.type).name) for node in nodes
+            for key, value in node.attr.items() if key in ("T", "DstT") and value.type}
+
+
+def test_bfloat16_export_computes_in_bfloat16_and_says_so(exports):
+    float32_ops, bfloat16_ops = graph_dtypes(exports["float32"]), graph_dtypes(exports["bfloat16"])
+    # The products themselves run in bfloat16; the float32 export has none.
+    assert {("MatMul", "bfloat16"), ("BatchMatMulV2", "bfloat16")} <= bfloat16_ops
+    assert not any(dtype == "bfloat16" for _, dtype in float32_ops)
+    for precision, path in exports.items():
+        with open(os.path.join(path, "assets.extra", METADATA_FILE)) as f:
+            metadata = json.load(f)
+        assert metadata["precision"] == precision
+        assert metadata["dtype_policy"] == hardware.DTYPE_POLICIES[precision]
+        assert (metadata["task"], metadata["max_seq_length"], metadata["do_lower_case"]) == ("classifier", SEQ, True)
+        assert metadata["exported_on_cpu"] == hardware.read_cpuinfo()[0]
+
+
+def test_bfloat16_answers_within_bfloat16_rounding_of_float32(exports, model):
+    requests = [{"signature": "serving_default", "inputs": {"text": SENTENCES}},
+                {"signature": "serve_text_pair", "inputs": {"text": SENTENCES, "text_b": SENTENCES[::-1]}}]
+    answers = {precision: probe(path, requests) for precision, path in exports.items()}
+    for full, half in zip(answers["float32"], answers["bfloat16"]):
+        full, half = np.asarray(full["probabilities"]), np.asarray(half["probabilities"])
+        assert full.shape == half.shape == (len(SENTENCES), 3)
+        np.testing.assert_allclose(half, full, atol=BF16_ATOL)
+        assert np.abs(half - full).max() > 1e-6  # really rounded: not the float32 graph again
+        np.testing.assert_allclose(half.sum(axis=1), 1.0, atol=1e-6)  # the softmax itself is float32
+    # Signatures keep float32 outputs, whatever the precision inside.
+    loaded = tf.saved_model.load(exports["bfloat16"])
+    outputs = loaded.signatures["serving_default"].structured_outputs
+    assert outputs["probabilities"].dtype == tf.float32
+    # The source model was not changed by the bfloat16 export.
+    assert model.bert.word_embedding.compute_dtype == "float32"
+
+
+def test_unknown_precision_is_refused_before_anything_is_written(tmp_path, bert_vocab_file, model):
+    with pytest.raises(ExportError, match="'float16' is not one of auto, float32, bfloat16"):
+        export_saved_model(model, "classifier", bert_vocab_file, tmp_path / "m", precision="float16")
+    assert not (tmp_path / "m").exists()
+
+
+def test_text_classifier_exports_in_bfloat16(tmp_path, bert_vocab_file, model):
+    from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
+
+    with open(bert_vocab_file, encoding="utf-8") as f:
+        vocabulary = [line.rstrip("\n") for line in f]
+    preprocessor = BertPreprocessor(vocabulary, max_seq_length=SEQ)
+    classifier = TextClassifier(model.bert_config, 3, preprocessor)
+    classifier.set_weights(model.get_weights())
+    path = classifier.export(tmp_path / "text_classifier", precision="bfloat16")
+    with open(os.path.join(path, "assets.extra", METADATA_FILE)) as f:
+        assert json.load(f)["precision"] == "bfloat16"
+    served = probe(path, [{"signature": "serving_default", "inputs": {"text": SENTENCES}}])[0]
+    expected = classifier.predict(SENTENCES, verbose=0)  # float32 probabilities
+    np.testing.assert_allclose(served["probabilities"], expected, atol=BF16_ATOL)
+    assert np.abs(np.asarray(served["probabilities"]) - expected).max() > 1e-6
+
+
+def test_export_tool_precision_flag(tmp_path, bert_vocab_file):
+    from keras_bert_impl.checkpoints.original import save_original_checkpoint
+
+    config = tiny_config(vocab_size=30522, max_position_embeddings=64)
+    save_original_checkpoint(BertClassifier(config, num_labels=2), str(tmp_path / "release" / "model.ckpt"))
+    config.to_json_file(tmp_path / "release" / "bert_config.json")
+    (tmp_path / "release" / "vocab.txt").write_bytes(bert_vocab_file.read_bytes())
+    command = [sys.executable, "-m", "tools.export_saved_model", f"--model_dir={tmp_path}/release", "--task=classifier",
+               "--max_seq_length=16", f"--export_dir={tmp_path}/saved_models/tiny"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run(command + ["--precision=bfloat16"], capture_output=True, text=True, cwd=REPO, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "computing in bfloat16" in result.stderr
+    with open(tmp_path / "saved_models" / "tiny" / "1" / "assets.extra" / METADATA_FILE) as f:
+        assert json.load(f)["precision"] == "bfloat16"
+    bad = subprocess.run(command + ["--precision=fp16"], capture_output=True, text=True, cwd=REPO, env=env)
+    assert bad.returncode != 0 and "--precision" in bad.stderr and "fp16" in bad.stderr
+    assert sorted(os.listdir(tmp_path / "saved_models" / "tiny")) == ["1"]

@@ -4,7 +4,8 @@ next to keras-hub's exported BertTextClassifier (ids only, as keras-hub exports)
 Same architecture for both (the real all-MiniLM-L6-v2 encoder, 2-class head),
 same `max_seq_length`, same CPU. Each SavedModel is loaded with
 `tf.saved_model.load` (what TF Serving's runtime does in C++), warmed up, then
-timed: p50/p99 latency of single requests, and sequences/s at batch 32. The
+timed in interleaved rounds (one request to each variant in turn): p50/p99
+latency of single requests, and sequences/s at batch 32. The
 raw-text overhead is the in-graph tokenization's share of a request. Each
 side is exported in float32 and in mixed bfloat16 (bfloat16 products,
 float32 variables): bfloat16 pays only on CPUs with bf16 matrix units (Intel
@@ -41,16 +42,31 @@ def percentile_ms(times, q):
     return float(np.percentile(np.asarray(times) * 1e3, q))
 
 
-def time_calls(function, make_inputs, requests, batch):
-    for _ in range(5):
-        function(**make_inputs(batch, 0))
-    times = []
+def time_call(function, inputs):
+    """Seconds for one call, its first output fetched."""
+    start = time.perf_counter()
+    outputs = function(**inputs)
+    next(iter(outputs.values())).numpy()
+    return time.perf_counter() - start
+
+
+def time_interleaved(variants, requests, batch):
+    """Per variant, the seconds of `requests` calls at `batch`, taken in rounds.
+
+    Each round calls every variant once in turn, so load from other processes
+    falls on all of them alike; each is warmed up first.
+
+    Args:
+        variants: List of `(function, make_inputs)`; `make_inputs(batch, i)`
+            gives the i-th request's keyword arguments.
+    """
+    for function, make_inputs in variants:
+        for _ in range(5):
+            function(**make_inputs(batch, 0))
+    times = [[] for _ in variants]
     for i in range(requests):
-        inputs = make_inputs(batch, i)
-        start = time.perf_counter()
-        outputs = function(**inputs)
-        next(iter(outputs.values())).numpy()
-        times.append(time.perf_counter() - start)
+        for index, (function, make_inputs) in enumerate(variants):
+            times[index].append(time_call(function, make_inputs(batch, i)))
     return times
 
 
@@ -124,12 +140,14 @@ def main():
             ("keras_bert_impl", precision, "serve_ids (token ids)", loaded_ours.signatures["serve_ids"], ids, ours_path),
             ("keras-hub BertTextClassifier", precision, "serve (token ids)", serve, keras_hub_ids, theirs_path),
         ]
-    rows = []
-    for name, precision, signature, function, make_inputs, path in variants:
-        latency = time_calls(function, make_inputs, args.requests, 1)
-        throughput = time_calls(function, make_inputs, args.batches, 32)
-        rows.append((name, precision, signature, percentile_ms(latency, 50), percentile_ms(latency, 99),
-                     32 / float(np.median(throughput)), cold_load_seconds(path)))
+    calls = [(function, make_inputs) for _, _, _, function, make_inputs, _ in variants]
+    latencies = time_interleaved(calls, args.requests, 1)
+    throughputs = time_interleaved(calls, args.batches, 32)
+    rows = [
+        (name, precision, signature, percentile_ms(latency, 50), percentile_ms(latency, 99),
+         32 / float(np.median(throughput)), cold_load_seconds(path))
+        for (name, precision, signature, _, _, path), latency, throughput in zip(variants, latencies, throughputs)
+    ]
 
     print(f"\nall-MiniLM-L6-v2 classifier, seq {args.seq_length}, {args.requests} batch-1 and {args.batches} "
           f"batch-32 requests\nCPU: {cpu_description()} (export default here: {default_precision()}); "

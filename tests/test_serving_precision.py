@@ -131,6 +131,13 @@ def test_unknown_precision_is_refused_before_anything_is_written(tmp_path, bert_
     assert not (tmp_path / "m").exists()
 
 
+def test_a_model_that_is_not_the_tasks_is_refused_in_another_precision(tmp_path, bert_vocab_file, model):
+    # A 3-class classifier is not a regression model: its head cannot be copied.
+    with pytest.raises(ExportError, match="cannot rebuild 'classifier' in bfloat16: its variables are not a regression"):
+        export_saved_model(model, "regression", bert_vocab_file, tmp_path / "m", precision="bfloat16")
+    assert not any((tmp_path / "m").glob("[0-9]*"))
+
+
 def test_text_classifier_exports_in_bfloat16(tmp_path, bert_vocab_file, model):
     from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
 

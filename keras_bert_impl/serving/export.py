@@ -248,7 +248,8 @@ def in_precision(model, spec, precision):
     num_labels = int(model.outputs[0].shape[-1]) if spec.uses_labels else None
     copy = spec.build_model(model.bert_config, num_labels, dtype=hardware.DTYPE_POLICIES[precision])
     source = {variable.path: variable for variable in model.weights}
-    if sorted(source) != sorted(variable.path for variable in copy.weights):
+    layout = lambda variables: sorted((v.path, tuple(v.shape)) for v in variables)  # noqa: E731
+    if layout(model.weights) != layout(copy.weights):
         raise ExportError(f"cannot rebuild {model.name!r} in {precision}: its variables are not a "
                           f"{spec.name} model's; build it with dtype={hardware.DTYPE_POLICIES[precision]!r}")
     for variable in copy.weights:

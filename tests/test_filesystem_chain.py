@@ -129,6 +129,7 @@ def test_pretrain_resume_fine_tune_export_and_load_on_ram(ram_root, capsys):
     path = export_checkpoint(
         "classifier", f"{classifier}/bert_config.json", f"{classifier}/model.ckpt", f"{classifier}/vocab.txt",
         f"{root}/export", max_seq_length=SEQ, num_labels=2, version=1, log=lambda message: None,
+        precision="float32",  # compared with the float32 Keras model below, on any CPU
     )
     assert path == f"{root}/export/1"
     loaded = tf.saved_model.load(path)

@@ -57,12 +57,6 @@ def test_no_cpuinfo_serves_float32(tmp_path):
     assert hardware.default_precision(flags) == "float32"
 
 
-def test_this_machines_default_matches_its_flags():
-    with open("/proc/cpuinfo") as f:
-        has_amx = " amx_bf16" in f.read()
-    assert hardware.default_precision() == ("bfloat16" if has_amx else "float32")
-
-
 @pytest.fixture(scope="module")
 def model():
     model = BertClassifier(tiny_config(vocab_size=30522, max_position_embeddings=64), num_labels=3)
@@ -165,11 +159,15 @@ def test_export_tool_precision_flag(tmp_path, bert_vocab_file):
     command = [sys.executable, "-m", "tools.export_saved_model", f"--model_dir={tmp_path}/release", "--task=classifier",
                "--max_seq_length=16", f"--export_dir={tmp_path}/saved_models/tiny"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    result = subprocess.run(command + ["--precision=bfloat16"], capture_output=True, text=True, cwd=REPO, env=env)
-    assert result.returncode == 0, result.stderr
-    assert "computing in bfloat16" in result.stderr
-    with open(tmp_path / "saved_models" / "tiny" / "1" / "assets.extra" / METADATA_FILE) as f:
-        assert json.load(f)["precision"] == "bfloat16"
+    with open("/proc/cpuinfo") as f:
+        by_default = "bfloat16" if " amx_bf16" in f.read() else "float32"
+    for version, flags in (("1", []), ("2", ["--precision=bfloat16"])):
+        result = subprocess.run(command + flags, capture_output=True, text=True, cwd=REPO, env=env)
+        assert result.returncode == 0, result.stderr
+        expected = "bfloat16" if flags else by_default
+        assert f"computing in {expected} (CPU: " in result.stderr
+        with open(tmp_path / "saved_models" / "tiny" / version / "assets.extra" / METADATA_FILE) as f:
+            assert json.load(f)["precision"] == expected
     bad = subprocess.run(command + ["--precision=fp16"], capture_output=True, text=True, cwd=REPO, env=env)
     assert bad.returncode != 0 and "--precision" in bad.stderr and "fp16" in bad.stderr
-    assert sorted(os.listdir(tmp_path / "saved_models" / "tiny")) == ["1"]
+    assert sorted(os.listdir(tmp_path / "saved_models" / "tiny")) == ["1", "2"]

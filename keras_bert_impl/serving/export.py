@@ -316,7 +316,8 @@ def export_saved_model(
         The path of the version directory written.
 
     Raises:
-        ExportError: existing version, unknown task, label count mismatch.
+        ExportError: existing version, unknown task, label count mismatch,
+            unknown precision, a model that cannot be rebuilt in it.
     """
     if task not in exported_task_names():
         raise ExportError(f"--task {task!r} is not one of {', '.join(exported_task_names())}")
@@ -420,7 +421,7 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
         The version directory written.
 
     Raises:
-        ExportError: unknown task, existing version.
+        ExportError: unknown task, existing version, unknown precision.
         CheckpointError: a checkpoint (or `.keras` file) that is unreadable
             or does not fit the release.
     """

@@ -64,6 +64,7 @@ VOCAB_SIZE = 30522
 MAX_POSITION_EMBEDDINGS = 512
 TYPE_VOCAB_SIZE = 2
 PRECISIONS = {"fp32": "float32", "bf16": "mixed_bfloat16"}
+SERVING = {"fp32": "float32", "bf16": "bfloat16"}  # Each precision's name for `bert-export --precision`.
 VARIANTS = {"tf.function": False, "tf.function(jit_compile=True)": True}
 OURS = "keras_bert_impl"
 FLOOR = "matmul_floor"

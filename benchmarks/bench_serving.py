@@ -7,9 +7,10 @@ same `max_seq_length`, same CPU. Each SavedModel is loaded with
 timed in interleaved rounds (one request to each variant in turn): p50/p99
 latency of single requests, and sequences/s at batch 32. The
 raw-text overhead is the in-graph tokenization's share of a request. Each
-side is exported in float32 and in mixed bfloat16 (bfloat16 products,
-float32 variables): bfloat16 pays only on CPUs with bf16 matrix units (Intel
-AMX), which the header's CPU line says whether this one has.
+side is exported in float32 and in bfloat16 (bfloat16 products; ours holds
+its weights in bfloat16, keras-hub's keeps float32 variables and converts
+them on every call): bfloat16 pays only on CPUs with bf16 matrix units
+(Intel AMX), which the header's CPU line says whether this one has.
 
     .venv/bin/python benchmarks/bench_serving.py [--seq_length 128] [--requests 200]
         [--batches 20] [--precisions float32,bfloat16]

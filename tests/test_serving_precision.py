@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -171,3 +172,109 @@ def test_export_tool_precision_flag(tmp_path, bert_vocab_file):
     bad = subprocess.run(command + ["--precision=fp16"], capture_output=True, text=True, cwd=REPO, env=env)
     assert bad.returncode != 0 and "--precision" in bad.stderr and "fp16" in bad.stderr
     assert sorted(os.listdir(tmp_path / "saved_models" / "tiny")) == ["1", "2"]
+
+
+def saved_variable_dtypes(saved_model_dir):
+    """{floating-point variable in the SavedModel's checkpoint: dtype name}."""
+    reader = tf.train.load_checkpoint(os.path.join(saved_model_dir, "variables", "variables"))
+    return {name: dtype.name for name, dtype in reader.get_variable_to_dtype_map().items()
+            if name.endswith("/.ATTRIBUTES/VARIABLE_VALUE") and dtype.is_floating}
+
+
+def weight_casts_per_function(saved_model_dir):
+    """{function name: how many variables it reads and converts to bfloat16} over the SavedModel."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel()
+    with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
+        saved_model.ParseFromString(f.read())
+    counts = {}
+    for function in saved_model.meta_graphs[0].graph_def.library.function:
+        reads = {node.name for node in function.node_def if node.op == "ReadVariableOp"}
+        counts[function.signature.name] = sum(
+            node.op == "Cast" and node.attr["DstT"].type == tf.bfloat16.as_datatype_enum
+            and node.input[0].split(":")[0] in reads for node in function.node_def)
+    return counts
+
+
+def test_bfloat16_export_holds_its_weights_rounded_once(exports, model):
+    # A mixed_bfloat16 layer rounds its float32 weights to bfloat16 each time
+    # it reads them; the export holds them rounded instead: every weight but
+    # the LayerNorms' is stored as bfloat16 (half the bytes), and the
+    # float32 export holds no bfloat16.
+    weights = {v.path for v in model.weights if v.dtype == "float32"}
+    layer_norm = {path for path in weights if "LayerNorm" in path}
+    assert len(layer_norm) == 2 * (2 * model.bert_config.num_hidden_layers + 1)  # gamma, beta; 2 per layer + embeddings
+    stored = {precision: saved_variable_dtypes(path) for precision, path in exports.items()}
+    assert sorted(stored["float32"].values()) == ["float32"] * len(weights)
+    float32 = sorted(name for name, dtype in stored["bfloat16"].items() if dtype == "float32")
+    # (The SavedModel names variables by attribute: `.../output_layer_norm/gamma`.)
+    assert len(float32) == len(layer_norm) and all("layer_norm/" in name for name in float32)
+    assert len(stored["bfloat16"]) == len(weights)
+    # Under mixed_bfloat16, each of those is read and converted on every
+    # call; no function of the export converts a weight.
+    assert weight_casts_mixed(model) >= len(weights) - len(layer_norm)
+    assert set(weight_casts_per_function(exports["bfloat16"]).values()) == {0}
+    with open(os.path.join(exports["bfloat16"], "assets.extra", METADATA_FILE)) as f:
+        assert json.load(f)["weights_dtype"] == "bfloat16 (LayerNorm float32)"
+
+
+def weight_casts_mixed(model):
+    """Variables read and converted to bfloat16 by the forward graph of `model` under mixed_bfloat16."""
+    mixed = BertClassifier(model.bert_config, num_labels=3, dtype="mixed_bfloat16")
+    mixed.set_weights(model.get_weights())
+    inputs = {name: tf.TensorSpec([None, SEQ], tf.int32) for name in ("input_ids", "input_mask", "segment_ids")}
+    graph = tf.function(lambda x: mixed(x, training=False)).get_concrete_function(inputs).graph
+    return sum(op.type == "Cast" and op.outputs[0].dtype == tf.bfloat16 and op.inputs[0].op.type == "ReadVariableOp"
+               for op in graph.get_operations())
+
+
+def test_bfloat16_export_answers_as_the_mixed_bfloat16_model(exports, model):
+    # Rounding the weights once instead of on every call changes no value:
+    # the export's logits are those of the model built with mixed_bfloat16.
+    from keras_bert_impl.serving.export import in_precision
+    from keras_bert_impl.tasks.registry import get_task
+
+    mixed = BertClassifier(model.bert_config, num_labels=3, dtype="mixed_bfloat16")
+    mixed.set_weights(model.get_weights())
+    held = in_precision(model, get_task("classifier"), "bfloat16")
+    assert {v.dtype for v in held.weights} == {"float32", "bfloat16"}
+    rng = np.random.default_rng(0)
+    inputs = {"input_ids": rng.integers(1000, 30000, (4, SEQ)).astype("int32"),
+              "input_mask": (np.arange(SEQ) < np.array([[SEQ], [9], [17], [3]])).astype("int32"),
+              "segment_ids": np.zeros((4, SEQ), "int32")}
+    expected = tf.function(lambda x: mixed(x, training=False))(inputs)
+    got = tf.function(lambda x: held(x, training=False))(inputs)
+    np.testing.assert_array_equal(np.asarray(got, "float32"), np.asarray(expected, "float32"))
+    # A model already built that way is exported as it is.
+    assert in_precision(held, get_task("classifier"), "bfloat16") is held
+    assert in_precision(mixed, get_task("classifier"), "bfloat16") is not mixed
+
+
+@pytest.mark.parametrize("task", ["classifier", "regression", "span_qa", "token_tagging", "embeddings", "fill_mask"])
+def test_every_exported_task_rebuilt_in_bfloat16_answers_as_mixed_bfloat16(task):
+    # Whatever its head (tied MLM output, per-token tagger, span logits), a
+    # task model rebuilt with its weights held in bfloat16 computes the very
+    # values of the same model under mixed_bfloat16.
+    from keras_bert_impl.serving.export import in_precision
+    from keras_bert_impl.tasks.registry import get_task
+
+    spec = get_task(task)
+    config = tiny_config(vocab_size=99, max_position_embeddings=32)
+    source = spec.build_model(config, 3)
+    randomize(source, seed=5, scale=0.2)
+    mixed = spec.build_model(config, 3, dtype="mixed_bfloat16")
+    mixed.set_weights(source.get_weights())
+    held = in_precision(source, spec, "bfloat16")
+    assert "bfloat16" in {v.dtype for v in held.weights}
+    rng = np.random.default_rng(1)
+    every_input = {"input_ids": rng.integers(5, 99, (2, 16)).astype("int32"),
+                   "input_mask": (np.arange(16) < np.array([[16], [7]])).astype("int32"),
+                   "segment_ids": (np.arange(16) >= np.array([[9], [4]])).astype("int32"),
+                   "masked_lm_positions": np.array([[1, 3], [2, 5]], "int32")}
+    inputs = {tensor.name: every_input[tensor.name] for tensor in tf.nest.flatten(held.inputs)}
+    expected = tf.nest.flatten(tf.function(lambda x: mixed(x, training=False))(inputs))
+    got = tf.nest.flatten(tf.function(lambda x: held(x, training=False))(inputs))
+    assert len(got) == len(expected) >= 1
+    for value, reference in zip(got, expected):
+        np.testing.assert_array_equal(np.asarray(value, "float32"), np.asarray(reference, "float32"))

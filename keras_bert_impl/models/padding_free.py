@@ -141,11 +141,12 @@ def frozen_dense(kernels):
 
     def dense(layer, x):
         kernel = kernels[layer.path]
-        # [rows, in] x [in, out] -> [rows, out]
-        outputs = tf.cast(tf.matmul(tf.cast(x, kernel.dtype), kernel), layer.compute_dtype)
-        if layer.bias is not None:
-            outputs = outputs + tf.cast(layer.bias.value, layer.compute_dtype)
-        return layer.activation(outputs)
+        with tf.name_scope(layer.name):  # as the layer names its ops: profiles stay readable
+            # [rows, in] x [in, out] -> [rows, out]
+            outputs = tf.cast(tf.matmul(tf.cast(x, kernel.dtype), kernel), layer.compute_dtype)
+            if layer.bias is not None:
+                outputs = outputs + tf.cast(layer.bias.value, layer.compute_dtype)
+            return layer.activation(outputs)
 
     return dense
 

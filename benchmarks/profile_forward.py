@@ -27,7 +27,7 @@ what removing it could gain at most.
 Variants (ours):
 - `call`: `model(inputs, training=False)` in a `tf.function`, every position;
 - `serving`: what an export's signatures run: `drop_unused_padding`, then the
-  model, built as an export builds it (`serving.export.serving_dtype_policy`:
+  model, built as an export builds it (`models.precision.inference_dtype_policy`:
   in bf16 the weights are held in bfloat16, but the LayerNorms');
 - `padding_free`: `make_inference_function(jit_compile=False,
   padding_free=True)`; `padding_free_frozen` adds `freeze_kernels=True`.
@@ -189,9 +189,9 @@ def build_variant(variant, precision, config):
         return bench_forward.forward_function(model, False), {}
     if variant == "serving":
         from keras_bert_impl.models.bert_model import BertModel
-        from keras_bert_impl.serving.export import serving_dtype_policy
+        from keras_bert_impl.models.precision import inference_dtype_policy
 
-        model = BertModel(model.bert_config, dtype=serving_dtype_policy(model, bench_forward.SERVING[precision]))
+        model = BertModel(model.bert_config, dtype=inference_dtype_policy(model, bench_forward.SERVING[precision]))
 
         @tf.function(autograph=False)
         def serving(inputs):

@@ -22,7 +22,7 @@ import platform
 # Serving precision -> the Keras dtype policy a model is built with: bfloat16
 # computes in bfloat16 and keeps float32 variables, so a checkpoint loads as
 # it is (an export then holds its weights but the LayerNorms' rounded to bfloat16:
-# `serving.export.serving_dtype_policy`).
+# `models.precision`).
 DTYPE_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16"}
 PRECISION_CHOICES = ("auto",) + tuple(DTYPE_POLICIES)
 # The instruction sets that decide a precision's speed, in the order printed.

@@ -29,6 +29,7 @@ from keras_bert_impl.cli import (
     require_positive,
     run_tool,
 )
+from keras_bert_impl.hardware import PRECISION_CHOICES
 from keras_bert_impl.jobs.extract_features import extract_features
 
 REQUIRED = ("input_file", "output_file", "bert_config_file", "init_checkpoint", "vocab_file")
@@ -45,6 +46,12 @@ def define_flags(fv):
     flags.DEFINE_string("vocab_file", None, "vocab.txt the model was trained on.", **define)
     flags.DEFINE_boolean("do_lower_case", True, "Lower-case the input; must match the checkpoint.", **define)
     flags.DEFINE_integer("batch_size", 32, "Batch size for inference.", **define)
+    flags.DEFINE_enum(
+        "precision", "float32", list(PRECISION_CHOICES),
+        "float32: the original's values. bfloat16: bfloat16 products with the weights held rounded, values within "
+        "bfloat16 rounding of those; faster only on CPUs with Intel AMX (amx_bf16) or a GPU. auto: bfloat16 where "
+        "this CPU has amx_bf16, else float32.", **define,
+    )
     flags.DEFINE_boolean("use_tpu", False, TPU_FLAG_HELP, **define)
     define_tpu_flags(fv, ("master", "num_tpu_cores"))
     flags.DEFINE_boolean("use_one_hot_embeddings", False, TPU_FLAG_HELP, **define)
@@ -55,7 +62,7 @@ def main(argv=None):
     require(fv, *REQUIRED)
     require_positive(fv, "batch_size")
     quiet_tensorflow()
-    extract_features(**flag_values(fv, REQUIRED + ("layers", "max_seq_length", "do_lower_case", "batch_size")))
+    extract_features(**flag_values(fv, REQUIRED + ("layers", "max_seq_length", "do_lower_case", "batch_size", "precision")))
 
 
 def console_main():

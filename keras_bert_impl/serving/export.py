@@ -16,7 +16,7 @@ faster one on the exporting CPU, `hardware.default_precision`), and says
 which in `assets.extra/export_metadata.json`, beside the CPU it was chosen
 for. TF Serving ignores that file; the bfloat16 graph uses only stock ops,
 and holds its weights in bfloat16 but for the LayerNorms'
-(`serving_dtype_policy`).
+(`models.precision`).
 
 Every path goes through `keras_bert_impl.filesystem`, so `export_dir` may be
 remote (`gs://`, `ram://`). There a directory cannot be renamed into place:
@@ -31,12 +31,18 @@ import posixpath
 import tempfile
 import uuid
 
-import keras
 import tensorflow as tf
 
 from keras_bert_impl import filesystem, hardware
 from keras_bert_impl.errors import BertError
 from keras_bert_impl.io import write_bytes_atomically, write_text_atomically
+from keras_bert_impl.models.precision import (
+    copy_weights,
+    holds_weights_for,
+    inference_dtype_policy,
+    model_precision,
+    same_variable_layout,
+)
 from keras_bert_impl.serving.signatures import SIGNATURE_METHODS, BertServingModule
 from keras_bert_impl.tasks.registry import exported_task_names, get_task
 from keras_bert_impl.tokenization import check_special_tokens, load_vocab
@@ -228,85 +234,24 @@ def write_models_config(export_base, serving_base_path=DEFAULT_SERVING_BASE_PATH
     return path
 
 
-def model_precision(model):
-    """"float32" or "bfloat16": what `model`'s encoder computes in.
-
-    A model built with dtype "mixed_bfloat16" keeps float32 variables and
-    computes in bfloat16; its word embedding layer says which.
-    """
-    return getattr(model, "bert", model).word_embedding.compute_dtype
-
-
-def _layers_holding_bfloat16(model):
-    """The layers of `model` (any depth) whose own weights a bfloat16 export stores as bfloat16.
-
-    Every layer that owns floating-point variables and reads them in its
-    compute dtype: all but the LayerNorms, which compute in float32 from
-    float32 weights under mixed_bfloat16.
-    """
-    owners = {variable.path.rsplit("/", 1)[0] for variable in model.weights if "float" in variable.dtype}
-    return [layer for layer in model._flatten_layers()
-            if layer.path in owners and not isinstance(layer, keras.layers.LayerNormalization)]
-
-
-def serving_dtype_policy(model, precision):
-    """The dtype policy an export of `model` in `precision` is built with.
-
-    float32: "float32". bfloat16: "mixed_bfloat16" (products in bfloat16,
-    LayerNorm and softmax in float32), except that every layer but the
-    LayerNorms holds its own weights in bfloat16 (Dense kernels and biases,
-    the embedding tables, the heads). A mixed_bfloat16 layer rounds its
-    float32 weights to bfloat16 each time it reads them, on every call (the
-    whole word embedding table included); held rounded, they give the same
-    outputs without converting every weight on every request (BERT-base:
-    110 M; the gain: docs/BENCHMARKS.md), in half the bytes.
-
-    Args:
-        model: The model to export; its layers' paths name the layers of the
-            rebuilt one.
-        precision: "float32" or "bfloat16".
-
-    Returns:
-        A dtype policy name, or a `keras.dtype_policies.DTypePolicyMap`.
-    """
-    policy = hardware.DTYPE_POLICIES[precision]
-    if precision == "float32":
-        return policy
-    held = keras.DTypePolicy("bfloat16")
-    return keras.dtype_policies.DTypePolicyMap(
-        default_policy=policy, policy_map={layer.path: held for layer in _layers_holding_bfloat16(model)})
-
-
-def _serves_as_is(model, precision):
-    """Whether `model` computes in `precision` and holds its weights as an export of it would."""
-    if model_precision(model) != precision:
-        return False
-    return precision == "float32" or all(
-        layer.variable_dtype == "bfloat16" for layer in _layers_holding_bfloat16(model))
-
-
 def in_precision(model, spec, precision):
     """`model` as an export in `precision` computes: itself, or a copy built for it.
 
-    The copy is `spec.build_model` with `serving_dtype_policy` and `model`'s
-    variables, matched one to one by path and shape (and rounded to bfloat16
-    where the copy holds bfloat16).
+    The copy is `spec.build_model` with `models.precision.inference_dtype_policy`
+    (in bfloat16, the weights held rounded: no conversion on each request)
+    and `model`'s variables, matched one to one by path and shape.
 
     Raises:
         ExportError: the rebuilt model's variables do not match `model`'s.
     """
-    if _serves_as_is(model, precision):
+    if holds_weights_for(model, precision):
         return model
     num_labels = int(model.outputs[0].shape[-1]) if spec.uses_labels else None
-    copy = spec.build_model(model.bert_config, num_labels, dtype=serving_dtype_policy(model, precision))
-    source = {variable.path: variable for variable in model.weights}
-    layout = lambda variables: sorted((v.path, tuple(v.shape)) for v in variables)  # noqa: E731
-    if layout(model.weights) != layout(copy.weights) or not _serves_as_is(copy, precision):
+    copy = spec.build_model(model.bert_config, num_labels, dtype=inference_dtype_policy(model, precision))
+    if not same_variable_layout(model, copy) or not holds_weights_for(copy, precision):
         raise ExportError(f"cannot rebuild {model.name!r} in {precision}: its variables are not a "
                           f"{spec.name} model's; build it with dtype={hardware.DTYPE_POLICIES[precision]!r}")
-    for variable in copy.weights:
-        # Rounded to nearest even, as a mixed_bfloat16 layer rounds on each call.
-        variable.assign(tf.cast(source[variable.path].value, variable.dtype))
+    copy_weights(model, copy)
     return copy
 
 

@@ -166,6 +166,37 @@ def test_inference_function_matches_numpy_reference(jit_compile):
         forward(too_long)
 
 
+@pytest.mark.parametrize("dtype", [None, "mixed_bfloat16"])
+def test_frozen_inference_function_holds_the_weights_of_its_making(dtype):
+    # freeze_kernels without padding_free: a copy holding the weights as
+    # they are now, rounded once (under mixed_bfloat16 every weight but the
+    # LayerNorms' as bfloat16): outputs bit-identical to the model's own
+    # plain graph, and later changes to the model's weights ignored.
+    import tensorflow as tf
+
+    config = tiny_config()
+    model = BertModel(config, output_all_encoder_layers=True, dtype=dtype)
+    randomize(model, seed=7)
+    inputs = random_inputs(config, pad=True)
+    live = model.make_inference_function(jit_compile=False)
+    frozen = model.make_inference_function(jit_compile=False, freeze_kernels=True)
+    expected, got = live(inputs), frozen(inputs)
+    assert sorted(got) == sorted(expected) == ["encoder_outputs", "pooled_output", "sequence_output"]
+    for value, reference in zip(tf.nest.flatten(got), tf.nest.flatten(expected)):
+        assert value.dtype == reference.dtype
+        np.testing.assert_array_equal(np.asarray(value, "float32"), np.asarray(reference, "float32"))
+    # The conversions are gone from the graph: no weight is read and cast.
+    graph = frozen.get_concrete_function(inputs).graph
+    weight_casts = [op for op in graph.get_operations()
+                    if op.type == "Cast" and op.inputs[0].op.type == "ReadVariableOp"]
+    assert weight_casts == []
+    for weight in (model.pooler.dense.kernel, model.pooler.dense.bias):
+        weight.assign(np.zeros(weight.shape, "float32"))
+    assert np.abs(np.asarray(live(inputs)["pooled_output"], "float32")).max() == 0.0  # tanh(0)
+    np.testing.assert_array_equal(np.asarray(frozen(inputs)["pooled_output"], "float32"),
+                                  np.asarray(expected["pooled_output"], "float32"))
+
+
 def test_sequence_longer_than_max_positions_is_a_clear_error():
     config = tiny_config(max_position_embeddings=8)
     model = BertModel(config)

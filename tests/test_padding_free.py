@@ -206,9 +206,3 @@ def test_a_frozen_function_keeps_the_kernels_it_was_made_with():
     assert not np.allclose(after["pooled_output"], before["pooled_output"], atol=1e-3)
     _assert_equal_at_real_positions(live(inputs), after, inputs["input_mask"], atol=2e-5)
     _assert_equal_at_real_positions(frozen(inputs), before, inputs["input_mask"], atol=2e-5)
-
-
-def test_frozen_kernels_need_padding_free():
-    model, _ = _model_and_inputs()
-    with pytest.raises(ValueError, match="padding_free"):
-        model.make_inference_function(freeze_kernels=True)

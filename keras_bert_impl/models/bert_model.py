@@ -9,6 +9,7 @@ from keras_bert_impl.layers.pooler import Pooler
 from keras_bert_impl.layers.transformer import TransformerEncoder
 from keras_bert_impl.models.base import BertConfigModel, sequence_inputs
 from keras_bert_impl.models.padding_free import make_padding_free_function
+from keras_bert_impl.models.precision import copy_weights, inference_dtype_policy, model_precision
 
 _PACKAGE = "keras_bert_impl"
 
@@ -153,10 +154,17 @@ class BertModel(BertConfigModel):
             bucket_size: With `padding_free` and `jit_compile`, the real-token
                 count is rounded up to a multiple of this, and XLA compiles
                 once per multiple.
-            freeze_kernels: With `padding_free`: round the encoder's Dense
-                kernels to the compute dtype once, now, rather than on every
-                call; the function then ignores later changes to them (see
-                `padding_free.make_padding_free_function`).
+            freeze_kernels: Take the weights as they are now, rounded to the
+                compute dtype once rather than on every call; the function
+                then ignores later changes to them. With `padding_free`: the
+                encoder's Dense kernels (see
+                `padding_free.make_padding_free_function`). Otherwise: a
+                copy of the model holding its weights as an export does
+                (`models.precision`: under mixed_bfloat16 every weight but
+                the LayerNorms' in bfloat16), whose outputs are bit-identical
+                to this model's; in a plain graph that removes the weight
+                conversions, half of a single request's time under
+                mixed_bfloat16 on a CPU (docs/BENCHMARKS.md).
 
         Returns:
             A function of the inputs dict (as for calling the model) that
@@ -166,12 +174,20 @@ class BertModel(BertConfigModel):
             return make_padding_free_function(
                 self, jit_compile=jit_compile, bucket_size=bucket_size, freeze_kernels=freeze_kernels
             )
+        model = self
         if freeze_kernels:
-            raise ValueError("freeze_kernels needs padding_free=True")
+            model = BertModel(
+                self.bert_config,
+                output_all_encoder_layers=self.output_all_encoder_layers,
+                output_attention_probs=self.output_attention_probs,
+                dtype=inference_dtype_policy(self, model_precision(self)),
+                name=self.name,
+            )
+            copy_weights(self, model)
         # No autograph: nothing here needs it, and errors raised while tracing
         # (SequenceLengthError) then reach the caller as they are.
         return tf.function(
-            lambda inputs: self(inputs, training=False),
+            lambda inputs: model(inputs, training=False),
             jit_compile=jit_compile,
             autograph=False,
         )

@@ -28,8 +28,6 @@ Example:
 import keras
 import tensorflow as tf
 
-from keras_bert_impl import hardware
-
 
 def model_precision(model):
     """"float32" or "bfloat16": what `model`'s encoder computes in.
@@ -41,7 +39,7 @@ def model_precision(model):
 
 
 def bfloat16_weight_layers(model):
-    """The layers of `model` (any depth) that hold their own weights in bfloat16 for inference.
+    """The layers of `model` (any depth) that hold their own weights in the compute dtype for inference.
 
     Every layer that owns floating-point variables and reads them in its
     compute dtype: all but the LayerNorms.
@@ -57,17 +55,17 @@ def inference_dtype_policy(model, precision):
     Args:
         model: A model of the architecture to build; its layers' paths name
             the layers of the one built with the policy.
-        precision: "float32" or "bfloat16".
+        precision: "float32", "bfloat16" (or "float16").
 
     Returns:
-        "float32", or for bfloat16 a `keras.dtype_policies.DTypePolicyMap`:
-        "mixed_bfloat16" by default, "bfloat16" (weights held rounded) for
-        each of `bfloat16_weight_layers(model)`.
+        "float32", or else a `keras.dtype_policies.DTypePolicyMap`:
+        "mixed_<precision>" by default, "<precision>" (weights held rounded)
+        for each of `bfloat16_weight_layers(model)`.
     """
-    policy = hardware.DTYPE_POLICIES[precision]
     if precision == "float32":
-        return policy
-    held = keras.DTypePolicy("bfloat16")
+        return "float32"
+    policy = f"mixed_{precision}"
+    held = keras.DTypePolicy(precision)
     return keras.dtype_policies.DTypePolicyMap(
         default_policy=policy, policy_map={layer.path: held for layer in bfloat16_weight_layers(model)})
 
@@ -77,7 +75,7 @@ def holds_weights_for(model, precision):
     if model_precision(model) != precision:
         return False
     return precision == "float32" or all(
-        layer.variable_dtype == "bfloat16" for layer in bfloat16_weight_layers(model))
+        layer.variable_dtype == precision for layer in bfloat16_weight_layers(model))
 
 
 def same_variable_layout(source, target):

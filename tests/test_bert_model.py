@@ -166,7 +166,7 @@ def test_inference_function_matches_numpy_reference(jit_compile):
         forward(too_long)
 
 
-@pytest.mark.parametrize("dtype", [None, "mixed_bfloat16"])
+@pytest.mark.parametrize("dtype", [None, "mixed_bfloat16", "mixed_float16"])
 def test_frozen_inference_function_holds_the_weights_of_its_making(dtype):
     # freeze_kernels without padding_free: a copy holding the weights as
     # they are now, rounded once (under mixed_bfloat16 every weight but the

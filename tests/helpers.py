@@ -1,5 +1,9 @@
 """Small shared pieces for tests: tiny configs, random weights and inputs."""
 
+import importlib.util
+import pathlib
+import sys
+
 import numpy as np
 
 from keras_bert_impl.config import BertConfig
@@ -46,3 +50,18 @@ def random_inputs(config, batch=3, seq=10, seed=1, pad=True):
         input_ids[row, length:] = 0
         segment_ids[row, length // 2 : length] = 1
     return {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+
+
+BENCHMARKS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def load_benchmark(name):
+    """The module `benchmarks/<name>.py`, imported as scripts beside it import each other."""
+    sys.path.insert(0, str(BENCHMARKS))  # Scripts import `bench_forward` from beside them.
+    try:
+        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return module

@@ -1,26 +1,16 @@
 """The pure helpers of `benchmarks/bench_finetune.py`: timing, batch widths, tf-models' variable names."""
 
 import doctest
-import importlib.util
-import pathlib
-import sys
 
 import numpy as np
 import pytest
 
-BENCHMARKS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
+from tests.helpers import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(BENCHMARKS))  # The script imports `bench_forward` from beside it.
-    try:
-        spec = importlib.util.spec_from_file_location("bench_finetune", BENCHMARKS / "bench_finetune.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return module
+    return load_benchmark("bench_finetune")
 
 
 def test_docstring_examples(bench):

@@ -1,27 +1,17 @@
 """`benchmarks/profile_forward.py`: the op profile adds up what the executor really ran."""
 
 import doctest
-import importlib.util
-import pathlib
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-BENCHMARKS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
+from tests.helpers import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def profiler():
-    sys.path.insert(0, str(BENCHMARKS))  # The script imports `bench_forward` from beside it.
-    try:
-        spec = importlib.util.spec_from_file_location("profile_forward", BENCHMARKS / "profile_forward.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return module
+    return load_benchmark("profile_forward")
 
 
 def test_docstring_examples(profiler):

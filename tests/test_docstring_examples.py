@@ -7,6 +7,7 @@ import pkgutil
 import pytest
 
 import keras_bert_impl
+from tests.helpers import load_benchmark
 
 MODULES = sorted(
     name for _, name, _ in pkgutil.walk_packages(keras_bert_impl.__path__, "keras_bert_impl.")
@@ -21,3 +22,10 @@ def test_docstring_examples(name):
         pytest.skip(f"{name} needs {e.name}")
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, verbose=False)
     assert result.failed == 0, f"{result.failed} of {result.attempted} examples in {name} failed (see stdout)"
+
+
+@pytest.mark.parametrize("name", ["bench_finetune", "profile_forward"])
+def test_benchmark_docstring_examples(name):
+    # The benchmark scripts' pure helpers carry examples too.
+    result = doctest.testmod(load_benchmark(name), optionflags=doctest.ELLIPSIS, verbose=False)
+    assert result.attempted >= 3 and result.failed == 0, f"{result.failed} of {result.attempted} examples in {name} failed"

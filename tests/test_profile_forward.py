@@ -1,7 +1,5 @@
 """`benchmarks/profile_forward.py`: the op profile adds up what the executor really ran."""
 
-import doctest
-
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -12,11 +10,6 @@ from tests.helpers import load_benchmark
 @pytest.fixture(scope="module")
 def profiler():
     return load_benchmark("profile_forward")
-
-
-def test_docstring_examples(profiler):
-    result = doctest.testmod(profiler, verbose=False)
-    assert result.attempted >= 3 and result.failed == 0
 
 
 def test_kinds_of_the_ops_bert_runs(profiler):

@@ -21,8 +21,17 @@ adds up the time of every op the executor ran, by kind:
 - variable reads and everything else.
 
 Op time is summed over the executor's threads, so with inter-op parallelism
-it can exceed the wall time; the table gives both. Each kind's share says
-what removing it could gain at most.
+it can exceed the wall time; the table gives both, and their ratio (how many
+ops ran at once on average). Each kind's share says what removing it could
+gain at most. `--intra_op_threads` / `--inter_op_threads` set TensorFlow's
+thread pools (0: its default, one thread per core each).
+
+Which kernels oneDNN picked is not in this profile: with `ONEDNN_VERBOSE=1`
+each oneDNN primitive prints a line with its implementation and shapes
+(`amx` in the implementation's name where AMX multiplies), and the CPU's
+instruction set in the header; a product that prints no line did not run
+in oneDNN (on a CPU without bf16 units, TensorFlow's bfloat16 MatMul does
+not).
 
 Variants (ours):
 - `call`: `model(inputs, training=False)` in a `tf.function`, every position;
@@ -36,7 +45,7 @@ Usage:
     .venv/bin/python benchmarks/profile_forward.py [--config base] [--batch_size 8]
         [--seq_length 128] [--steps 3] [--precisions fp32,bf16]
         [--variants call,serving,padding_free,padding_free_frozen,keras_hub,matmul_floor]
-        [--top 8]
+        [--top 8] [--intra_op_threads 0] [--inter_op_threads 0]
 """
 
 import argparse
@@ -212,6 +221,7 @@ def kind_table(seconds, steps, wall):
             for kind, value in by_kind.most_common()]
     rows.append(f"| all ops (summed over threads) | {total / steps * 1e3:.1f} | 100% |")
     rows.append(f"| wall time per batch | {wall * 1e3:.1f} | |")
+    rows.append(f"| ops running at once, on average | {total / steps / wall:.2f} | |")
     return rows
 
 
@@ -237,8 +247,14 @@ def main(argv=None):
     parser.add_argument("--variants", default=",".join(VARIANTS),
                         help=f"Comma-separated, from {', '.join(VARIANTS)}.")
     parser.add_argument("--top", type=int, default=8, help="Op types listed per variant.")
+    parser.add_argument("--intra_op_threads", type=int, default=0,
+                        help="Threads within one op (0: TensorFlow's default).")
+    parser.add_argument("--inter_op_threads", type=int, default=0,
+                        help="Ops run at once (0: TensorFlow's default).")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
+    tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
     precisions, variants = args.precisions.split(","), args.variants.split(",")
     for names, known in ((precisions, bench_forward.PRECISIONS), (variants, VARIANTS)):
         unknown = sorted(set(names) - set(known))
@@ -251,7 +267,8 @@ def main(argv=None):
     layers, hidden, heads, intermediate = bench_forward.CONFIGS[args.config]
     print(f"BERT-{args.config} (L={layers}, H={hidden}, A={heads}, I={intermediate}), "
           f"batch {args.batch_size} x seq {args.seq_length} ({real_tokens:.0%} real tokens), "
-          f"plain graphs, {args.steps} profiled batches per variant")
+          f"plain graphs, {args.steps} profiled batches per variant, threads intra-op "
+          f"{args.intra_op_threads or 'default'}, inter-op {args.inter_op_threads or 'default'}")
     print(bench_forward.machine_notes(), flush=True)
 
     for precision in precisions:

@@ -46,7 +46,8 @@ def test_profile_counts_each_executed_op_once_per_call(profiler):
     assert {"matmul", "cast", "softmax"} <= kinds
     assert all(value > 0 for value in seconds.values()) and wall > 0
     rows = profiler.kind_table(seconds, steps=3, wall=wall)
-    # Kinds, largest first, then the total and the wall time.
-    assert rows[-2].startswith("| all ops") and rows[-1].startswith("| wall time")
-    shares = [int(row.rsplit("|", 2)[1].strip().rstrip("%")) for row in rows[:-2]]
+    # Kinds, largest first, then the total, the wall time and their ratio.
+    assert rows[-3].startswith("| all ops") and rows[-2].startswith("| wall time")
+    assert rows[-1].startswith("| ops running at once")
+    shares = [int(row.rsplit("|", 2)[1].strip().rstrip("%")) for row in rows[:-3]]
     assert shares == sorted(shares, reverse=True) and 97 <= sum(shares) <= 103

@@ -7,9 +7,10 @@ serving it would run it at its best: `model(inputs, training=False)` inside a
 (`jit_compile=True`); ours also runs padding-free
 (`BertModel.make_inference_function(padding_free=True)`, per-token work on
 real tokens only, equal at real positions), as a plain graph and with XLA
-(one program per `--bucket_size` real tokens), and with XLA and frozen
-kernels (`freeze_kernels=True`: the Dense kernels rounded to the compute
-dtype once, when the function is made, not on every call). Every
+(one program per `--bucket_size` real tokens), and with frozen weights
+(`freeze_kernels=True`: rounded to the compute dtype once, when the function
+is made, not on every call; in a plain graph every position or padding-free,
+with XLA padding-free). Every
 (implementation, precision, variant) is traced and warmed up first; then the
 timed batches are taken in interleaved rounds, one batch of each in turn, so
 that load from other processes on the machine falls on all of them alike.
@@ -228,17 +229,21 @@ def forward_function(model, jit_compile):
     return forward
 
 
-# Our padding-free inference: variant name -> (jit_compile, freeze_kernels).
-PADDING_FREE = {
-    "tf.function, padding-free": (False, False),
-    "tf.function(jit_compile=True), padding-free": (True, False),
-    "tf.function(jit_compile=True), padding-free, frozen kernels": (True, True),
+# Our other inference functions: variant name -> (jit_compile, padding_free,
+# freeze_kernels). Frozen in a plain graph: a copy holding its weights in the
+# compute dtype; with XLA: the Dense kernels held as float32.
+OUR_VARIANTS = {
+    "tf.function, frozen weights": (False, False, True),
+    "tf.function, padding-free": (False, True, False),
+    "tf.function, padding-free, frozen weights": (False, True, True),
+    "tf.function(jit_compile=True), padding-free": (True, True, False),
+    "tf.function(jit_compile=True), padding-free, frozen kernels": (True, True, True),
 }
 
 
-def padding_free_function(model, jit_compile, freeze_kernels, bucket_size):
-    """`BertModel.make_inference_function(padding_free=True)`, both outputs fetched."""
-    inference = model.make_inference_function(jit_compile=jit_compile, padding_free=True,
+def inference_function(model, jit_compile, padding_free, freeze_kernels, bucket_size):
+    """`BertModel.make_inference_function(...)`, both outputs fetched."""
+    inference = model.make_inference_function(jit_compile=jit_compile, padding_free=padding_free,
                                               bucket_size=bucket_size, freeze_kernels=freeze_kernels)
 
     def forward(inputs):
@@ -366,11 +371,11 @@ def main(argv=None):
                 print(f"  {implementation} {precision} {variant}: {note}", flush=True)
                 variants[implementation, precision, variant] = (forward, model_inputs)
             if implementation == OURS:
-                # Per-token work on real tokens only; with XLA, one program per
-                # `bucket_size` real tokens.
-                for variant, (jit_compile, freeze_kernels) in PADDING_FREE.items():
-                    forward = fetched(padding_free_function(model, jit_compile, freeze_kernels,
-                                                            args.bucket_size))
+                # Frozen weights; per-token work on real tokens only (with XLA,
+                # one program per `bucket_size` real tokens).
+                for variant, (jit_compile, padding_free, freeze_kernels) in OUR_VARIANTS.items():
+                    forward = fetched(inference_function(model, jit_compile, padding_free, freeze_kernels,
+                                                         args.bucket_size))
                     first, _ = run_batch(forward, model_inputs)
                     print(f"  {implementation} {precision} {variant}: first call {first:.1f} s, "
                           f"warm-up batch {run_batch(forward, model_inputs)[0]:.2f} s", flush=True)

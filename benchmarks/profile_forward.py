@@ -208,7 +208,7 @@ def build_variant(variant, precision, config):
             return outputs["sequence_output"], outputs["pooled_output"]
         return serving, {}
     freeze = variant == "padding_free_frozen"
-    return bench_forward.padding_free_function(model, False, freeze, bucket_size=1), {}
+    return bench_forward.inference_function(model, False, True, freeze, bucket_size=1), {}
 
 
 def kind_table(seconds, steps, wall):

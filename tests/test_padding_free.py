@@ -164,6 +164,25 @@ def test_frozen_kernels_in_float32_give_the_same_bits(jit_compile):
             np.testing.assert_allclose(frozen[name], live[name], atol=2e-6)
 
 
+@pytest.mark.parametrize("dtype", [None, "mixed_bfloat16"])
+def test_plain_graph_frozen_padding_free_holds_the_weights_rounded(dtype):
+    # Without XLA, freeze_kernels runs the padding-free forward on a copy of
+    # the model holding its weights rounded once (models.precision): the
+    # same bits as the live plain graph, and no weight cast in the graph.
+    model, inputs = _model_and_inputs(dtype)
+    live = model.make_inference_function(jit_compile=False, padding_free=True)
+    frozen = model.make_inference_function(jit_compile=False, padding_free=True, freeze_kernels=True)
+    expected, got = live(inputs), frozen(inputs)
+    for name in ("sequence_output", "pooled_output"):
+        np.testing.assert_array_equal(np.asarray(got[name], np.float32), np.asarray(expected[name], np.float32))
+    concrete = frozen.get_concrete_function({key: tf.constant(value) for key, value in inputs.items()})
+    graphs = [concrete.graph] + [function.graph for function in concrete.graph._functions.values()
+                                 if hasattr(function, "graph")]
+    casts = [op for graph in graphs for op in graph.get_operations()
+             if op.type == "Cast" and op.inputs[0].op.type == "ReadVariableOp"]
+    assert casts == []
+
+
 def _max_error(outputs, reference, input_mask):
     real = np.asarray(input_mask).astype(bool)
     sequence = np.asarray(outputs["sequence_output"], np.float32)[real]

@@ -156,26 +156,23 @@ class BertModel(BertConfigModel):
                 once per multiple.
             freeze_kernels: Take the weights as they are now, rounded to the
                 compute dtype once rather than on every call; the function
-                then ignores later changes to them. With `padding_free`: the
-                encoder's Dense kernels (see
-                `padding_free.make_padding_free_function`). Otherwise: a
-                copy of the model holding its weights as an export does
+                then ignores later changes to them. In a plain graph: a copy
+                of the model holding its weights as an export does
                 (`models.precision`: under mixed_bfloat16 every weight but
                 the LayerNorms' in bfloat16), whose outputs are bit-identical
-                to this model's; in a plain graph that removes the weight
-                conversions, half of a single request's time under
-                mixed_bfloat16 on a CPU (docs/BENCHMARKS.md).
+                to this model's, without the weight conversions (half of a
+                single request's time under mixed_bfloat16 on a CPU,
+                docs/BENCHMARKS.md). With XLA and `padding_free`: the
+                encoder's Dense kernels, held as float32 on a CPU (see
+                `padding_free.make_padding_free_function`), as XLA on a CPU
+                widens bfloat16 weights on every call.
 
         Returns:
             A function of the inputs dict (as for calling the model) that
             returns the outputs dict.
         """
-        if padding_free:
-            return make_padding_free_function(
-                self, jit_compile=jit_compile, bucket_size=bucket_size, freeze_kernels=freeze_kernels
-            )
         model = self
-        if freeze_kernels:
+        if freeze_kernels and not (padding_free and jit_compile):
             model = BertModel(
                 self.bert_config,
                 output_all_encoder_layers=self.output_all_encoder_layers,
@@ -184,6 +181,10 @@ class BertModel(BertConfigModel):
                 name=self.name,
             )
             copy_weights(self, model)
+        if padding_free:
+            return make_padding_free_function(
+                model, jit_compile=jit_compile, bucket_size=bucket_size, freeze_kernels=freeze_kernels and jit_compile
+            )
         # No autograph: nothing here needs it, and errors raised while tracing
         # (SequenceLengthError) then reach the caller as they are.
         return tf.function(

@@ -50,10 +50,10 @@ def define_flags(fv):
     flags.DEFINE_integer("version", None, "Version number (default: the next free one).", **define)
     flags.DEFINE_enum(
         "precision", "auto", list(PRECISION_CHOICES),
-        "What the export computes in: bfloat16 (weights held in bfloat16 but the LayerNorms', bfloat16 products; "
-        "fast on CPUs with Intel AMX, slower than float32 without bf16 units) or float32. auto: bfloat16 where this CPU has amx_bf16, "
-        "else float32; export on (or name the precision of) the CPU that will serve. The choice is written to "
-        "assets.extra/export_metadata.json.", **define,
+        "What the export computes in: bfloat16 (weights held in bfloat16 but the LayerNorms', bfloat16 "
+        "products; fast on CPUs with Intel AMX, slower than float32 without bf16 units) or float32. auto: "
+        "bfloat16 where this CPU has amx_bf16, else float32; export on (or name the precision of) the CPU that "
+        "will serve. The choice is written to assets.extra/export_metadata.json.", **define,
     )
     flags.DEFINE_string(
         "serving_base_path", "/models",

@@ -62,7 +62,8 @@ def main(argv=None):
     require(fv, *REQUIRED)
     require_positive(fv, "batch_size")
     quiet_tensorflow()
-    extract_features(**flag_values(fv, REQUIRED + ("layers", "max_seq_length", "do_lower_case", "batch_size", "precision")))
+    options = ("layers", "max_seq_length", "do_lower_case", "batch_size", "precision")
+    extract_features(**flag_values(fv, REQUIRED + options))
 
 
 def console_main():

@@ -30,7 +30,7 @@ import tensorflow as tf
 
 
 def model_precision(model):
-    """"float32" or "bfloat16": what `model`'s encoder computes in.
+    """"float32" or "bfloat16" (or "float16"): what `model`'s encoder computes in.
 
     A model built with dtype "mixed_bfloat16" keeps float32 variables and
     computes in bfloat16; its word embedding layer says which.
@@ -38,8 +38,8 @@ def model_precision(model):
     return getattr(model, "bert", model).word_embedding.compute_dtype
 
 
-def bfloat16_weight_layers(model):
-    """The layers of `model` (any depth) that hold their own weights in the compute dtype for inference.
+def held_weight_layers(model):
+    """The layers of `model` (any depth) that hold their own weights rounded to the compute dtype for inference.
 
     Every layer that owns floating-point variables and reads them in its
     compute dtype: all but the LayerNorms.
@@ -60,14 +60,14 @@ def inference_dtype_policy(model, precision):
     Returns:
         "float32", or else a `keras.dtype_policies.DTypePolicyMap`:
         "mixed_<precision>" by default, "<precision>" (weights held rounded)
-        for each of `bfloat16_weight_layers(model)`.
+        for each of `held_weight_layers(model)`.
     """
     if precision == "float32":
         return "float32"
     policy = f"mixed_{precision}"
     held = keras.DTypePolicy(precision)
     return keras.dtype_policies.DTypePolicyMap(
-        default_policy=policy, policy_map={layer.path: held for layer in bfloat16_weight_layers(model)})
+        default_policy=policy, policy_map={layer.path: held for layer in held_weight_layers(model)})
 
 
 def holds_weights_for(model, precision):
@@ -75,7 +75,7 @@ def holds_weights_for(model, precision):
     if model_precision(model) != precision:
         return False
     return precision == "float32" or all(
-        layer.variable_dtype == precision for layer in bfloat16_weight_layers(model))
+        layer.variable_dtype == precision for layer in held_weight_layers(model))
 
 
 def same_variable_layout(source, target):

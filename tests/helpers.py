@@ -65,3 +65,13 @@ def load_benchmark(name):
     finally:
         sys.path.remove(str(BENCHMARKS))
     return module
+
+
+def weight_casts(concrete_function):
+    """The Cast ops that convert a variable as it is read, in a concrete
+    function's graph and the functions it calls: what a mixed-precision layer
+    does to each of its weights on every call."""
+    graph = concrete_function.graph
+    graphs = [graph] + [function.graph for function in graph._functions.values() if hasattr(function, "graph")]
+    return [op for graph in graphs for op in graph.get_operations()
+            if op.type == "Cast" and op.inputs[0].op.type == "ReadVariableOp"]

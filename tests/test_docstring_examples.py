@@ -24,7 +24,7 @@ def test_docstring_examples(name):
     assert result.failed == 0, f"{result.failed} of {result.attempted} examples in {name} failed (see stdout)"
 
 
-@pytest.mark.parametrize("name", ["bench_finetune", "profile_forward"])
+@pytest.mark.parametrize("name", ["bench_finetune", "profile_forward", "bench_gelu_fusion"])
 def test_benchmark_docstring_examples(name):
     # The benchmark scripts' pure helpers carry examples too.
     result = doctest.testmod(load_benchmark(name), optionflags=doctest.ELLIPSIS, verbose=False)

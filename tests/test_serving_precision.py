@@ -58,6 +58,43 @@ def test_no_cpuinfo_serves_float32(tmp_path):
     assert hardware.default_precision(flags) == "float32"
 
 
+# In a fresh process: the rewrites' state as `hardware` reports it, and the
+# kernel TensorFlow actually runs a MatMul + bias with (from the graph the
+# runtime executed, after its rewrites).
+ONEDNN_PROBE = """
+import json
+import numpy as np
+import tensorflow as tf
+from keras_bert_impl import hardware
+tf1 = tf.compat.v1
+graph = tf.Graph()
+with graph.as_default():
+    x = tf1.placeholder(tf.float32, [4, 8])
+    y = tf.nn.bias_add(tf.matmul(x, tf.ones([8, 3])), tf.ones([3])) * 2.0
+    with tf1.Session(graph=graph) as session:
+        metadata = tf1.RunMetadata()
+        session.run(y, {x: np.ones([4, 8])}, options=tf1.RunOptions(output_partition_graphs=True),
+                    run_metadata=metadata)
+ops = sorted({node.op for part in metadata.partition_graphs for node in part.node if "MatMul" in node.op})
+print(json.dumps([hardware.onednn_graph_rewrites(), hardware.onednn_description(), ops]))
+"""
+
+
+@pytest.mark.parametrize("setting", ["0", "1"])
+def test_onednn_rewrites_state_is_what_tensorflow_runs(setting):
+    env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS=setting, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, "-c", ONEDNN_PROBE], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    enabled, description, matmul_ops = json.loads(result.stdout.strip().splitlines()[-1])
+    if setting == "1":
+        assert enabled is True and description == "oneDNN graph rewrites on (TF_ENABLE_ONEDNN_OPTS=1)"
+        assert matmul_ops == ["_MklNativeFusedMatMul"]
+    else:
+        assert enabled is False and description == "oneDNN graph rewrites off (TF_ENABLE_ONEDNN_OPTS=0)"
+        assert all(not op.startswith("_Mkl") for op in matmul_ops) and matmul_ops
+
+
 @pytest.fixture(scope="module")
 def model():
     model = BertClassifier(tiny_config(vocab_size=30522, max_position_embeddings=64), num_labels=3)

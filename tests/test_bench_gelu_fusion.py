@@ -4,6 +4,7 @@ is fused into the MatMul and the original's is not; with them off, neither."""
 
 import json
 import os
+import platform
 import subprocess
 import sys
 
@@ -20,6 +21,8 @@ print(json.dumps({row["arrangement"]: row["fused"] for row in rows}))
 """
 
 
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"),
+                    reason="TensorFlow's oneDNN graph rewrites are an x86 build's")
 @pytest.mark.parametrize("setting, tf_nn_gelu_fused", [("1", True), ("0", False)])
 def test_only_tf_nn_gelus_arrangement_is_fused_and_only_with_the_rewrites(setting, tf_nn_gelu_fused):
     env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS=setting, TF_CPP_MIN_LOG_LEVEL="3")

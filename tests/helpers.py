@@ -1,10 +1,15 @@
 """Small shared pieces for tests: tiny configs, random weights and inputs."""
 
 import importlib.util
+import json
+import os
 import pathlib
+import platform
+import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from keras_bert_impl.config import BertConfig
 
@@ -75,3 +80,19 @@ def weight_casts(concrete_function):
     graphs = [graph] + [function.graph for function in graph._functions.values() if hasattr(function, "graph")]
     return [op for graph in graphs for op in graph.get_operations()
             if op.type == "Cast" and op.inputs[0].op.type == "ReadVariableOp"]
+
+
+# TensorFlow's oneDNN graph rewrites exist in its x86 builds.
+X86_ONLY = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"),
+                              reason="TensorFlow's oneDNN graph rewrites are an x86 build's")
+
+
+def run_with_onednn_rewrites(code, setting):
+    """Runs Python `code` from the repository root in a fresh process with
+    `TF_ENABLE_ONEDNN_OPTS=setting` (read once, when TensorFlow loads) and
+    returns the JSON its last stdout line holds."""
+    env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS=setting, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, "-c", code], cwd=BENCHMARKS.parent, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])

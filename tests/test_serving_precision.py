@@ -5,7 +5,6 @@ export, through the same signatures, in a process without our Python."""
 
 import json
 import os
-import platform
 import subprocess
 import sys
 
@@ -18,7 +17,7 @@ from keras_bert_impl import hardware
 from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.serving.export import METADATA_FILE, ExportError, export_saved_model
 from keras_bert_impl.tasks.text_classifier import TextClassifier
-from tests.helpers import randomize, tiny_config, weight_casts
+from tests.helpers import X86_ONLY, randomize, run_with_onednn_rewrites, tiny_config, weight_casts
 from tests.test_serving import REPO, SENTENCES, probe
 
 SEQ = 24
@@ -81,15 +80,10 @@ print(json.dumps([hardware.onednn_graph_rewrites(), hardware.onednn_description(
 """
 
 
-@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"),
-                    reason="TensorFlow's oneDNN graph rewrites are an x86 build's")
+@X86_ONLY
 @pytest.mark.parametrize("setting", ["0", "1"])
 def test_onednn_rewrites_state_is_what_tensorflow_runs(setting):
-    env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS=setting, TF_CPP_MIN_LOG_LEVEL="3")
-    result = subprocess.run([sys.executable, "-c", ONEDNN_PROBE], cwd=REPO, env=env,
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
-    enabled, description, matmul_ops = json.loads(result.stdout.strip().splitlines()[-1])
+    enabled, description, matmul_ops = run_with_onednn_rewrites(ONEDNN_PROBE, setting)
     if setting == "1":
         assert enabled is True and description == "oneDNN graph rewrites on (TF_ENABLE_ONEDNN_OPTS=1)"
         assert matmul_ops == ["_MklNativeFusedMatMul"]

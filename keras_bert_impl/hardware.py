@@ -4,13 +4,17 @@ bfloat16 pays on a CPU only where it has matrix units for it: on Intel AMX
 (`amx_bf16`, Sapphire Rapids and later) TensorFlow's oneDNN multiplies
 bfloat16 several times faster than float32; without bf16 units every
 bfloat16 product is converted and computed in float32, slower than float32
-itself (docs/BENCHMARKS.md has both measurements). So an export defaults to
-bfloat16 only on an AMX CPU. `avx512_bf16` alone (Cooper Lake, Zen 4) is
-left at float32 until it is measured.
+itself (docs/BENCHMARKS.md has both measurements). AMX is reached only
+through oneDNN's kernels, which TensorFlow runs only with its oneDNN graph
+rewrites on (the default on AMX CPUs); with them off
+(`TF_ENABLE_ONEDNN_OPTS=0`) a bfloat16 product is Eigen's contraction,
+which has no AMX path. So an export defaults to bfloat16 only on an AMX CPU
+with the rewrites on. `avx512_bf16` alone (Cooper Lake, Zen 4) is left at
+float32 until it is measured.
 
 Example:
 >>> flags = frozenset({"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
->>> default_precision(flags), default_precision(frozenset({"avx2"}))
+>>> default_precision(flags, onednn_rewrites=True), default_precision(flags, onednn_rewrites=False)
 ('bfloat16', 'float32')
 >>> resolve_precision("auto", frozenset({"avx2"})), DTYPE_POLICIES["bfloat16"]
 ('float32', 'mixed_bfloat16')
@@ -103,25 +107,34 @@ def onednn_description():
     return f"oneDNN graph rewrites {state} ({source})"
 
 
-def default_precision(flags=None):
-    """The serving precision for a CPU with `flags`: bfloat16 on AMX, else float32.
+def default_precision(flags=None, onednn_rewrites=None):
+    """The serving precision for a CPU with `flags`: bfloat16 where AMX runs it, else float32.
 
     Args:
         flags: CPU flag names; default this machine's.
+        onednn_rewrites: Whether TensorFlow's oneDNN graph rewrites are on;
+            default this process's state (`onednn_graph_rewrites`). Where a
+            build does not say, the flags decide alone.
     """
     if flags is None:
         flags = read_cpuinfo()[1]
-    return "bfloat16" if BF16_SERVING_FLAG in flags else "float32"
+    if BF16_SERVING_FLAG not in flags:
+        return "float32"
+    if onednn_rewrites is None:
+        onednn_rewrites = onednn_graph_rewrites()
+    return "float32" if onednn_rewrites is False else "bfloat16"
 
 
-def resolve_precision(precision, flags=None):
+def resolve_precision(precision, flags=None, onednn_rewrites=None):
     """`precision` ("auto", "float32" or "bfloat16") as "float32" or "bfloat16".
+
+    `flags` and `onednn_rewrites` decide "auto" (`default_precision`).
 
     Raises:
         ValueError: any other name.
     """
     if precision == "auto":
-        return default_precision(flags)
+        return default_precision(flags, onednn_rewrites)
     if precision not in DTYPE_POLICIES:
         raise ValueError(f"precision {precision!r} is not one of {', '.join(PRECISION_CHOICES)}")
     return precision

@@ -41,14 +41,21 @@ def cpuinfo_text(model_name, flags):
      "avx2, avx512f, avx512_bf16; no amx_bf16"),  # Cooper Lake, Zen 4: not measured
     (("fpu", "avx2"), "float32", "avx2; no avx512f, avx512_bf16, amx_bf16"),  # Zen 2/3, older Intel
 ])
-def test_precision_follows_the_cpus_matrix_units(tmp_path, flags, expected, isa):
+def test_precision_follows_the_cpus_matrix_units(tmp_path, monkeypatch, flags, expected, isa):
     path = tmp_path / "cpuinfo"
     path.write_text(cpuinfo_text("Intel(R) Xeon(R) Platinum 8480+", flags))
     name, read_flags = hardware.read_cpuinfo(path)
     assert (name, read_flags) == ("Intel(R) Xeon(R) Platinum 8480+", frozenset(flags))
-    assert hardware.default_precision(read_flags) == expected
-    assert hardware.resolve_precision("auto", read_flags) == expected
+    assert hardware.default_precision(read_flags, onednn_rewrites=True) == expected
+    assert hardware.resolve_precision("auto", read_flags, onednn_rewrites=True) == expected
     assert hardware.resolve_precision("float32", read_flags) == "float32"
+    # AMX is reached only through oneDNN's kernels: without the rewrites, float32.
+    assert hardware.default_precision(read_flags, onednn_rewrites=False) == "float32"
+    # By default the state is this process's; where the build does not say, the flags decide.
+    monkeypatch.setattr(hardware, "onednn_graph_rewrites", lambda: None)
+    assert hardware.default_precision(read_flags) == expected
+    monkeypatch.setattr(hardware, "onednn_graph_rewrites", lambda: False)
+    assert hardware.default_precision(read_flags) == "float32"
     assert hardware.cpu_description(path) == f"Intel(R) Xeon(R) Platinum 8480+ ({isa}), {os.cpu_count()} logical cores"
 
 
@@ -76,20 +83,38 @@ with graph.as_default():
         session.run(y, {x: np.ones([4, 8])}, options=tf1.RunOptions(output_partition_graphs=True),
                     run_metadata=metadata)
 ops = sorted({node.op for part in metadata.partition_graphs for node in part.node if "MatMul" in node.op})
-print(json.dumps([hardware.onednn_graph_rewrites(), hardware.onednn_description(), ops]))
+# The same product in bfloat16: which kernel runs it.
+graph = tf.Graph()
+with graph.as_default():
+    x = tf1.placeholder(tf.bfloat16, [4, 8])
+    y = tf.matmul(x, tf.ones([8, 3], tf.bfloat16)) * 2.0
+    with tf1.Session(graph=graph) as session:
+        metadata = tf1.RunMetadata()
+        session.run(y, {x: np.ones([4, 8])}, options=tf1.RunOptions(output_partition_graphs=True),
+                    run_metadata=metadata)
+bf16_ops = sorted({node.op for part in metadata.partition_graphs for node in part.node if "MatMul" in node.op})
+amx = frozenset({"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
+print(json.dumps([hardware.onednn_graph_rewrites(), hardware.onednn_description(), ops, bf16_ops,
+                  hardware.default_precision(amx)]))
 """
 
 
 @X86_ONLY
 @pytest.mark.parametrize("setting", ["0", "1"])
 def test_onednn_rewrites_state_is_what_tensorflow_runs(setting):
-    enabled, description, matmul_ops = run_with_onednn_rewrites(ONEDNN_PROBE, setting)
+    enabled, description, matmul_ops, bf16_matmul_ops, amx_precision = run_with_onednn_rewrites(ONEDNN_PROBE, setting)
     if setting == "1":
         assert enabled is True and description == "oneDNN graph rewrites on (TF_ENABLE_ONEDNN_OPTS=1)"
         assert matmul_ops == ["_MklNativeFusedMatMul"]
+        # An AMX CPU in this state runs bfloat16 products in oneDNN: bfloat16 is the default.
+        assert amx_precision == "bfloat16"
     else:
         assert enabled is False and description == "oneDNN graph rewrites off (TF_ENABLE_ONEDNN_OPTS=0)"
         assert all(not op.startswith("_Mkl") for op in matmul_ops) and matmul_ops
+        # Without the rewrites a bfloat16 product is TensorFlow's own (Eigen) MatMul, whatever
+        # the CPU: no AMX, so even an AMX CPU exports float32 in this state.
+        assert bf16_matmul_ops == ["MatMul"]
+        assert amx_precision == "float32"
 
 
 @pytest.fixture(scope="module")
@@ -139,6 +164,7 @@ def test_bfloat16_export_computes_in_bfloat16_and_says_so(exports):
         assert metadata["dtype_policy"] == hardware.DTYPE_POLICIES[precision]
         assert (metadata["task"], metadata["max_seq_length"], metadata["do_lower_case"]) == ("classifier", SEQ, True)
         assert metadata["exported_on_cpu"] == hardware.read_cpuinfo()[0]
+        assert metadata["exported_with_onednn_rewrites"] == hardware.onednn_graph_rewrites()
 
 
 def test_bfloat16_answers_within_bfloat16_rounding_of_float32(exports, model):
@@ -200,12 +226,15 @@ def test_export_tool_precision_flag(tmp_path, bert_vocab_file):
                "--max_seq_length=16", f"--export_dir={tmp_path}/saved_models/tiny"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     with open("/proc/cpuinfo") as f:
-        by_default = "bfloat16" if " amx_bf16" in f.read() else "float32"
+        amx = " amx_bf16" in f.read()
+    # TensorFlow turns its oneDNN rewrites on by default on AMX CPUs; only the variable turns them off there.
+    onednn_off = env.get("TF_ENABLE_ONEDNN_OPTS", "").lower() in ("0", "false")
+    by_default = "bfloat16" if amx and not onednn_off else "float32"
     for version, flags in (("1", []), ("2", ["--precision=bfloat16"])):
         result = subprocess.run(command + flags, capture_output=True, text=True, cwd=REPO, env=env)
         assert result.returncode == 0, result.stderr
         expected = "bfloat16" if flags else by_default
-        assert f"computing in {expected} (CPU: " in result.stderr
+        assert f"computing in {expected} (CPU: " in result.stderr and "; oneDNN graph rewrites " in result.stderr
         with open(tmp_path / "saved_models" / "tiny" / version / "assets.extra" / METADATA_FILE) as f:
             assert json.load(f)["precision"] == expected
     bad = subprocess.run(command + ["--precision=fp16"], capture_output=True, text=True, cwd=REPO, env=env)

@@ -269,6 +269,7 @@ def export_metadata(task, precision, max_seq_length, do_lower_case):
         "do_lower_case": do_lower_case,
         "exported_on_cpu": name,
         "exported_on_cpu_flags": [flag for flag in hardware.MATRIX_FLAGS if flag in flags],
+        "exported_with_onednn_rewrites": hardware.onednn_graph_rewrites(),
         "keras_bert_impl": __version__,
         "tensorflow": tf.__version__,
     }
@@ -307,7 +308,8 @@ def export_saved_model(
         serving_base_path: Where TF Serving sees the export base, for
             `models.config` (see `write_models_config`).
         precision: "float32", "bfloat16" or "auto" (`hardware.
-            default_precision`: bfloat16 on an AMX CPU); a model in another
+            default_precision`: bfloat16 on an AMX CPU that TensorFlow's oneDNN
+            kernels run); a model in another
             precision is rebuilt in this one (`in_precision`). Default: the
             model's own.
 
@@ -413,7 +415,8 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
         log: `log(message)`.
         serving_base_path: Where TF Serving sees the export base
             (`models.config`).
-        precision: "auto" (bfloat16 on an AMX CPU, else float32),
+        precision: "auto" (`hardware.default_precision`: bfloat16 on an AMX
+            CPU with TensorFlow's oneDNN rewrites on, else float32),
             "float32" or "bfloat16": what the export computes in.
 
     Returns:
@@ -447,7 +450,7 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
                              dtype=hardware.DTYPE_POLICIES[precision])
     report = load_original_checkpoint(model, init_checkpoint, allow_fresh=spec.export_optional)
     log(f"{init_checkpoint}: {report.summary()}")
-    log(f"computing in {precision} (CPU: {hardware.cpu_description()})")
+    log(f"computing in {precision} (CPU: {hardware.cpu_description()}; {hardware.onednn_description()})")
     return export_saved_model(
         model, task, vocab_file, export_dir, do_lower_case=do_lower_case, max_seq_length=max_seq_length,
         label_names=label_names, version=version, serving_base_path=serving_base_path, precision=precision,

@@ -308,10 +308,9 @@ def export_saved_model(
         serving_base_path: Where TF Serving sees the export base, for
             `models.config` (see `write_models_config`).
         precision: "float32", "bfloat16" or "auto" (`hardware.
-            default_precision`: bfloat16 on an AMX CPU that TensorFlow's oneDNN
-            kernels run); a model in another
-            precision is rebuilt in this one (`in_precision`). Default: the
-            model's own.
+            default_precision`: bfloat16 on an AMX CPU that TensorFlow's
+            oneDNN kernels run); a model in another precision is rebuilt in
+            this one (`in_precision`). Default: the model's own.
 
     Returns:
         The path of the version directory written.

@@ -12,6 +12,7 @@ import os
 import re
 
 import keras
+import keras_hub
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -29,7 +30,6 @@ from tests.helpers import random_inputs, randomize, tiny_config
 from tests.numpy_bert import bert_forward, gelu_erf, layer_norm
 from tools.convert_keras_hub import main as tool_main
 
-keras_hub = pytest.importorskip("keras_hub")
 
 TOLERANCE = 1e-5
 # 60 tokens: what keras-hub's BertTokenizer needs, words for a sentence, fillers.

@@ -25,6 +25,8 @@ import zipfile
 import numpy as np
 import pytest
 import tensorflow as tf
+from official.nlp.data import create_pretraining_data as tf_models_cpd
+from official.nlp.tools import tokenization as tf_models_tokenization
 
 from keras_bert_impl.checkpoints.pip_assets import NEWS_ARTICLES
 from keras_bert_impl.cli import run_tool
@@ -56,8 +58,6 @@ from keras_bert_impl.tokenization import FullTokenizer, load_vocab
 from tests.assets import fetch_or_skip
 from tools import create_pretraining_data
 
-tf_models_cpd = pytest.importorskip("official.nlp.data.create_pretraining_data")
-tf_models_tokenization = pytest.importorskip("official.nlp.tools.tokenization")
 
 
 def news_documents(limit_bytes):
@@ -444,7 +444,9 @@ def test_gzip_and_v2_names_read_back_the_same(news_files, vocab, bert_vocab_file
     assert open(packed_paths[0], "rb").read(2) == b"\x1f\x8b"
     assert set(parse_all(packed_paths[:1])[0][0]) >= {"input_word_ids", "input_type_ids"}
     read = lambda paths: list(pretraining_dataset(paths, 8, 128, 20, is_training=False, repeat=False, drop_remainder=False))  # noqa: E731
-    for a, b in zip(read(plain_paths), read(packed_paths)):
+    plain_batches, packed_batches = read(plain_paths), read(packed_paths)
+    assert len(plain_batches) == len(packed_batches) > 0
+    for a, b in zip(plain_batches, packed_batches, strict=True):
         assert sorted(a) == sorted(b) == sorted(["input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids", "masked_lm_weights", "next_sentence_labels"])
         for name in a:
             np.testing.assert_array_equal(a[name].numpy(), b[name].numpy())

@@ -190,10 +190,13 @@ def test_span_head_and_loss_follow_the_original(tmp_path):
     np.testing.assert_array_equal(restored(inputs)["end_logits"].numpy(), outputs["end_logits"].numpy())
 
 
-def test_pretrained_checkpoint_refused_for_prediction_only(release, tmp_path):
+def test_pretrained_checkpoint_refused_for_prediction_only(release, tmp_path, capsys):
     dev = write_squad(tmp_path / "dev.json", generated_squad(2, seed=3))
     code = run_squad.run_tool(run_squad.main, flags(release, tmp_path / "out", do_predict=True, predict_file=dev))
     assert code == 1
+    # Refused for the reason that matters, before any prediction is written.
+    assert "has no cls/squad/output_weights or cls/squad/output_bias, so it is not fine-tuned" in capsys.readouterr().err
+    assert not (tmp_path / "out" / "predictions.json").exists()
 
 
 def _run(argv):

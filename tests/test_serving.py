@@ -20,6 +20,7 @@ from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.models.pretraining import BertPretrainingModel
 from keras_bert_impl.models.span_qa import BertSpanQA
+from keras_bert_impl.models.token_classifier import BertTokenClassifier
 from keras_bert_impl.serving.client import GrpcClient, RestClient, ServingError
 from keras_bert_impl.serving.export import ExportError, export_saved_model, next_version
 from keras_bert_impl.tokenization.preprocessor import truncated_pair_lengths
@@ -90,13 +91,15 @@ def exports(tmp_path_factory, bert_vocab_file, tables):
         "embeddings": BertModel(config),
         "fill_mask": BertPretrainingModel(config),
         "span_qa": BertSpanQA(config),
+        "token_tagging": BertTokenClassifier(config, num_labels=len(TAGS)),
     }
+    labels = {"classifier": ["negative", "neutral", "positive"], "token_tagging": TAGS}
     paths = {}
     for seed, (task, model) in enumerate(models.items()):
         randomize(model, seed=seed, scale=0.1)
         paths[task] = export_saved_model(
             model, task, bert_vocab_file, root / task, max_seq_length=SEQ,
-            label_names=["negative", "neutral", "positive"] if task == "classifier" else None, tables=tables,
+            label_names=labels.get(task), tables=tables,
         )
     return root, models, paths
 
@@ -104,6 +107,7 @@ def exports(tmp_path_factory, bert_vocab_file, tables):
 QUESTIONS = ["Who wrote the play?", "Where is the tower?"]
 CONTEXTS = ["The play was written by William Shakespeare in London.", "The Eiffel tower stands in Paris, France."]
 INVALID_UTF8 = base64.b64encode(b"caf\xc3 ok \xff").decode("ascii")
+TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 FILL_MASK_TEXT = "The capital of France is [MASK] and of Italy [MASK]."
 
 
@@ -134,9 +138,10 @@ def probed(exports, tokenizers):
         "embeddings": [{"signature": "serving_default", "inputs": {"text": SENTENCES[:3]}}],
         "fill_mask": [{"signature": "serving_default", "inputs": {"text": [FILL_MASK_TEXT, "no mask here"]}}],
         "span_qa": [{"signature": "serve_text_pair", "inputs": {"text": QUESTIONS, "text_b": CONTEXTS}}],
+        "token_tagging": [],
     }
     # Every export answers every signature on real sentences.
-    for task in ("classifier", "regression", "embeddings", "span_qa"):
+    for task in ("classifier", "regression", "embeddings", "span_qa", "token_tagging"):
         requests[task] = requests[task] + [
             {"signature": "serve_ids", "inputs": {k: v.tolist() for k, v in features.items()}},
             {"signature": "serve_examples", "inputs": {"examples": {"b64": [base64.b64encode(example.SerializeToString()).decode()]}}},
@@ -200,6 +205,27 @@ def test_embeddings_and_fill_mask(exports, tokenizers, probed):
     assert results[0]["top_k_tokens"][0][0] == python.convert_ids_to_tokens(top.tolist())
     np.testing.assert_allclose(results[0]["top_k_scores"][0][0], probabilities[0][top], atol=1e-5)
     assert results[0]["top_k_ids"][1][0] == [-1] * 5  # the second text has no mask
+
+
+def test_token_tagging_signatures(exports, tokenizers, probed):
+    """A label per word piece from every input form, as the Keras model tags the same features."""
+    _, models, _ = exports
+    python, _ = tokenizers
+    ids_call, examples_call, pair_call, text_call = probed["token_tagging"]
+    for result, features in ((text_call, python_features(python, SENTENCES[:2])),
+                             (pair_call, python_features(python, SENTENCES[:2], PAIRS[:2])),
+                             (ids_call, python_features(python, SENTENCES[:2])),
+                             (examples_call, {k: v[:1] for k, v in python_features(python, SENTENCES[:2]).items()})):
+        expected = tf.nn.softmax(models["token_tagging"](features), axis=-1).numpy()  # [batch, SEQ, tags]
+        # Served over the batch cut after its longest request, then padded back: -1 / "" past it.
+        used = int(features["input_mask"].sum(axis=1).max())
+        np.testing.assert_allclose(np.asarray(result["probabilities"])[:, :used], expected[:, :used], atol=1e-5)
+        label_ids = np.asarray(result["label_ids"])
+        assert (label_ids[:, :used] == expected[:, :used].argmax(-1)).all()
+        assert (label_ids[:, used:] == -1).all()
+        labels = np.asarray(result["labels"])
+        assert labels[:, :used].tolist() == [[TAGS[i] for i in row] for row in expected[:, :used].argmax(-1)]
+        assert (labels[:, used:] == "").all()
 
 
 def served_span_logits(logits, input_mask):
@@ -313,7 +339,7 @@ def test_versions_warmup_and_models_config(exports, bert_vocab_file, tables):
     assert sorted(os.listdir(root / "classifier")) == ["1"]  # no temp dirs left
     # One models.config at the export base naming every model, sorted, at the container's /models.
     config = parse_models_config(root / "models.config")
-    names = ["classifier", "embeddings", "fill_mask", "regression", "span_qa"]
+    names = ["classifier", "embeddings", "fill_mask", "regression", "span_qa", "token_tagging"]
     assert [c.name for c in config.model_config_list.config] == names
     assert [c.base_path for c in config.model_config_list.config] == [f"/models/{name}" for name in names]
     assert {c.model_platform for c in config.model_config_list.config} == {"tensorflow"}

@@ -115,8 +115,21 @@ def test_regression_and_text_pairs(tmp_path):
     # Two epochs of two steps: the original schedule decays to zero at step 4.
     assert int(model.optimizer.iterations.numpy()) == 4
     assert float(model.optimizer.learning_rate.numpy()) == pytest.approx(0.0, abs=1e-12)
-    scores = model.predict((["good film"], ["the plot"]), verbose=0)
-    assert scores.shape == (1,)
+    pairs = (["good film", "bad plot .", "the film"], ["the plot", "not good", ""])
+    scores = model.predict(pairs, verbose=0)
+    # Reference: the same weights in a plain BertClassifier, fed the original's feature conversion.
+    reference = BertClassifier(model.bert_config, num_labels=1)
+    reference.set_weights(model.get_weights())
+    tokenizer = FullTokenizer(str(release / "vocab.txt"), do_lower_case=True)
+    features = [convert_example_to_features(TextPairExample(row, a, b or None), tokenizer, 10)
+                for row, (a, b) in enumerate(zip(*pairs))]
+    inputs = {key: np.array([getattr(f, key) for f in features], np.int32)
+              for key in ("input_ids", "input_mask", "segment_ids")}
+    expected = reference(inputs, training=False).numpy()[:, 0]
+    assert scores.shape == (3,)
+    np.testing.assert_allclose(scores, expected, atol=1e-5)
+    # text_b counts: the second text changes the score.
+    assert abs(scores[0] - model.predict((["good film"], ["not good"]), verbose=0)[0]) > 1e-4
 
 
 def test_every_task_spec_builds_a_model_with_its_head():

@@ -215,3 +215,33 @@ def test_keras_file_of_another_release_is_refused(files, tmp_path, capsys, relea
     ], capsys)
     assert code == 1
     assert lines[-1] == f"export_saved_model: error: {path}: " + message.format(release=release)
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "held_bfloat16"])
+def test_a_models_dtype_policy_survives_config_and_keras_file(tmp_path, policy):
+    """Keras's functional model keeps no policy of its own: ours keep the one
+    their layers were built with, so a reloaded model computes as it did."""
+    config = tiny_config()
+    model = BertClassifier(config, num_labels=2)
+    randomize(model, seed=4, scale=0.2)
+    if policy == "held_bfloat16":  # the per-layer map that bfloat16 exports build with
+        from keras_bert_impl.models.precision import copy_weights, inference_dtype_policy
+
+        built = BertClassifier(config, num_labels=2, dtype=inference_dtype_policy(model, "bfloat16"))
+        copy_weights(model, built)
+    else:
+        built = BertClassifier(config, num_labels=2, dtype=policy)
+        built.set_weights(model.get_weights())
+    inputs = {"input_ids": np.array([[2, 7, 9, 3, 0]], "int32"), "input_mask": np.array([[1, 1, 1, 1, 0]], "int32"),
+              "segment_ids": np.zeros((1, 5), "int32")}
+    layout = lambda m: [(v.path, v.dtype) for v in m.weights]  # noqa: E731
+
+    rebuilt = BertClassifier.from_config(built.get_config())
+    built.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras")
+    for other in (rebuilt, loaded):
+        assert other.bert.encoder.compute_dtype == "bfloat16"
+        assert layout(other) == layout(built)
+    np.testing.assert_array_equal(loaded(inputs).numpy(), built(inputs).numpy())
+    # None: the global policy at build time is what is kept.
+    assert BertModel(config).get_config()["dtype"]["config"]["name"] == "float32"

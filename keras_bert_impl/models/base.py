@@ -16,12 +16,36 @@ def sequence_inputs(*names):
 class BertConfigModel(keras.Model):
     """Base of our functional models: `get_config` holds the `BertConfig` (as
     the dict of `bert_config.json`), the dtype policy, name and trainability;
-    subclasses add their own constructor arguments to it."""
+    subclasses add their own constructor arguments to it.
+
+    A subclass builds its layers with its `dtype` and passes the same `dtype`
+    here: Keras's functional model keeps no policy of its own, so this is
+    where the one the layers were built with (a `mixed_bfloat16` policy, a
+    per-layer `DTypePolicyMap`, or the global policy at build time for None)
+    is kept for `get_config` and `.keras` files.
+
+    Args:
+        dtype: The dtype policy the subclass built its layers with.
+        **kwargs: The functional model's (`inputs`, `outputs`, `name`, ...).
+
+    Example:
+    >>> from keras_bert_impl.config import BertConfig
+    >>> from keras_bert_impl.models.bert_model import BertModel
+    >>> config = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
+    ...                     num_attention_heads=2, intermediate_size=16)
+    >>> model = BertModel.from_config(BertModel(config, dtype="mixed_bfloat16").get_config())
+    >>> model.encoder.compute_dtype, model.encoder.variable_dtype
+    ('bfloat16', 'float32')
+    """
+
+    def __init__(self, dtype=None, **kwargs):
+        super().__init__(**kwargs)
+        self.built_with_dtype = keras.dtype_policies.get(dtype) if dtype is not None else keras.config.dtype_policy()
 
     def get_config(self):
         return {
             "bert_config": self.bert_config.to_dict(),
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            "dtype": keras.dtype_policies.serialize(self.built_with_dtype),
             "name": self.name,
             "trainable": self.trainable,
         }

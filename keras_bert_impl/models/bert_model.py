@@ -113,7 +113,7 @@ class BertModel(BertConfigModel):
             outputs["encoder_outputs"] = all_outputs
         if output_attention_probs:
             outputs["attention_probs"] = all_probs
-        super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, name=name, **kwargs)
 
         # === Config ===
         self.bert_config = config

@@ -53,7 +53,7 @@ class BertClassifier(BertConfigModel):
         inputs = sequence_inputs("input_ids", "input_mask", "segment_ids")
         pooled_output = bert(inputs)["pooled_output"]
         logits = head(dropout(pooled_output))
-        super().__init__(inputs=inputs, outputs=logits, name=name, **kwargs)
+        super().__init__(inputs=inputs, outputs=logits, dtype=dtype, name=name, **kwargs)
 
         # === Config ===
         self.bert_config = config

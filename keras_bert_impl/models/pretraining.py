@@ -131,7 +131,7 @@ class BertPretrainingModel(BertConfigModel):
             # The pooler reads row 0: [CLS].
             "next_sentence_logits": next_sentence_head(bert.pooler(selected)),
         }
-        super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, name=name, **kwargs)
 
         # === Config ===
         self.bert_config = config

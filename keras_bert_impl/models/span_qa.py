@@ -54,7 +54,7 @@ class BertSpanQA(BertConfigModel):
             "start_logits": logits[:, :, 0],
             "end_logits": logits[:, :, 1],
         }
-        super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, name=name, **kwargs)
 
         # === Config ===
         self.bert_config = config

@@ -55,7 +55,7 @@ class BertTokenClassifier(BertConfigModel):
         sequence_output = bert(inputs)["sequence_output"]
         # [batch_size, seq_length, num_labels]
         logits = token_head(dropout(sequence_output))
-        super().__init__(inputs=inputs, outputs=logits, name=name, **kwargs)
+        super().__init__(inputs=inputs, outputs=logits, dtype=dtype, name=name, **kwargs)
 
         # === Config ===
         self.bert_config = config

@@ -78,7 +78,7 @@ class TextEmbedder(BertConfigModel):
         else:
             pool = MeanOverTokens(dtype=dtype, name="mean_over_tokens")
             embeddings = pool(outputs["sequence_output"], inputs["input_mask"])  # [batch_size, H]
-        super().__init__(inputs=inputs, outputs=embeddings, name=name, **kwargs)
+        super().__init__(inputs=inputs, outputs=embeddings, dtype=dtype, name=name, **kwargs)
 
         # === Config ===
         self.bert_config = config

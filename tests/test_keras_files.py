@@ -245,3 +245,19 @@ def test_a_models_dtype_policy_survives_config_and_keras_file(tmp_path, policy):
     np.testing.assert_array_equal(loaded(inputs).numpy(), built(inputs).numpy())
     # None: the global policy at build time is what is kept.
     assert BertModel(config).get_config()["dtype"]["config"]["name"] == "float32"
+
+
+@pytest.mark.parametrize("partly", [False, True])
+def test_a_frozen_encoder_stays_frozen_in_config_and_keras_file(tmp_path, partly):
+    """A head-only fine-tune (encoder frozen after construction) resumes head-only."""
+    model = BertClassifier(tiny_config(), num_labels=2)
+    model.bert.trainable = False
+    if partly:  # the embeddings and pooler frozen, the transformer layers not
+        model.bert.encoder.trainable = True
+    trainable = sorted(v.path for v in model.trainable_weights)
+    assert (trainable == ["output/output_bias", "output/output_weights"]) != partly
+    assert trainable and len(trainable) < len(model.weights)
+    model.save(tmp_path / "model.keras")
+    for other in (BertClassifier.from_config(model.get_config()), keras.saving.load_model(tmp_path / "model.keras")):
+        assert sorted(v.path for v in other.trainable_weights) == trainable
+        assert other.get_config() == model.get_config()

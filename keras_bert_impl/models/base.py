@@ -15,8 +15,9 @@ def sequence_inputs(*names):
 
 class BertConfigModel(keras.Model):
     """Base of our functional models: `get_config` holds the `BertConfig` (as
-    the dict of `bert_config.json`), the dtype policy, name and trainability;
-    subclasses add their own constructor arguments to it.
+    the dict of `bert_config.json`), the dtype policy, name, trainability and
+    the layers frozen after construction; subclasses add their own
+    constructor arguments to it.
 
     A subclass builds its layers with its `dtype` and passes the same `dtype`
     here: Keras's functional model keeps no policy of its own, so this is
@@ -48,6 +49,10 @@ class BertConfigModel(keras.Model):
             "dtype": keras.dtype_policies.serialize(self.built_with_dtype),
             "name": self.name,
             "trainable": self.trainable,
+            # Layers frozen after construction (e.g. the encoder, for a head-only
+            # fine-tune): the model is rebuilt from the config, so they are named here.
+            "frozen_layers": sorted(layer.path for layer in self._flatten_layers(include_self=False)
+                                    if layer.path is not None and not layer.trainable) if self.trainable else [],
         }
 
     @classmethod
@@ -55,4 +60,12 @@ class BertConfigModel(keras.Model):
         config = dict(config)
         if isinstance(config.get("dtype"), dict):
             config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-        return cls(**config)
+        frozen = set(config.pop("frozen_layers", ()))
+        model = cls(**config)
+        if frozen:
+            # Parents before children (setting a layer's flag sets its sublayers'),
+            # so an unfrozen layer inside a frozen one is unfrozen again.
+            for layer in model._flatten_layers(include_self=False):
+                if layer.path is not None:
+                    layer.trainable = layer.path not in frozen
+        return model

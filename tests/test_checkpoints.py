@@ -229,6 +229,34 @@ def test_interrupted_write_leaves_no_complete_looking_files(tmp_path, monkeypatc
     assert os.listdir(tmp_path) == []
 
 
+def test_interrupted_overwrite_never_pairs_new_data_with_the_old_index(tmp_path, monkeypatch):
+    """Killed between its two renames over an existing checkpoint, a write
+    leaves a prefix that reads as missing, not the new .data under the old .index."""
+    from keras_bert_impl import filesystem
+
+    prefix = str(tmp_path / "bert_model.ckpt")
+    save_original_checkpoint(BertModel(tiny_config()), prefix)
+    renames = []
+    real_rename = filesystem.rename
+
+    def rename_then_die(source, target, *args, **kwargs):
+        if target.endswith(".index"):
+            raise OSError("killed")
+        renames.append(target)
+        return real_rename(source, target, *args, **kwargs)
+
+    monkeypatch.setattr(filesystem, "rename", rename_then_die)
+    other = BertModel(tiny_config())
+    randomize(other, seed=9)
+    with pytest.raises(OSError, match="killed"):
+        save_original_checkpoint(other, prefix)
+    assert renames == [prefix + ".data-00000-of-00001"]  # the new data is in place ...
+    assert not os.path.exists(prefix + ".index")  # ... and no index claims the checkpoint is whole
+    with pytest.raises(CheckpointError):
+        load_original_checkpoint(BertModel(tiny_config()), prefix)
+    assert not [name for name in os.listdir(tmp_path) if ".partial-" in name]
+
+
 def test_every_variable_is_mapped_once():
     model = BertPretrainingModel(tiny_config())
     mapped = original_variable_map(model)

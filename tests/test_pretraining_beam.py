@@ -5,14 +5,16 @@ extra), so these tests run everywhere the suite runs; a missing Beam is a
 failure here, not a skip.
 """
 
+import dataclasses
 import json
 import os
 
 import apache_beam  # noqa: F401  (imported here so that a missing [beam] extra fails at collection)
+import pytest
 
 from keras_bert_impl.data.beam_pipeline import run_beam_pipeline
 from keras_bert_impl.data.pretraining_instances import InstanceOptions
-from keras_bert_impl.data.pretraining_pipeline import GenerationSettings, write_sharded
+from keras_bert_impl.data.pretraining_pipeline import GenerationSettings, OutputConflictError, write_sharded
 from keras_bert_impl.tokenization import load_vocab
 from tests.test_pretraining_data import news_files  # noqa: F401  (fixture)
 from tools import create_pretraining_data
@@ -42,6 +44,15 @@ def test_beam_writes_the_local_shards(news_files, bert_vocab_file, tmp_path):  #
     manifest = json.loads((tmp_path / "beam" / "data.manifest.json").read_text())
     assert sorted(manifest["shards"]) == [os.path.basename(p) for p in beam_paths]
     assert not [name for name in os.listdir(tmp_path / "beam") if "partial" in name]
+    # A rerun with another --num_shards or other settings is refused before
+    # anything is written: the finished output and its manifest stay as they are.
+    before = {name: read_bytes(tmp_path / "beam" / name) for name in os.listdir(tmp_path / "beam")}
+    for other_settings, other_shards, message in ((settings, 2, "another --num_shards"),
+                                                  (dataclasses.replace(settings, random_seed=6), 3, "other settings")):
+        with pytest.raises(OutputConflictError, match=message):
+            run_beam_pipeline(",".join(news_files), str(tmp_path / "beam" / "data"), other_settings, other_shards,
+                              chunk_bytes=20_000, pipeline_args=["--runner=DirectRunner"])
+    assert {name: read_bytes(tmp_path / "beam" / name) for name in os.listdir(tmp_path / "beam")} == before
 
 
 def test_tool_beam_on_worker_processes_writes_the_scalable_shards(

@@ -52,6 +52,7 @@ from keras_bert_impl.data.tfrecords import (
     TFRecordFileWriter,
     pretraining_dataset,
     read_records,
+    resolve_input_files,
 )
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.tokenization import FullTokenizer, load_vocab
@@ -411,6 +412,15 @@ def test_rerun_skips_finished_shards(news_files, vocab, bert_vocab_file, tmp_pat
     # Other settings over finished shards: refused, nothing touched.
     with pytest.raises(OutputConflictError, match="other settings"):
         write_sharded(news_files, prefix, settings_for(vocab, bert_vocab_file, random_seed=1), 4, chunk_bytes=16_000)
+    # Another --num_shards: the old shards would stay beside the new ones under the same glob. Refused.
+    with pytest.raises(OutputConflictError, match=r"data-00000-of-00004: 4 shard\(s\) of another --num_shards"):
+        write_sharded(news_files, prefix, settings, 3, chunk_bytes=16_000)
+    assert sorted(os.listdir(tmp_path)) == sorted([os.path.basename(p) for p in paths] + ["data.manifest.json"])
+    # What training reads from `data*`: the shards, not the manifest or a killed writer's leftovers.
+    leftover = paths[1] + ".partial-123-0abc1234"
+    open(leftover, "wb").close()
+    assert sorted(resolve_input_files(f"{prefix}*")) == sorted(paths)
+    assert resolve_input_files(leftover) == [leftover]  # named as it is: taken as it is
 
 
 def test_failed_shard_leaves_no_finished_looking_file(tmp_path, vocab, bert_vocab_file, monkeypatch):

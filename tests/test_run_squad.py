@@ -146,6 +146,16 @@ def test_tiny_model_learns_generated_squad(release, tmp_path, version_2):
     assert (output_dir / "bert_config.json").exists() and (output_dir / "vocab.txt").exists()
     assert (output_dir / "model.ckpt-100.index").exists()
     if version_2:
+        # Predicting into the same directory, v1.1, questions without answers: the v2.0
+        # run's null_odds.json and eval_results.txt do not stay to describe these predictions.
+        questions = json.loads(dev.read_text())
+        for paragraph in questions["data"][0]["paragraphs"]:
+            for qa in paragraph["qas"]:
+                del qa["answers"], qa["is_impossible"]
+        unanswered = write_squad(tmp_path / "questions.json", questions["data"])
+        run_squad.main(flags(release, output_dir, do_predict=True, predict_file=unanswered, init_checkpoint=""))
+        assert set(json.loads((output_dir / "predictions.json").read_text())) == set(predictions)
+        assert not (output_dir / "null_odds.json").exists() and not (output_dir / "eval_results.txt").exists()
         return
     # Predicting again from --output_dir's model.ckpt (no training) gives the same answers.
     run_squad.main(flags(release, output_dir, do_predict=True, predict_file=dev, init_checkpoint=""))

@@ -207,6 +207,9 @@ def write_checkpoint_tensors(tensors, checkpoint_prefix):
             shape_and_slices=[""] * len(names),
             tensors=[tf.convert_to_tensor(tensors[name]) for name in names],
         )
+        # Over an existing checkpoint: its .index goes first, so between the two
+        # renames the prefix reads as incomplete, never as new data under an old index.
+        filesystem.remove(prefix + ".index", missing_ok=True)
         filesystem.rename(tmp_prefix + ".data-00000-of-00001", prefix + ".data-00000-of-00001")
         filesystem.rename(tmp_prefix + ".index", prefix + ".index")
     finally:

@@ -24,11 +24,14 @@ from keras_bert_impl.data.pretraining_pipeline import (
     FinishedShard,
     PretrainingDataStats,
     ShardWriter,
+    check_no_other_shards,
     empty_shards_warning,
     layout_sha256,
+    read_manifest,
     shard_layout,
     shard_paths,
 )
+from keras_bert_impl.data.tfrecords import MANIFEST_SUFFIX
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.io import write_text_atomically
 
@@ -99,13 +102,16 @@ def build_pipeline(pipeline, input_files, output_prefix, settings, num_shards, c
     Returns:
         The path of the manifest the pipeline writes last (settings, and
         per-shard counts, size and SHA-256).
+
+    Raises:
+        OutputConflictError: the output holds shards of another layout or settings.
     """
     beam = extras.import_extra("apache_beam", "beam", "--beam")
 
     tasks = shard_layout(input_files, output_prefix, num_shards, chunk_bytes)
     if not any(indexed_chunks for _, indexed_chunks in tasks):
         raise InputFileError(f"{', '.join(path for path, _ in input_files)}: input files are empty")
-    manifest_path = f"{output_prefix}.manifest.json"
+    manifest_path = output_prefix + MANIFEST_SUFFIX
     fingerprint = dict(
         settings.fingerprint(),
         inputs=[[path, size] for path, size in input_files],
@@ -113,6 +119,10 @@ def build_pipeline(pipeline, input_files, output_prefix, settings, num_shards, c
         chunk_bytes=chunk_bytes,
         layout_sha256=layout_sha256(tasks),
     )
+    check_no_other_shards(output_prefix, [path for path, _ in tasks], read_manifest(manifest_path), fingerprint)
+    # Every shard is written again: until the new manifest is written last,
+    # none says the output is complete.
+    filesystem.remove(manifest_path, missing_ok=True)
     (
         pipeline
         | "Shards" >> beam.Create(tasks)

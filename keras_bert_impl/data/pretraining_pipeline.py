@@ -43,7 +43,13 @@ from keras_bert_impl.data.pretraining_instances import (
     read_lines,
     shuffle,
 )
-from keras_bert_impl.data.tfrecords import AnyFileSystem, ExampleEncoder, TFRecordFileWriter
+from keras_bert_impl.data.tfrecords import (
+    MANIFEST_SUFFIX,
+    AnyFileSystem,
+    ExampleEncoder,
+    TFRecordFileWriter,
+    is_data_file,
+)
 from keras_bert_impl.errors import BertError, InputFileError
 from keras_bert_impl.io import remove_partials, write_text_atomically
 from keras_bert_impl.tokenization import FullTokenizer
@@ -434,6 +440,37 @@ def _share_out(sizes, total):
     return pieces
 
 
+def check_no_other_shards(output_prefix, paths, manifest, fingerprint):
+    """Refuses an output prefix that holds shards this run would not replace.
+
+    Shards of another `--num_shards` would stay beside the new ones and match
+    the same `{prefix}*` glob; shards of this layout made with other settings
+    or inputs (the manifest's `fingerprint` differs) would be mixed with new
+    ones by a run that stops early.
+
+    Args:
+        output_prefix: The run's `--output_file`.
+        paths: The shard paths this run writes.
+        manifest: The manifest found there (a dict), or None.
+        fingerprint: This run's settings, as its manifest records them.
+
+    Raises:
+        OutputConflictError: naming a shard in the way.
+    """
+    pattern = filesystem.escape_glob(output_prefix) + "-[0-9]*-of-[0-9]*"
+    others = sorted(set(filter(is_data_file, filesystem.glob(pattern))) - set(paths))
+    if others:
+        raise OutputConflictError(
+            f"{others[0]}: {len(others)} shard(s) of another --num_shards are there; "
+            "remove them or choose another --output_file"
+        )
+    if manifest is not None and manifest.get("settings") != fingerprint and any(map(filesystem.exists, paths)):
+        raise OutputConflictError(
+            f"{output_prefix + MANIFEST_SUFFIX}: the shards there were made with other settings or inputs; "
+            "remove them or choose another --output_file"
+        )
+
+
 def shard_paths(output_prefix, num_shards):
     """`{prefix}-00000-of-00008` ... (TensorFlow's sharded-file naming)."""
     return [f"{output_prefix}-{index:05d}-of-{num_shards:05d}" for index in range(num_shards)]
@@ -551,7 +588,8 @@ def _write_shard_in_worker(task):
     return path, _worker["writer"].write(path, indexed_chunks, report)
 
 
-def _read_manifest(path):
+def read_manifest(path):
+    """The manifest at `path` (a dict), or None where there is none or it is unreadable."""
     try:
         with filesystem.open_file(path) as f:
             manifest = json.load(f)
@@ -643,7 +681,7 @@ def write_sharded(
     paths = [path for path, _ in tasks]
     filesystem.makedirs_for(output_prefix)
 
-    manifest_path = f"{output_prefix}.manifest.json"
+    manifest_path = output_prefix + MANIFEST_SUFFIX
     fingerprint = dict(
         settings.fingerprint(),
         inputs=[[path, size, int(filesystem.getmtime(path))] for path, size in files_and_sizes],
@@ -651,13 +689,9 @@ def write_sharded(
         chunk_bytes=chunk_bytes,
         layout_sha256=layout_sha256(tasks),
     )
-    manifest = _read_manifest(manifest_path)
+    manifest = read_manifest(manifest_path)
+    check_no_other_shards(output_prefix, paths, manifest, fingerprint)
     if manifest is not None and manifest.get("settings") != fingerprint:
-        if any(filesystem.exists(path) for path in paths):
-            raise OutputConflictError(
-                f"{manifest_path}: the shards there were made with other settings or inputs; "
-                "remove them or choose another --output_file"
-            )
         manifest = None
     manifest = manifest or {"settings": fingerprint, "shards": {}}
     kept, rejected = _check_finished_shards(paths, manifest["shards"], log)

@@ -30,7 +30,7 @@ import numpy as np
 
 from keras_bert_impl import filesystem
 from keras_bert_impl.errors import InputFileError
-from keras_bert_impl.io import temporary_path
+from keras_bert_impl.io import PARTIAL_MARK, temporary_path
 
 FEATURE_NAMES = (
     "input_ids",
@@ -381,12 +381,24 @@ def read_records(path, filesystem=AnyFileSystem):
 # ----------------------------------------------------------------------------
 
 
+# The sharded generator's record of finished shards, `{output_prefix}.manifest.json`.
+MANIFEST_SUFFIX = ".manifest.json"
+
+
+def is_data_file(path):
+    """False for the generator's own files: a manifest, or a shard still being written."""
+    return not path.endswith(MANIFEST_SUFFIX) and PARTIAL_MARK not in filesystem.basename(path)
+
+
 def resolve_input_files(patterns):
     """Files named by a comma list of paths and globs, in the original's order.
 
     Like the original (`tf.gfile.Glob` per pattern), matches keep the
     directory's listing order. Remote patterns (gs://...) go through
-    `tf.io.gfile`.
+    `tf.io.gfile`. A glob skips the generator's manifest and the temporary
+    files of unfinished shards (`is_data_file`), so `data/train.tfrecord*`
+    names the shards of `--output_file=data/train.tfrecord`; a path named
+    as it is is taken as it is.
 
     Raises:
         InputFileError: a pattern matches nothing.
@@ -398,9 +410,9 @@ def resolve_input_files(patterns):
         if "://" in pattern:
             import tensorflow as tf  # Only remote patterns pay for TensorFlow.
 
-            matches = tf.io.gfile.glob(pattern)
+            matches = [path for path in tf.io.gfile.glob(pattern) if is_data_file(path)]
         elif any(char in pattern for char in "*?["):
-            matches = glob.glob(pattern)
+            matches = [path for path in glob.glob(pattern) if is_data_file(path)]
         else:
             matches = [pattern] if os.path.exists(pattern) else []
         if not matches:

@@ -30,6 +30,9 @@ from keras_bert_impl.training.fine_tuning import (
 )
 
 _INPUTS = ("input_ids", "input_mask", "segment_ids")
+# What `predict` writes to the output directory (null_odds.json for v2.0,
+# eval_results.txt where every question has a gold answer).
+PREDICTION_OUTPUTS = ("predictions.json", "nbest_predictions.json", "null_odds.json", "eval_results.txt")
 
 
 def _build_span_qa(config, num_labels=None, dtype=None):
@@ -228,6 +231,10 @@ def predict(model, examples, tokenizer, global_step, output_dir, predict_file, m
     files = [("predictions.json", output.predictions), ("nbest_predictions.json", output.nbest)]
     if version_2_with_negative:
         files.append(("null_odds.json", output.null_odds))
+    # An earlier run's outputs go first: whatever happens below, none of them
+    # is read as this run's (say, an F1 these predictions never had).
+    for name in PREDICTION_OUTPUTS:
+        filesystem.remove(filesystem.join(output_dir, name), missing_ok=True)
     for name, mapping in files:
         write_text_atomically(filesystem.join(output_dir, name), predictions_json(mapping))
     log(f"wrote {', '.join(name for name, _ in files)} to {output_dir}")

@@ -410,3 +410,42 @@ def test_flag_leaves_a_config_the_original_has_unchanged(tmp_path, capsys):
     assert code == 0, lines
     assert written_config(tmp_path / "release")["hidden_act"] == "gelu"
     assert not any("difference" in line for line in lines)
+
+
+# --- 4. releases written over earlier ones -------------------------------------
+
+def test_hf_directory_without_vocab_is_refused_and_keeps_the_earlier_release(tmp_path, capsys):
+    """Converting a model without vocab.txt into a directory holding an earlier
+    conversion would pair the new weights with the old vocabulary: refused
+    before anything is written."""
+    write_tiny_hf_dir(tmp_path / "a", seed=0)
+    code, lines = convert(capsys, f"--hf_model_dir={tmp_path / 'a'}", f"--output_dir={tmp_path / 'release'}")
+    assert code == 0, lines
+    before = {name: (tmp_path / "release" / name).read_bytes() for name in os.listdir(tmp_path / "release")}
+    write_tiny_hf_dir(tmp_path / "b", seed=1)
+    os.remove(tmp_path / "b" / "vocab.txt")
+    code, lines = convert(capsys, f"--hf_model_dir={tmp_path / 'b'}", f"--output_dir={tmp_path / 'release'}")
+    assert code == 1 and len(lines) == 1 and f"{tmp_path / 'b' / 'vocab.txt'}: no such file" in lines[0], lines
+    assert {name: (tmp_path / "release" / name).read_bytes() for name in os.listdir(tmp_path / "release")} == before
+
+
+def test_release_write_stopped_over_an_earlier_release_leaves_no_complete_release(tmp_path, monkeypatch):
+    import tensorflow as tf
+
+    from keras_bert_impl.checkpoints.release import write_release
+    from keras_bert_impl.config import BertConfig
+    from keras_bert_impl.models.bert_model import BertModel
+
+    config = BertConfig(**TINY)
+    vocabulary = [f"[unused{k}]" for k in range(TINY["vocab_size"])]
+    write_release(BertModel(config), tmp_path, config, vocabulary)
+    assert {"bert_config.json", "vocab.txt", "model.ckpt.index"} <= set(os.listdir(tmp_path))
+
+    def disk_full(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(tf.raw_ops, "SaveV2", disk_full)
+    with pytest.raises(OSError, match="disk full"):
+        write_release(BertModel(config), tmp_path, config, vocabulary)
+    # The earlier weights are still there, but without a config nothing reads the directory as a release.
+    assert "bert_config.json" not in os.listdir(tmp_path)

@@ -15,8 +15,9 @@ import numpy as np
 
 from keras_bert_impl import filesystem
 from keras_bert_impl.checkpoints.original import assign_original_weights, save_original_checkpoint
+from keras_bert_impl.checkpoints.release import begin_release
 from keras_bert_impl.config import BertConfig
-from keras_bert_impl.errors import CheckpointError, ConfigError
+from keras_bert_impl.errors import CheckpointError, ConfigError, InputFileError
 from keras_bert_impl.io import copy_atomically
 from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.models.pretraining import BertPretrainingModel
@@ -366,24 +367,28 @@ def activation_change_difference(model, hidden_act, inputs=None, batch_size=2, s
 def write_converted_release(model, config, hf_dir, output_dir):
     """Writes `model` as an original release: checkpoint, `vocab.txt` of `hf_dir`, then `bert_config.json`.
 
-    The config is written last, so a run stopped part way leaves no
-    directory that has all three files.
+    The config is written last (and an earlier one removed first), so a run
+    stopped part way leaves no directory that has all three files.
 
     Args:
         model: The loaded model (`load_hf_model`).
         config: The `BertConfig` to write as `bert_config.json`.
-        hf_dir: The HF directory; its `vocab.txt`, if any, is copied.
+        hf_dir: The HF directory, with the model's `vocab.txt`.
         output_dir: Created if needed.
 
     Returns:
         The checkpoint prefix written.
+
+    Raises:
+        InputFileError: `hf_dir` has no `vocab.txt` (checked before anything is written).
     """
     hf_dir, output_dir = os.fspath(hf_dir), os.fspath(output_dir)
-    filesystem.makedirs(output_dir)
-    prefix = save_original_checkpoint(model, filesystem.join(output_dir, "bert_model.ckpt"))
     vocab = filesystem.join(hf_dir, "vocab.txt")
-    if filesystem.exists(vocab):
-        copy_atomically(vocab, filesystem.join(output_dir, "vocab.txt"))
+    if not filesystem.exists(vocab):
+        raise InputFileError(f"{vocab}: no such file; a release needs the model's WordPiece vocabulary")
+    begin_release(output_dir)
+    prefix = save_original_checkpoint(model, filesystem.join(output_dir, "bert_model.ckpt"))
+    copy_atomically(vocab, filesystem.join(output_dir, "vocab.txt"))
     config.to_json_file(filesystem.join(output_dir, "bert_config.json"))
     return prefix
 

@@ -47,6 +47,7 @@ from keras_bert_impl.checkpoints.original import (
     open_checkpoint,
     write_checkpoint_tensors,
 )
+from keras_bert_impl.checkpoints.release import begin_release
 from keras_bert_impl.config import BertConfig
 from keras_bert_impl.errors import CheckpointError, ConfigError, OutputPathError, VocabError
 from keras_bert_impl.io import copy_atomically, temporary_path, write_text_atomically
@@ -692,7 +693,7 @@ def preset_to_release(preset_dir, output_dir):
     model = _load_ours(config, tensors, masked_lm, source=preset_dir)
     differences = keras_hub_differences(model, keras_hub_model, config)
 
-    filesystem.makedirs(output_dir)
+    begin_release(output_dir)
     prefix = write_checkpoint_tensors(tensors, filesystem.join(output_dir, RELEASE_CHECKPOINT))
     vocabulary = tokenizer.get_vocabulary()
     write_text_atomically(filesystem.join(output_dir, "vocab.txt"), "".join(f"{token}\n" for token in vocabulary))

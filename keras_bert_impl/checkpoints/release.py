@@ -85,6 +85,26 @@ def infer_do_lower_case(vocab_file, checkpoint):
     return not any(token != token.lower() for token in load_vocab(vocab_file) if not token.startswith("["))
 
 
+def begin_release(directory):
+    """Makes `directory` and removes its `bert_config.json`, if any, before a release is written there.
+
+    Every release writer writes the config last; over an earlier release,
+    removing it first means a write that stops part way never leaves new
+    weights beside the old config (or vocabulary) in a directory that has
+    all three files.
+
+    Example:
+    >>> import tempfile
+    >>> directory = tempfile.mkdtemp()
+    >>> open(os.path.join(directory, "bert_config.json"), "w").close()
+    >>> begin_release(directory)
+    >>> os.listdir(directory)
+    []
+    """
+    filesystem.makedirs(directory)
+    filesystem.remove(filesystem.join(directory, "bert_config.json"), missing_ok=True)
+
+
 def write_release(model, directory, config, vocabulary, global_step=None):
     """Writes `model` as a release: `model.ckpt`, `bert_config.json`, `vocab.txt`.
 
@@ -100,8 +120,8 @@ def write_release(model, directory, config, vocabulary, global_step=None):
     """
     from keras_bert_impl.checkpoints.original import save_original_checkpoint
 
-    filesystem.makedirs(directory)
+    begin_release(directory)
     prefix = save_original_checkpoint(model, filesystem.join(directory, _PREFIXES[0]), global_step=global_step)
-    config.to_json_file(filesystem.join(directory, "bert_config.json"))
     write_text_atomically(filesystem.join(directory, "vocab.txt"), "".join(f"{token}\n" for token in vocabulary))
+    config.to_json_file(filesystem.join(directory, "bert_config.json"))  # Last: see begin_release.
     return prefix

@@ -20,7 +20,7 @@ import sys
 
 from keras_bert_impl import filesystem
 from keras_bert_impl.errors import CheckpointError
-from keras_bert_impl.io import check_max_seq_length, copy_atomically
+from keras_bert_impl.io import check_max_seq_length, copy_atomically, write_text_atomically
 
 FINE_TUNED_CHECKPOINT = "model.ckpt"
 
@@ -354,12 +354,15 @@ def save_release(model, output_dir, bert_config_file, vocab_file, global_step=No
         The checkpoint prefix written.
     """
     from keras_bert_impl.checkpoints.original import save_original_checkpoint
+    from keras_bert_impl.checkpoints.release import begin_release
 
-    filesystem.makedirs(output_dir)
+    with filesystem.open_file(bert_config_file) as f:
+        config_text = f.read()  # Read first: it may be the very file begin_release removes.
+    begin_release(output_dir)
     prefix = save_original_checkpoint(
         model, filesystem.join(output_dir, FINE_TUNED_CHECKPOINT), global_step=global_step
     )
-    copy_atomically(bert_config_file, filesystem.join(output_dir, "bert_config.json"))
     copy_atomically(vocab_file, filesystem.join(output_dir, "vocab.txt"))
+    write_text_atomically(filesystem.join(output_dir, "bert_config.json"), config_text)  # Last: see begin_release.
     log(f"wrote {prefix} (global_step {global_step})")
     return prefix

@@ -112,6 +112,36 @@ def test_publish_version_moves_past_a_version_taken_meanwhile(tmp_path, monkeypa
     assert (export_dir / "2" / "saved_model.pb").read_bytes() == b"ours"
 
 
+def test_remote_copy_that_fails_part_way_leaves_no_version(tmp_path, monkeypatch):
+    """On a remote base path (ram:// here) a version is a copy: one that fails
+    part way is removed, so TF Serving never sees a version without its
+    saved_model.pb and a retry of the same --version is not refused."""
+    from keras_bert_impl import filesystem
+
+    staging = tmp_path / "staging"
+    (staging / "variables").mkdir(parents=True)
+    (staging / "variables" / "variables.index").write_bytes(b"index")
+    (staging / "variables" / "variables.data-00000-of-00001").write_bytes(b"data")
+    (staging / "saved_model.pb").write_bytes(b"graph")
+    export_dir = "ram://publish-fails/saved_models/tiny"
+    real_copy, copies = filesystem.copy, []
+
+    def copy_then_quota(source, target, *args, **kwargs):
+        if copies:
+            raise OSError("quota exceeded")
+        copies.append(target)
+        return real_copy(source, target, *args, **kwargs)
+
+    monkeypatch.setattr(filesystem, "copy", copy_then_quota)
+    with pytest.raises(OSError, match="quota exceeded"):
+        publish_version(str(staging), export_dir, version=3)
+    assert copies and not filesystem.exists(f"{export_dir}/3")
+    monkeypatch.setattr(filesystem, "copy", real_copy)
+    assert publish_version(str(staging), export_dir, version=3) == f"{export_dir}/3"
+    with filesystem.open_file(f"{export_dir}/3/saved_model.pb", "rb") as f:
+        assert f.read() == b"graph"
+
+
 # -- 6: REST client against a misbehaving server --------------------------------
 
 

@@ -77,7 +77,9 @@ def next_version(export_dir):
 
 def copy_to_new_directory(source, target):
     """Copies directory `source` to `target`, which must not exist; files of
-    subdirectories first and the top-level `saved_model.pb` last.
+    subdirectories first and the top-level `saved_model.pb` last. A copy
+    that fails part way is removed again, so no version directory is left
+    that TF Serving would try (and fail) to load, or that blocks a retry.
 
     Raises:
         FileExistsError: `target` exists.
@@ -94,8 +96,12 @@ def copy_to_new_directory(source, target):
                 filesystem.copy(filesystem.join(source, *relative, name), filesystem.join(target, *relative, name))
 
     filesystem.makedirs(target)
-    copy(())
-    filesystem.copy(filesystem.join(source, SAVED_MODEL_FILE), filesystem.join(target, SAVED_MODEL_FILE))
+    try:
+        copy(())
+        filesystem.copy(filesystem.join(source, SAVED_MODEL_FILE), filesystem.join(target, SAVED_MODEL_FILE))
+    except BaseException:
+        filesystem.rmtree(target)
+        raise
 
 
 def publish_version(staging, export_dir, version=None):

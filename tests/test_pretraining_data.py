@@ -445,6 +445,24 @@ def test_failed_shard_leaves_no_finished_looking_file(tmp_path, vocab, bert_voca
         write_original_order([str(good)], outputs, settings_for(vocab, bert_vocab_file))
     assert not [name for name in os.listdir(tmp_path) if name.startswith(("x.", "y.", ".pretraining-spill"))]
 
+    # Over an earlier run's outputs, failing while the files take their names
+    # (after the first is renamed): none of the new files stays beside an old one.
+    for path in outputs:
+        with open(path, "wb") as f:
+            f.write(b"earlier run")
+
+    class FailingRename(TFRecordFileWriter):
+        def publish(self):
+            if self.path == outputs[1]:
+                raise OSError("rename failed")
+            super().publish()
+
+    monkeypatch.setattr(pretraining_pipeline, "TFRecordFileWriter", FailingRename)
+    with pytest.raises(OSError, match="rename failed"):
+        write_original_order([str(good)], outputs, settings_for(vocab, bert_vocab_file))
+    assert not os.path.exists(outputs[0])  # the new x.tfrecord is not left beside the earlier y.tfrecord
+    assert not [name for name in os.listdir(tmp_path) if ".partial-" in name or name.startswith(".pretraining-spill")]
+
 
 def test_gzip_and_v2_names_read_back_the_same(news_files, vocab, bert_vocab_file, tmp_path):
     plain = settings_for(vocab, bert_vocab_file, options=InstanceOptions(dupe_factor=1))

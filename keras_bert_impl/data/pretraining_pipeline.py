@@ -368,11 +368,18 @@ def write_original_order(input_files, output_files, settings, progress=None):
                 writers.append(TFRecordFileWriter(path, settings.compression))
             for position, index in enumerate(order):
                 writers[position % len(writers)].write(spill[index])
-            for writer in writers:
-                writer.close()
+            for writer in writers:  # Every file complete (a full disk shows here) ...
+                writer.finish()
+            for writer in writers:  # ... before any takes its name.
+                writer.publish()
         except BaseException:
             for writer in writers:
                 writer.abort()
+            # Outputs already renamed go too: a run that failed leaves none of
+            # its files beside an earlier run's (or missing) others.
+            for writer in writers:
+                if writer.published:
+                    AnyFileSystem.delete(writer.path)
             raise
     finally:
         spill.close()

@@ -318,6 +318,7 @@ class TFRecordFileWriter:
             gzip.GzipFile(filename="", mode="wb", fileobj=self._raw, mtime=0) if compression == GZIP else self._raw
         )
         self._pending = []
+        self.published = False
 
     def write(self, record):
         self._pending.append(record)
@@ -332,14 +333,25 @@ class TFRecordFileWriter:
 
     def close(self):
         """Writes what is pending and gives the file its final name."""
+        self.finish()
+        self.publish()
+
+    def finish(self):
+        """Writes what is pending and closes the file, still under its temporary name."""
         self.flush()
         if self._file is not self._raw:
             self._file.close()
         self._raw.close()
+
+    def publish(self):
+        """Gives the finished file its final name (several writers can finish all, then publish all)."""
         self._filesystem.rename(self._temporary, self.path)
+        self.published = True
 
     def abort(self):
-        """Removes the temporary file; `path` is left as it was."""
+        """Removes the temporary file; `path` is left as it was (after `publish`, nothing is left to remove)."""
+        if self.published:
+            return
         try:
             self._raw.close()
         finally:

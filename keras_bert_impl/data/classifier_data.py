@@ -187,7 +187,7 @@ class ColumnTask:
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         path = filesystem.join(data_dir, f"{split}.{self.name}")
-        rows = _jsonl_rows(path) if self.name == "jsonl" else _delimited_rows(path, self.name)
+        rows = _jsonl_rows(path) if self.name == "jsonl" else delimited_rows(path, self.name)
         examples = []
         for line_number, row in rows:
             source = f"{path}:{line_number}"
@@ -740,8 +740,13 @@ def _tsv_rows(path, layout):
         yield line_number, row_index, fields
 
 
-def _delimited_rows(path, file_format):
-    """Yields `(line_number, {column: value})` of a CSV or TSV file with a header line."""
+def delimited_rows(path, file_format):
+    """Yields `(line_number, {column: value})` of a CSV or TSV file with a header line.
+
+    Raises:
+        InputFileError: naming file and line: not UTF-8, a row with another
+            number of columns than the header, malformed quoting, no header.
+    """
     dialect = {} if file_format == "csv" else {"delimiter": "\t", "quoting": csv.QUOTE_NONE}
     header = None
     for line_number, fields in _csv_rows(path, **dialect):

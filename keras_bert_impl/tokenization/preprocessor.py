@@ -132,7 +132,10 @@ def _vocabulary_list(vocabulary):
 
 
 def _as_strings(texts):
-    return texts if isinstance(texts, tf.Tensor) else tf.convert_to_tensor(texts, tf.string)
+    # Tensors, and Keras's symbolic inputs (a functional model's), as they are.
+    if isinstance(texts, (tf.Tensor, keras.KerasTensor)):
+        return texts
+    return tf.convert_to_tensor(texts, tf.string)
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -206,8 +209,9 @@ class BertPreprocessor(keras.layers.Layer):
         return pack_inputs(self.token_ids(texts), ids_b, self.max_seq_length, self.cls_id, self.sep_id)
 
     def compute_output_spec(self, inputs):
-        spec = keras.KerasTensor((None, self.max_seq_length), dtype="int32")
-        return {"input_ids": spec, "input_mask": spec, "segment_ids": spec}
+        # One KerasTensor per output: a functional model tells its outputs apart by object.
+        return {name: keras.KerasTensor((None, self.max_seq_length), dtype="int32")
+                for name in ("input_ids", "input_mask", "segment_ids")}
 
     def get_config(self):
         return {

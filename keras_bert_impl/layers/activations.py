@@ -26,7 +26,24 @@ def gelu(x):
 
 
 def gelu_exact(x):
-    """GELU with the exact Gaussian CDF: `0.5 x (1 + erf(x / sqrt(2)))`."""
+    """GELU with the exact Gaussian CDF: `0.5 x (1 + erf(x / sqrt(2)))`.
+
+    The form HF-trained weights use; `gelu` is the original's tanh
+    approximation of it.
+
+    Args:
+        x: A float tensor, any shape.
+
+    Returns:
+        A tensor of `x`'s shape and dtype.
+
+    Example:
+    >>> x = keras.ops.convert_to_tensor([-1.0, 0.0, 1.0])
+    >>> [round(float(v), 4) for v in gelu_exact(x)]
+    [-0.1587, 0.0, 0.8413]
+    >>> round(float(gelu(keras.ops.convert_to_tensor(1.0))), 4)
+    0.8412
+    """
     return 0.5 * x * (1.0 + ops.erf(x / math.sqrt(2.0)))
 
 
@@ -45,8 +62,20 @@ def get_activation(name):
     Args:
         name: One of `gelu`, `gelu_exact`, `relu`, `tanh`, `linear`.
 
+    Returns:
+        The activation function, or None for `linear` (a `Dense` layer's
+        "no activation").
+
     Raises:
         ValueError: for an unknown name.
+
+    Example:
+    >>> get_activation("gelu_exact") is gelu_exact, get_activation("linear")
+    (True, None)
+    >>> get_activation("swish")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown activation 'swish'; known: gelu, gelu_exact, relu, tanh, linear
     """
     try:
         return _ACTIVATIONS[name]

@@ -18,6 +18,12 @@ MASK_ADDER = -10000.0
 def attention_mask_adder(input_mask, dtype="float32"):
     """Turns a [batch, seq] 0/1 mask into the original's additive bias.
 
+    Args:
+        input_mask: [batch_size, seq_length], 1 at tokens to attend to and 0
+            at padding (any numeric dtype).
+        dtype: dtype of the result, normally the attention scores' compute
+            dtype.
+
     Returns:
         [batch_size, 1, 1, seq_length]: 0 where attended, -10000 where masked.
     """

@@ -11,7 +11,16 @@ LAYER_NORM_EPSILON = 1e-12  # what tf.contrib.layers.layer_norm used in the orig
 
 
 def truncated_normal(initializer_range):
-    """The original's `create_initializer`: truncated normal, given stddev."""
+    """The original's `create_initializer`: truncated normal, given stddev.
+
+    Args:
+        initializer_range: Stddev of the normal distribution (the config's
+            `initializer_range`, 0.02 in every released BERT).
+
+    Returns:
+        A `keras.initializers.TruncatedNormal` with mean 0 and that stddev
+        (values beyond two stddevs are redrawn, as `tf.truncated_normal`).
+    """
     return keras.initializers.TruncatedNormal(stddev=initializer_range)
 
 

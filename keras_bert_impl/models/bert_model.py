@@ -15,7 +15,19 @@ _PACKAGE = "keras_bert_impl"
 
 
 def as_bert_config(bert_config):
-    """Accepts a `BertConfig`, or the dict form stored in Keras configs."""
+    """Accepts a `BertConfig`, or the dict form stored in Keras configs.
+
+    Args:
+        bert_config: A `BertConfig` (returned as is), or a mapping with all
+            eleven `bert_config.json` keys, as `get_config` stores it.
+
+    Returns:
+        A `BertConfig`.
+
+    Raises:
+        ConfigError: the mapping has unknown or missing keys, or invalid
+            values (see `BertConfig.from_dict`).
+    """
     if isinstance(bert_config, BertConfig):
         return bert_config
     return BertConfig.from_dict(dict(bert_config))

@@ -34,6 +34,12 @@ def model_precision(model):
 
     A model built with dtype "mixed_bfloat16" keeps float32 variables and
     computes in bfloat16; its word embedding layer says which.
+
+    Args:
+        model: A `BertModel`, or a task model that holds one as `model.bert`.
+
+    Returns:
+        The compute dtype of its `word_embedding` layer, as a string.
     """
     return getattr(model, "bert", model).word_embedding.compute_dtype
 
@@ -43,6 +49,13 @@ def held_weight_layers(model):
 
     Every layer that owns floating-point variables and reads them in its
     compute dtype: all but the LayerNorms.
+
+    Args:
+        model: A Keras model (a `BertModel` or a task model).
+
+    Returns:
+        A list of layers of `model`, nested ones included, each one that
+        creates a floating-point variable itself, LayerNorms left out.
     """
     owners = {variable.path.rsplit("/", 1)[0] for variable in model.weights if "float" in variable.dtype}
     return [layer for layer in model._flatten_layers()
@@ -71,7 +84,18 @@ def inference_dtype_policy(model, precision):
 
 
 def holds_weights_for(model, precision):
-    """Whether `model` computes in `precision` with its weights held as `inference_dtype_policy` holds them."""
+    """Whether `model` computes in `precision` with its weights held as `inference_dtype_policy` holds them.
+
+    Args:
+        model: A model that `model_precision` reads.
+        precision: "float32", "bfloat16" (or "float16").
+
+    Returns:
+        True when `model_precision(model)` is `precision` and, unless that is
+        "float32", every one of `held_weight_layers(model)` keeps its
+        variables in `precision`; a mixed_bfloat16 model (float32 variables)
+        gives False for "bfloat16".
+    """
     if model_precision(model) != precision:
         return False
     return precision == "float32" or all(
@@ -79,7 +103,16 @@ def holds_weights_for(model, precision):
 
 
 def same_variable_layout(source, target):
-    """Whether the two models have the same variables: paths and shapes, one to one."""
+    """Whether the two models have the same variables: paths and shapes, one to one.
+
+    Args:
+        source, target: Keras models (or layers); their variables' dtypes
+            may differ.
+
+    Returns:
+        True when the sorted `(path, shape)` pairs of their `weights` are
+        equal.
+    """
     layout = lambda model: sorted((v.path, tuple(v.shape)) for v in model.weights)  # noqa: E731
     return layout(source) == layout(target)
 
@@ -89,6 +122,10 @@ def copy_weights(source, target):
 
     Values are cast to the target's dtype (float32 to bfloat16 rounds to
     nearest even, as a mixed_bfloat16 layer rounds on each read).
+
+    Args:
+        source: The model to read the values from.
+        target: The model whose variables are assigned, in place.
 
     Raises:
         ValueError: the two models' variables differ (see `same_variable_layout`).

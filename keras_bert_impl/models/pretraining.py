@@ -20,10 +20,28 @@ def split_pretraining_features(features):
     """Splits a parsed pretraining TFRecord into Keras `(x, y)`.
 
     Args:
-        features: Dict with the original schema's seven keys.
+        features: Dict with the original schema's seven keys (others are
+            left out): `input_ids`, `input_mask`, `segment_ids` [batch_size,
+            seq_length], `masked_lm_positions`, `masked_lm_ids`,
+            `masked_lm_weights` [batch_size, max_predictions_per_seq] and
+            `next_sentence_labels` [batch_size, 1].
 
     Returns:
-        `(x, y)`: the model inputs and the dict of labels `compute_loss` reads.
+        `(x, y)`: the dict of the four model inputs and the dict of the three
+        labels that `compute_loss` reads, values as given.
+
+    Example:
+    >>> import numpy as np
+    >>> names = ["input_ids", "input_mask", "segment_ids", "masked_lm_positions",
+    ...          "masked_lm_ids", "masked_lm_weights", "next_sentence_labels"]
+    >>> features = {name: np.zeros((2, 4), "int32") for name in names}
+    >>> x, y = split_pretraining_features(features)
+    >>> list(x)
+    ['input_ids', 'input_mask', 'segment_ids', 'masked_lm_positions']
+    >>> list(y)
+    ['masked_lm_ids', 'masked_lm_weights', 'next_sentence_labels']
+    >>> x["input_ids"] is features["input_ids"]
+    True
     """
     x = {key: features[key] for key in PRETRAINING_INPUTS}
     y = {key: features[key] for key in PRETRAINING_LABELS}
@@ -36,6 +54,13 @@ def top_class(logits):
     TensorFlow's own op: `keras.ops.argmax` adds a sign-bit pass over the
     whole [batch, predictions, vocab] tensor to order -0.0 before 0.0
     (what it costs: docs/BENCHMARKS.md, pretraining steps).
+
+    Args:
+        logits: [..., num_classes], e.g. [batch_size, max_predictions_per_seq,
+            vocab_size] or [batch_size, 2].
+
+    Returns:
+        [...] int32 class ids.
     """
     return tf.argmax(logits, axis=-1, output_type=tf.int32)
 

@@ -40,6 +40,17 @@ def masked_lm_loss(logits, masked_lm_ids, masked_lm_weights):
 
     Returns:
         `(loss, per_example_loss)`: a scalar and [batch, max_predictions].
+
+    Example:
+    >>> import numpy as np
+    >>> logits = np.zeros((1, 2, 3), "float32")
+    >>> logits[0, 1] = [0.0, 0.0, 100.0]
+    >>> loss, per_example = masked_lm_loss(logits, np.array([[1, 0]]),
+    ...                                    np.array([[1.0, 0.0]]))
+    >>> np.round(np.asarray(per_example, "float64"), 4).tolist()
+    [[1.0986, 100.0]]
+    >>> round(float(loss), 4)
+    1.0986
     """
     per_example = per_example_cross_entropy(logits, masked_lm_ids)
     weights = ops.cast(masked_lm_weights, "float32")
@@ -57,6 +68,15 @@ def next_sentence_loss(logits, next_sentence_labels):
 
     Returns:
         `(loss, per_example_loss)`: a scalar and [batch_size].
+
+    Example:
+    >>> import numpy as np
+    >>> logits = np.array([[0.0, 0.0], [100.0, 0.0]], "float32")
+    >>> loss, per_example = next_sentence_loss(logits, np.array([[1], [0]]))
+    >>> np.round(np.asarray(per_example, "float64"), 4).tolist()
+    [0.6931, 0.0]
+    >>> round(float(loss), 4)
+    0.3466
     """
     labels = ops.reshape(next_sentence_labels, (-1,))
     per_example = per_example_cross_entropy(logits, labels)

@@ -70,6 +70,24 @@ def span_qa_losses():
     Each loss is the batch mean of `-log_softmax(logits)[position]`, over all
     positions (padding included), as the original's `compute_loss`. Targets
     are `{"start_logits": start_positions, "end_logits": end_positions}`.
+
+    Returns:
+        `(loss, loss_weights)`: a dict of two
+        `keras.losses.SparseCategoricalCrossentropy(from_logits=True)`, keyed
+        by output name, each taking [batch_size] positions and [batch_size,
+        seq_length] logits, and the dict of their weights, 0.5 each.
+
+    Example:
+    >>> import numpy as np
+    >>> loss, loss_weights = span_qa_losses()
+    >>> loss_weights
+    {'start_logits': 0.5, 'end_logits': 0.5}
+    >>> start = loss["start_logits"](np.array([2]), np.zeros((1, 4), "float32"))
+    >>> end = loss["end_logits"](np.array([0]), np.array([[100.0, 0.0, 0.0, 0.0]], "float32"))
+    >>> round(float(start), 4), round(float(end), 4)
+    (1.3863, 0.0)
+    >>> round(float(0.5 * start + 0.5 * end), 4)
+    0.6931
     """
     loss = {
         key: keras.losses.SparseCategoricalCrossentropy(from_logits=True, name=f"{key}_loss")

@@ -74,7 +74,22 @@ class BertTokenClassifier(BertConfigModel):
 
 
 def token_classification_loss():
-    """Cross-entropy averaged over the labelled positions (sum of weights), not all positions."""
+    """Cross-entropy averaged over the labelled positions (sum of weights), not all positions.
+
+    Returns:
+        A `keras.losses.SparseCategoricalCrossentropy(from_logits=True)` that
+        takes [batch_size, seq_length] tag ids, [batch_size, seq_length,
+        num_labels] logits and a [batch_size, seq_length] `sample_weight`,
+        and returns `sum(weight * loss) / sum(weight)`.
+
+    Example:
+    >>> import numpy as np
+    >>> logits = np.array([[[0.0, 0.0, 0.0], [100.0, 0.0, 0.0], [0.0, 0.0, 100.0]]], "float32")
+    >>> loss = token_classification_loss()(np.array([[1, 2, 2]]), logits,
+    ...                                    sample_weight=np.array([[1.0, 0.0, 1.0]]))
+    >>> round(float(loss), 4)
+    0.5493
+    """
     return keras.losses.SparseCategoricalCrossentropy(
         from_logits=True, reduction="mean_with_sample_weight"
     )

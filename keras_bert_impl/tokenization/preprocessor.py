@@ -38,7 +38,14 @@ def truncated_pair_lengths(length_a, length_b, max_total):
         max_total: Tokens allowed for `a` and `b` together.
 
     Returns:
-        `(new_length_a, new_length_b)`.
+        `(new_length_a, new_length_b)`: [batch] int32 each; a pair that
+        already fits keeps its lengths.
+
+    Example:
+    >>> a, b = truncated_pair_lengths(tf.constant([5, 2, 4, 2]),
+    ...                               tf.constant([1, 6, 4, 1]), 5)
+    >>> a.numpy().tolist(), b.numpy().tolist()
+    ([4, 2, 3, 2], [1, 3, 2, 1])
     """
     excess = tf.maximum(length_a + length_b - max_total, 0)
     cut_a = tf.where(length_a > length_b, tf.minimum(excess, length_a - length_b), 0)
@@ -49,7 +56,16 @@ def truncated_pair_lengths(length_a, length_b, max_total):
 
 
 def take_first(ragged, lengths):
-    """The first `lengths[i]` items of each row of `ragged`."""
+    """The first `lengths[i]` items of each row of `ragged`.
+
+    Args:
+        ragged: Ragged [batch, (items)].
+        lengths: [batch] integer counts; a count beyond a row's length keeps
+            the whole row.
+
+    Returns:
+        Ragged [batch, (items)] of `ragged`'s dtype.
+    """
     positions = tf.ragged.range(ragged.row_lengths())
     keep = positions < tf.cast(lengths, positions.dtype)[:, None]
     return tf.ragged.boolean_mask(ragged, keep)
@@ -57,7 +73,20 @@ def take_first(ragged, lengths):
 
 def token_ids_with_masks(tokenizer, texts, mask_id):
     """Ragged [batch, (ids)] int32 where "[MASK]" written in a text is `mask_id`
-    (the tokenizer alone would split it into "[", "mask", "]")."""
+    (the tokenizer alone would split it into "[", "mask", "]").
+
+    Each text is split at the literal, case-sensitive "[MASK]", the parts are
+    tokenized, and one `mask_id` goes between consecutive parts.
+
+    Args:
+        tokenizer: A tokenizer whose `tokenize` maps [n] strings to ragged
+            [n, (ids)] word-piece ids, e.g. `InGraphTokenizer`.
+        texts: [batch] string tensor.
+        mask_id: Id of `[MASK]`.
+
+    Returns:
+        Ragged int32 [batch, (ids)].
+    """
     parts = tf.strings.split(texts, sep=MASK_LITERAL)  # [batch, (parts)]
     pieces = tf.cast(tokenizer.tokenize(parts.flat_values), tf.int32)  # [parts, (ids)]
     index_in_row = tf.ragged.range(parts.row_lengths()).flat_values
@@ -84,6 +113,17 @@ def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
     Returns:
         Dict of int32 [batch, max_seq_length] `input_ids`, `input_mask`,
         `segment_ids`.
+
+    Example:
+    >>> ids_a = tf.ragged.constant([[5, 6, 7], [5]], dtype=tf.int32)
+    >>> ids_b = tf.ragged.constant([[8, 9], []], dtype=tf.int32)
+    >>> inputs = pack_inputs(ids_a, ids_b, max_seq_length=6, cls_id=2, sep_id=3)
+    >>> inputs["input_ids"].numpy().tolist()
+    [[2, 5, 6, 3, 8, 3], [2, 5, 3, 0, 0, 0]]
+    >>> inputs["input_mask"].numpy().tolist()
+    [[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]]
+    >>> inputs["segment_ids"].numpy().tolist()
+    [[0, 0, 0, 0, 1, 1], [0, 0, 0, 0, 0, 0]]
     """
     batch = ids_a.nrows(out_type=tf.int32)
     if ids_b is None:

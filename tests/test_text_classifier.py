@@ -45,6 +45,19 @@ def test_preprocessor_equals_the_original_feature_conversion(bert_vocab_file):
     assert single["input_ids"][1].numpy().tolist() == list(expected.input_ids)
 
 
+@pytest.mark.parametrize("max_seq_length", [3, 4, 5, 6])
+def test_preprocessor_equals_the_original_at_tiny_lengths(bert_vocab_file, max_seq_length):
+    """Where truncation empties the second text, the original writes no second [SEP]."""
+    tokenizer = FullTokenizer(str(bert_vocab_file), do_lower_case=True)
+    preprocessor = BertPreprocessor(str(bert_vocab_file), do_lower_case=True, max_seq_length=max_seq_length)
+    pairs = [("hello world", "foo bar"), ("hello", "foo bar baz"), ("a b c d", "e"), ("x", "y"), ("one", "")]
+    got = preprocessor(([a for a, _ in pairs], [b for _, b in pairs]))
+    for row, (text_a, text_b) in enumerate(pairs):
+        expected = convert_example_to_features(TextPairExample(row, text_a, text_b or None), tokenizer, max_seq_length)
+        for key in ("input_ids", "input_mask", "segment_ids"):
+            assert got[key][row].numpy().tolist() == list(getattr(expected, key)), (row, key)
+
+
 def test_preprocessor_inside_a_functional_model(bert_vocab_file):
     """Raw strings as a functional model's inputs: the three outputs, each the
     original's features (not one output's values under all three names)."""

@@ -138,12 +138,16 @@ def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
         pair_a, pair_b = truncated_pair_lengths(raw_a, raw_b, max_seq_length - 3)
         length_a = tf.where(has_b, pair_a, tf.minimum(raw_a, max_seq_length - 2))
         ids_a, ids_b = take_first(ids_a, length_a), take_first(ids_b, tf.where(has_b, pair_b, 0))
+        # As the original, the second [SEP] follows the second text only if any of
+        # it is left after truncation (none is at max_seq_length 3, or 4 when the
+        # first text is the longer).
+        kept_b = has_b & (pair_b > 0)
         middle_sep = tf.RaggedTensor.from_row_lengths(
-            tf.fill([tf.reduce_sum(tf.cast(has_b, tf.int32))], sep_id), tf.cast(has_b, tf.int64)
+            tf.fill([tf.reduce_sum(tf.cast(kept_b, tf.int32))], sep_id), tf.cast(kept_b, tf.int64)
         )
         pieces = [ids_a, middle_sep, ids_b]
         segment_pieces = [tf.zeros_like(ids_a), tf.zeros_like(middle_sep), tf.ones_like(ids_b)]
-        last_segment = tf.cast(has_b, tf.int32)[:, None]
+        last_segment = tf.cast(kept_b, tf.int32)[:, None]
     cls = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], cls_id))
     sep = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], sep_id))
     ids = tf.concat([cls] + pieces + [sep], axis=1)  # [batch, (length)]

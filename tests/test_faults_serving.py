@@ -393,6 +393,20 @@ def test_serve_ids_rejects_ids_outside_the_tables(exported, input_ids, segment_i
     assert fragment in raised.value.message
 
 
+@pytest.mark.parametrize("mask, fragment", [
+    ([[1, 1, 1]], "input_mask must have the shape of input_ids"),  # narrower: would cut the ids silently
+    ([[1, 2, 1, 0]], "input_mask must lie in [0, 2)"),  # 2 would add +10000 to a score
+    ([[1, -1, 1, 0]], "input_mask must lie in [0, 2)"),
+])
+def test_serve_ids_rejects_a_mask_that_does_not_fit(exported, mask, fragment):
+    _, loaded = exported
+    request = {k: tf.constant(v) for k, v in ids_request([[2, 5, 6, 3]], None).items()}
+    request["input_mask"] = tf.constant(mask)
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+        loaded.signatures["serve_ids"](**request)
+    assert fragment in raised.value.message
+
+
 def test_ids_at_the_edges_of_the_range_are_served(exported, release):
     _, loaded = exported
     _, config, model = release

@@ -187,14 +187,22 @@ def test_bfloat16_answers_within_bfloat16_rounding_of_float32(exports, model):
 
 def test_unknown_precision_is_refused_before_anything_is_written(tmp_path, bert_vocab_file, model):
     with pytest.raises(ExportError, match="'float16' is not one of auto, float32, bfloat16"):
-        export_saved_model(model, "classifier", bert_vocab_file, tmp_path / "m", precision="float16")
+        export_saved_model(model, "classifier", bert_vocab_file, tmp_path / "m", max_seq_length=SEQ, precision="float16")
     assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("max_seq_length", [2, 65])
+def test_a_max_seq_length_the_model_cannot_serve_is_refused(tmp_path, bert_vocab_file, model, max_seq_length):
+    # 65 > the model's 64 positions: every request longer than 64 pieces would fail in TF Serving.
+    with pytest.raises(ExportError, match=f"--max_seq_length {max_seq_length}: must be at least 3 .* at most .* 64"):
+        export_saved_model(model, "classifier", bert_vocab_file, tmp_path / "tiny", max_seq_length=max_seq_length)
+    assert not (tmp_path / "tiny").exists()
 
 
 def test_a_model_that_is_not_the_tasks_is_refused_in_another_precision(tmp_path, bert_vocab_file, model):
     # A 3-class classifier is not a regression model: its head cannot be copied.
     with pytest.raises(ExportError, match="cannot rebuild 'classifier' in bfloat16: its variables are not a regression"):
-        export_saved_model(model, "regression", bert_vocab_file, tmp_path / "m", precision="bfloat16")
+        export_saved_model(model, "regression", bert_vocab_file, tmp_path / "m", max_seq_length=SEQ, precision="bfloat16")
     assert not any((tmp_path / "m").glob("[0-9]*"))
 
 

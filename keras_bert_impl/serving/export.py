@@ -323,11 +323,17 @@ def export_saved_model(
 
     Raises:
         ExportError: existing version, unknown task, label count mismatch,
-            unknown precision, a model that cannot be rebuilt in it.
+            unknown precision, a model that cannot be rebuilt in it, a
+            `max_seq_length` below 3 or past the model's position embeddings.
     """
     if task not in exported_task_names():
         raise ExportError(f"--task {task!r} is not one of {', '.join(exported_task_names())}")
     spec = get_task(task)
+    # Checked here, not by the first long request TF Serving gets.
+    positions = getattr(model, "bert_config", None) and model.bert_config.max_position_embeddings
+    if not 3 <= max_seq_length <= (positions or max_seq_length):
+        raise ExportError(f"--max_seq_length {max_seq_length}: must be at least 3 ([CLS] and two [SEP]s) "
+                          f"and at most the model's max_position_embeddings {positions}")
     try:
         precision = hardware.resolve_precision(precision) if precision else model_precision(model)
     except ValueError as error:

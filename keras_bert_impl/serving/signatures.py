@@ -107,8 +107,10 @@ class BertServingModule(tf.Module):
         Requests that bring their own ids (`serve_ids`, `serve_examples`) are
         checked in-graph: Keras' embedding lookup wraps a negative id to the
         end of the table, and on a GPU an id past the end reads zeros, so
-        without the check some bad ids would answer silently. A failed check
-        is an InvalidArgument error naming the valid range.
+        without the check some bad ids would answer silently; an `input_mask`
+        of another shape or outside {0, 1} would answer wrongly as silently.
+        A failed check is an InvalidArgument error naming the input and what
+        it must be.
 
         Args:
             inputs: Dict of integer `input_ids`, `input_mask`, `segment_ids`.
@@ -117,8 +119,15 @@ class BertServingModule(tf.Module):
             The same dict, its tensors depending on the checks.
         """
         config = self.model.bert_config
-        checks = []
-        for name, size in (("input_ids", config.vocab_size), ("segment_ids", config.type_vocab_size)):
+        checks = [
+            # A narrower input_mask would cut the ids to its width unseen.
+            tf.debugging.assert_equal(tf.shape(inputs[name]), tf.shape(inputs["input_ids"]),
+                                      message=f"{name} must have the shape of input_ids ([batch, seq_length])")
+            for name in ("input_mask", "segment_ids")
+        ]
+        # A mask value of 2 would add +10000 to an attention score.
+        ranges = (("input_ids", config.vocab_size), ("input_mask", 2), ("segment_ids", config.type_vocab_size))
+        for name, size in ranges:
             message = f"{name} must lie in [0, {size})"
             checks.append(tf.debugging.assert_non_negative(inputs[name], message=message))
             checks.append(tf.debugging.assert_less(inputs[name], tf.constant(size, inputs[name].dtype), message=message))

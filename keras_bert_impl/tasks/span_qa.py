@@ -72,9 +72,12 @@ def span_qa_serving_outputs(serving, inputs, padded_length):
     tokens = tf.ragged.boolean_mask(tf.gather(serving.id_to_token, inputs["input_ids"]), in_span)
     text = tf.strings.reduce_join(tokens, axis=1, separator=" ")
     text = tf.strings.regex_replace(text, " ##", "")
-    # Back to the request's length; no answer starts or ends in the padding.
+    # Back to the request's length; no answer starts or ends in the padding,
+    # the row's own included (so a row's answer does not depend on its batch).
+    real = inputs["input_mask"] > 0
     padding = [[0, 0], [0, padded_length - seq]]
-    start, end = (tf.pad(logits, padding, constant_values=MASK_ADDER) for logits in (start, end))
+    start, end = (tf.pad(tf.where(real, logits, MASK_ADDER), padding, constant_values=MASK_ADDER)
+                  for logits in (start, end))
     if isinstance(padded_length, int):  # a signature with a fixed length says so
         start, end = tf.ensure_shape(start, [None, padded_length]), tf.ensure_shape(end, [None, padded_length])
     return {

@@ -43,19 +43,25 @@ def _build_tagger(config, num_labels, dtype=None):
 
 def token_tagging_serving_outputs(serving, inputs, padded_length):
     """`probabilities` [batch, padded_length, num_labels], `label_ids` and
-    `labels` [batch, padded_length] (-1 and "" after the longest request)."""
+    `labels` [batch, padded_length]: 0, -1 and "" at every padding position
+    of the row, so a row's answer does not depend on the rest of its batch."""
     import tensorflow as tf
 
     logits = tf.cast(serving.model(inputs, training=False), tf.float32)  # [batch, seq, num_labels]
-    probabilities = tf.nn.softmax(logits, axis=-1)
-    label_ids = tf.argmax(probabilities, axis=-1, output_type=tf.int32)  # [batch, seq]
-    labels = serving.labels_table.lookup(tf.cast(label_ids, tf.int64))
+    real = inputs["input_mask"] > 0  # [batch, seq]
+    probabilities = tf.where(real[:, :, None], tf.nn.softmax(logits, axis=-1), 0.0)
+    label_ids = tf.where(real, tf.argmax(logits, axis=-1, output_type=tf.int32), -1)  # [batch, seq]
+    labels = tf.where(real, serving.labels_table.lookup(tf.cast(tf.maximum(label_ids, 0), tf.int64)), "")
     extra = padded_length - tf.shape(label_ids)[1]
-    return {
+    outputs = {
         "probabilities": tf.pad(probabilities, [[0, 0], [0, extra], [0, 0]]),
         "label_ids": tf.pad(label_ids, [[0, 0], [0, extra]], constant_values=-1),
         "labels": tf.pad(labels, [[0, 0], [0, extra]], constant_values=""),
     }
+    if isinstance(padded_length, int):  # a signature with a fixed length says so
+        outputs = {name: tf.ensure_shape(value, [None, padded_length] + value.shape.as_list()[2:])
+                   for name, value in outputs.items()}
+    return outputs
 
 
 TOKEN_TAGGING = TaskSpec(

@@ -161,9 +161,15 @@ def _event_scalars(log_dir, tag):
     return values
 
 
-def test_fit_for_steps_shows_two_epochs_and_summaries_do_not_jump(tmp_path, capfd):
+def test_fit_for_steps_shows_two_epochs_and_summaries_do_not_jump(tmp_path, capfd, monkeypatch):
     # A model that does not learn (learning rate 0): each batch's loss is
-    # known in advance, so every curve point can be checked.
+    # known in advance, so every curve point can be checked. It has no
+    # original-layout weights: the checkpoints are recorded, not written.
+    from keras_bert_impl.training import checkpointing
+
+    saved = []
+    monkeypatch.setattr(checkpointing, "save_training_checkpoint",
+                        lambda model, optimizer, directory, keep=5: saved.append(int(optimizer.iterations.numpy())))
     keras.utils.set_random_seed(1)
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     model.compile(optimizer=keras.optimizers.SGD(0.0), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -177,6 +183,7 @@ def test_fit_for_steps_shows_two_epochs_and_summaries_do_not_jump(tmp_path, capf
         warnings.simplefilter("always")
         step = fit_for_steps(model, dataset, 11, 2.2, str(tmp_path), save_checkpoints_steps=100, log=lambda m: None)
     assert step == 11
+    assert saved == [11]  # the last step, though not a multiple of save_checkpoints_steps
     out = capfd.readouterr().out
     assert "Epoch 3/3" in out and "Epoch 4/" not in out
     assert not [w for w in caught if "shuffle" in str(w.message)]

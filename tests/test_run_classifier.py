@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from keras_bert_impl.checkpoints.original import load_original_checkpoint, save_original_checkpoint
 from keras_bert_impl.models.bert_model import BertModel
@@ -206,6 +207,29 @@ def test_output_dir_serves_as_init_checkpoint(mrpc_run, tmp_path):
         + ["--do_eval"]
     )
     assert (tmp_path / "eval_results.txt").read_text() == (output_dir / "eval_results.txt").read_text()
+
+
+def test_rerun_of_a_finished_run_does_not_train_again(release, mrpc_run, capfd):
+    """120 steps with checkpoints every 50: the last step is saved too, so the
+    same command again resumes at step 120 and returns (no second curve)."""
+    data_dir, output_dir = mrpc_run
+    assert (output_dir / "model.ckpt-120.index").exists()
+    events = sorted(p.name for p in output_dir.rglob("events.out.tfevents.*"))
+    weights = tf.train.load_checkpoint(str(output_dir / "model.ckpt")).get_tensor("output_weights")
+    leftover = output_dir / "model.ckpt-100.partial-999-0abc1234.data-00000-of-00001"  # a killed save's
+    leftover.write_bytes(b"half a checkpoint")
+    capfd.readouterr()
+    run_classifier.main(
+        flags(release, data_dir, output_dir, train_batch_size=16, learning_rate=1e-3,
+              warmup_proportion=0.5, num_train_epochs=6, save_checkpoints_steps=50)
+        + ["--do_train"]
+    )
+    captured = capfd.readouterr()
+    assert "(step 120 of 120)" in captured.out + captured.err
+    assert not leftover.exists()
+    assert sorted(p.name for p in output_dir.rglob("events.out.tfevents.*")) == events
+    np.testing.assert_array_equal(
+        tf.train.load_checkpoint(str(output_dir / "model.ckpt")).get_tensor("output_weights"), weights)
 
 
 def test_sts_b_is_a_regression(release, tmp_path, bert_vocab_file):

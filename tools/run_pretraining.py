@@ -97,6 +97,8 @@ def main(argv=None):
     )
     if fv.num_warmup_steps < 0:
         raise FlagError("--num_warmup_steps must be >= 0")
+    if fv.keep_checkpoint_max < 0:  # 0 keeps every checkpoint, as the original's
+        raise FlagError(f"--keep_checkpoint_max must be >= 0, got {fv.keep_checkpoint_max}")
     if fv.use_tpu:
         fv.strategy = "tpu"
     quiet_tensorflow()

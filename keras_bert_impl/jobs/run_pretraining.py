@@ -129,6 +129,7 @@ def run_pretraining(
     from keras_bert_impl.training.checkpointing import (
         TrainingCheckpoint,
         checkpoint_steps,
+        remove_unfinished_checkpoints,
         restore_training_checkpoint,
         save_training_checkpoint,
     )
@@ -176,6 +177,8 @@ def run_pretraining(
         adapt_model_to_multi_worker(model, distribution)
 
         step = 0
+        if chief:
+            remove_unfinished_checkpoints(output_dir)  # What a killed writer left.
         existing = checkpoint_steps(output_dir)
         if existing:
             prefix = filesystem.join(output_dir, f"model.ckpt-{existing[-1]}")
@@ -184,6 +187,10 @@ def run_pretraining(
         elif init_checkpoint:
             report = load_original_checkpoint(model, init_checkpoint, allow_fresh=["cls/"])
             print(f"run_pretraining: {init_checkpoint}: {report.summary()}", file=sys.stderr)
+        elif not do_train:
+            # As the original's Estimator says "Could not find trained model": said, not silent.
+            print(f"run_pretraining: no model.ckpt-<step> in {output_dir} and no --init_checkpoint: "
+                  "evaluating freshly initialized weights", file=sys.stderr)
     if num_records is not None:
         print(
             f"run_pretraining: {num_records} records in {len(input_files)} input files, "
@@ -220,7 +227,8 @@ def run_pretraining(
             )
         save_training_checkpoint(model, optimizer, own_dir, keep=keep_checkpoint_max)
         config.to_json_file(filesystem.join(own_dir, "bert_config.json"))
-        print(f"run_pretraining: trained to step {num_train_steps} in {time.perf_counter() - start:.1f}s", file=sys.stderr)
+        reached = int(getattr(optimizer, "inner_optimizer", optimizer).iterations.numpy())
+        print(f"run_pretraining: trained to step {reached} in {time.perf_counter() - start:.1f}s", file=sys.stderr)
 
     results = {}
     if do_eval:

@@ -22,6 +22,7 @@ from keras_bert_impl.checkpoints.original import (
     write_checkpoint_tensors,
 )
 from keras_bert_impl.errors import CheckpointError
+from keras_bert_impl.io import PARTIAL_MARK
 
 CHECKPOINT_PREFIX = "model.ckpt"
 # Not an original name: the dropout layers' RNG states, [num_layers, 2], so
@@ -75,9 +76,19 @@ def checkpoint_steps(directory):
 def save_training_checkpoint(model, optimizer, directory, keep=5):
     """Writes `directory/model.ckpt-<global_step>` atomically, keeps the last `keep`.
 
+    Args:
+        model, optimizer: What the checkpoint holds (weights, Adam slots, step).
+        directory: The run's output directory.
+        keep: How many numbered checkpoints to keep, newest first; 0 keeps all.
+
     Returns:
         The checkpoint prefix written.
+
+    Raises:
+        ValueError: a negative `keep` (it would delete the checkpoint just written).
     """
+    if keep < 0:
+        raise ValueError(f"keep must be >= 0, got {keep}")
     tensors = training_state_tensors(model, optimizer)
     step = int(tensors["global_step"])
     prefix = write_checkpoint_tensors(tensors, filesystem.join(directory, f"{CHECKPOINT_PREFIX}-{step}"))
@@ -87,6 +98,17 @@ def save_training_checkpoint(model, optimizer, directory, keep=5):
             filesystem.remove(path, missing_ok=True)
     write_checkpoint_state(directory, [f"{CHECKPOINT_PREFIX}-{s}" for s in checkpoint_steps(directory)])
     return prefix
+
+
+def remove_unfinished_checkpoints(directory):
+    """Deletes what a killed writer left of `directory/model.ckpt-*`
+    (temporary `.partial-*` files; resuming never reads them).
+
+    Call it only where no other process writes checkpoints to `directory`.
+    """
+    pattern = filesystem.join(filesystem.escape_glob(directory), f"{CHECKPOINT_PREFIX}*{PARTIAL_MARK}*")
+    for path in filesystem.glob(pattern):
+        filesystem.remove(path, missing_ok=True)
 
 
 def restore_training_checkpoint(model, optimizer, prefix):

@@ -258,10 +258,13 @@ def fit_for_steps(model, dataset, num_train_steps, num_train_epochs, output_dir,
     from keras_bert_impl.training.checkpointing import (
         TrainingCheckpoint,
         checkpoint_steps,
+        remove_unfinished_checkpoints,
         restore_training_checkpoint,
+        save_training_checkpoint,
     )
 
     step = 0
+    remove_unfinished_checkpoints(output_dir)
     existing = checkpoint_steps(output_dir)
     if existing:
         prefix = filesystem.join(output_dir, f"model.ckpt-{existing[-1]}")
@@ -288,7 +291,12 @@ def fit_for_steps(model, dataset, num_train_steps, num_train_epochs, output_dir,
             ),
         ],
     )
-    return int(model.optimizer.iterations.numpy())
+    step = int(model.optimizer.iterations.numpy())
+    if step not in checkpoint_steps(output_dir):
+        # The last step is saved too, so a rerun of a finished run returns at
+        # once (as the original's Estimator) instead of training again.
+        save_training_checkpoint(model, model.optimizer, output_dir)
+    return step
 
 
 def load_fine_tuned(model, output_dir, init_checkpoint, head, task, log=print):

@@ -214,6 +214,27 @@ def test_summaries_average_over_the_window_across_an_epoch_boundary(tmp_path):
         assert logged[s] == pytest.approx((losses[s - 2] + losses[s - 1]) / 2, rel=1e-5), s
 
 
+def test_summaries_write_each_step_once_under_gradient_accumulation(tmp_path):
+    """Two micro-batches per optimizer step: each point is written once, by
+    the micro-batch that completes its step, and averages that step's two."""
+    keras.utils.set_random_seed(3)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer=keras.optimizers.SGD(0.0, gradient_accumulation_steps=2),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    rng = np.random.default_rng(5)
+    x, y = rng.normal(size=(16, 3)).astype(np.float32), rng.integers(0, 2, 16)
+    per_example = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)(y, model(x)).numpy()
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(2)  # 8 micro-batches: optimizer steps 1..4
+    model.fit(dataset, epochs=1, verbose=0, callbacks=[TrainingSummaries(str(tmp_path), 1)])
+    steps = [event.step for path in glob.glob(os.path.join(str(tmp_path), "events.out.tfevents.*"))
+             for event in tf.compat.v1.train.summary_iterator(path)
+             for value in event.summary.value if value.tag == "train/loss"]
+    assert sorted(steps) == [1, 2, 3, 4]  # no step 0, no step twice
+    logged = _event_scalars(str(tmp_path), "train/loss")
+    for s in (1, 2, 3, 4):  # step s: micro-batches 2s-1 and 2s, examples 4(s-1) .. 4s-1
+        assert logged[s] == pytest.approx(per_example[4 * (s - 1):4 * s].mean(), rel=1e-5), s
+
+
 def test_prediction_keeps_a_classifier_output_as_wide_as_the_cut():
     # 8 classes, and batches cut to 8 columns: the logits are not per token.
     config = tiny_config(max_position_embeddings=SEQ)

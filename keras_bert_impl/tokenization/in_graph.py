@@ -245,11 +245,12 @@ class InGraphTokenizer(tf.Module):
         # Canonical ordering: stable sort of each run of non-starters by
         # combining class (starters, class 0, never move).
         ccc = tf.gather(self.ccc, decomposed)
-        count = tf.shape(decomposed)[0]
-        positions = tf.range(count, dtype=tf.int64)
         row_start = tf.concat([[True], decomposed_rows[1:] != decomposed_rows[:-1]], axis=0)
         group = tf.cumsum(tf.cast((ccc == 0) | row_start, tf.int64))
-        key = group * (1 << 40) + tf.cast(ccc, tf.int64) * (1 << 32) + positions
+        # Combining classes are below 256, and the stable sort keeps the order
+        # within a class: no position term, so no int64 overflow however many
+        # characters a batch holds (a position term overflowed past 2**23 starters).
+        key = group * 256 + tf.cast(ccc, tf.int64)
         order = tf.argsort(key, stable=True)
         decomposed = tf.gather(decomposed, order)
         keep = tf.equal(tf.bitwise.bitwise_and(tf.gather(self.classes, decomposed), MARK), 0)

@@ -58,10 +58,16 @@ class TrainingSummaries(keras.callbacks.Callback):
         self._writer = None
         self._last = {}  # name: (total, count) after the previous batch
         self._window = {}  # name: (total, count) since the previous point
+        self._written_step = None
 
     def on_train_begin(self, logs=None):
         self._writer = tf.summary.create_file_writer(self.log_dir)
         self._last, self._window = {}, {}
+        # The step already written (a resumed run's restored one, 0 at the
+        # start): with gradient accumulation several micro-batches end at one
+        # step, and only the first of them may write it.
+        optimizer = self.model.optimizer
+        self._written_step = int(getattr(optimizer, "inner_optimizer", optimizer).iterations.numpy())
 
     def _accumulate(self):
         """Adds this batch's share of each mean metric to the window."""
@@ -78,8 +84,9 @@ class TrainingSummaries(keras.callbacks.Callback):
         self._accumulate()
         optimizer = self.model.optimizer
         step = int(getattr(optimizer, "inner_optimizer", optimizer).iterations.numpy())
-        if not logs or step % self.every_n_steps:
+        if not logs or step == self._written_step or step % self.every_n_steps:
             return
+        self._written_step = step
         values = {key: float(value) for key, value in logs.items()}
         for name, (total, count) in self._window.items():
             if count > 0 and name in values:

@@ -82,3 +82,29 @@ def test_serializable():
     assert isinstance(clone._learning_rate, WarmupLinearDecay)
     assert clone._learning_rate.get_config() == {"init_lr": 3e-5, "num_train_steps": 100, "num_warmup_steps": 10}
     assert clone.get_config()["exclude_from_weight_decay"] == ["LayerNorm", "layer_norm", "bias"]
+
+
+def test_a_step_skipped_for_overflow_is_counted_as_a_step():
+    """float16 under fit: with a loss scale that overflows every gradient, no
+    weight moves and the scale halves each step, but each batch still
+    advances the step (Keras 3's own LossScaleOptimizer leaves it at 0, so a
+    run would end short and a resume would re-read batches)."""
+    from keras_bert_impl.models.classifier import BertClassifier
+    from keras_bert_impl.training.optimization import StepCountingLossScaleOptimizer, create_optimizer
+    from tests.helpers import tiny_config
+
+    inputs = {"input_ids": np.ones((6, 8), "int32"), "input_mask": np.ones((6, 8), "int32"),
+              "segment_ids": np.zeros((6, 8), "int32")}
+    labels = np.array([0, 1, 0, 1, 0, 1])
+    steps = {}
+    for name, wrapper in (("counting", StepCountingLossScaleOptimizer), ("keras", keras.optimizers.LossScaleOptimizer)):
+        keras.utils.set_random_seed(0)
+        model = BertClassifier(tiny_config(), num_labels=2, dtype="mixed_float16")
+        optimizer = wrapper(create_optimizer(1e-3, 10, 0), initial_scale=2.0**60)
+        model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        before = [w.numpy().copy() for w in model.trainable_weights]
+        model.fit(inputs, labels, batch_size=2, epochs=1, verbose=0)  # 3 batches
+        assert all((w.numpy() == b).all() for w, b in zip(model.trainable_weights, before))  # every update skipped
+        assert float(optimizer.dynamic_scale.numpy()) == 2.0**57
+        steps[name] = int(optimizer.iterations.numpy())
+    assert steps == {"counting": 3, "keras": 0}

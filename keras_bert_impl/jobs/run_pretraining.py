@@ -133,7 +133,7 @@ def run_pretraining(
         restore_training_checkpoint,
         save_training_checkpoint,
     )
-    from keras_bert_impl.training.optimization import create_optimizer
+    from keras_bert_impl.training.optimization import StepCountingLossScaleOptimizer, create_optimizer
     from keras_bert_impl.training.strategy import adapt_model_to_multi_worker, check_batch_size, get_strategy
 
     if num_cpu_devices > 1:
@@ -171,7 +171,7 @@ def run_pretraining(
             global_clipnorm=clip_norm or None,
         )
         if mixed_precision == "float16":
-            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+            optimizer = StepCountingLossScaleOptimizer(optimizer)
         model.compile(optimizer=optimizer, jit_compile=jit_compile)
         optimizer.build(model.trainable_variables)
         adapt_model_to_multi_worker(model, distribution)

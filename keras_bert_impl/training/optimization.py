@@ -183,3 +183,32 @@ def create_optimizer(init_lr, num_train_steps, num_warmup_steps, **kwargs):
     return AdamWeightDecay(
         WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps), **kwargs
     )
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_impl")
+class StepCountingLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
+    """Keras' dynamic loss scaling, with a step skipped for overflow counted as a step.
+
+    Keras 3's `LossScaleOptimizer` halves its scale and skips the update when
+    a gradient is not finite, without advancing the inner optimizer's step
+    (tf.keras 2 advanced it). Our training loops read the step as the
+    number of batches consumed: an uncounted skip made a run end short of
+    `num_train_steps` and a resumed run skip too few batches. Here the skip
+    advances the step, so step and data position stay one. (Under gradient
+    accumulation a skipped micro-batch counts as one micro-batch.)
+
+    Args:
+        inner_optimizer: The optimizer whose updates are scaled.
+        **kwargs: As `keras.optimizers.LossScaleOptimizer`.
+
+    Example:
+    >>> optimizer = StepCountingLossScaleOptimizer(keras.optimizers.SGD(0.1))
+    >>> variable = keras.Variable([1.0])
+    >>> optimizer.apply([keras.ops.convert_to_tensor([float("inf")])], [variable])
+    >>> int(optimizer.iterations.numpy()), float(optimizer.dynamic_scale.numpy()), float(variable.numpy()[0])
+    (1, 16384.0, 1.0)
+    """
+
+    def _stateful_handle_non_finite_grads(self):
+        super()._stateful_handle_non_finite_grads()
+        self.inner_optimizer._iterations.assign_add(1)

@@ -125,7 +125,7 @@ def run_pretraining(
     )
     from keras_bert_impl.io import check_max_seq_length, write_results
     from keras_bert_impl.models.pretraining import BertPretrainingModel, split_pretraining_features
-    from keras_bert_impl.training.callbacks import StopAtStep, TrainingSummaries
+    from keras_bert_impl.training.callbacks import StopAtStep, TrainingSummaries, global_step
     from keras_bert_impl.training.checkpointing import (
         TrainingCheckpoint,
         checkpoint_steps,
@@ -227,8 +227,7 @@ def run_pretraining(
             )
         save_training_checkpoint(model, optimizer, own_dir, keep=keep_checkpoint_max)
         config.to_json_file(filesystem.join(own_dir, "bert_config.json"))
-        reached = int(getattr(optimizer, "inner_optimizer", optimizer).iterations.numpy())
-        print(f"run_pretraining: trained to step {reached} in {time.perf_counter() - start:.1f}s", file=sys.stderr)
+        print(f"run_pretraining: trained to step {global_step(optimizer)} in {time.perf_counter() - start:.1f}s", file=sys.stderr)
 
     results = {}
     if do_eval:
@@ -238,9 +237,8 @@ def run_pretraining(
         ).map(split_pretraining_features).take(max_eval_steps)
         with reading_input_files(input_files):
             results = model.evaluate(dataset, return_dict=True, verbose=1 if chief else 0)
-        inner = getattr(optimizer, "inner_optimizer", optimizer)
         results = {k: float(v) for k, v in results.items()}
-        results["global_step"] = int(inner.iterations.numpy())
+        results["global_step"] = global_step(optimizer)
         if chief:
             write_results(filesystem.join(output_dir, "eval_results.txt"), results)
             for key in sorted(results):

@@ -330,8 +330,8 @@ def export_saved_model(
         raise ExportError(f"--task {task!r} is not one of {', '.join(exported_task_names())}")
     spec = get_task(task)
     # Checked here, not by the first long request TF Serving gets.
-    positions = getattr(model, "bert_config", None) and model.bert_config.max_position_embeddings
-    if not 3 <= max_seq_length <= (positions or max_seq_length):
+    positions = model.bert_config.max_position_embeddings
+    if not 3 <= max_seq_length <= positions:
         raise ExportError(f"--max_seq_length {max_seq_length}: must be at least 3 ([CLS] and two [SEP]s) "
                           f"and at most the model's max_position_embeddings {positions}")
     try:

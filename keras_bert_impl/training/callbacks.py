@@ -4,6 +4,11 @@ import keras
 import tensorflow as tf
 
 
+def global_step(optimizer):
+    """The optimizer's update count, inside an optional `LossScaleOptimizer` (an int)."""
+    return int(getattr(optimizer, "inner_optimizer", optimizer).iterations.numpy())
+
+
 def current_learning_rate(optimizer):
     """The learning rate the next update will use (schedules evaluated)."""
     inner = getattr(optimizer, "inner_optimizer", optimizer)
@@ -66,8 +71,7 @@ class TrainingSummaries(keras.callbacks.Callback):
         # The step already written (a resumed run's restored one, 0 at the
         # start): with gradient accumulation several micro-batches end at one
         # step, and only the first of them may write it.
-        optimizer = self.model.optimizer
-        self._written_step = int(getattr(optimizer, "inner_optimizer", optimizer).iterations.numpy())
+        self._written_step = global_step(self.model.optimizer)
 
     def _accumulate(self):
         """Adds this batch's share of each mean metric to the window."""
@@ -83,7 +87,7 @@ class TrainingSummaries(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         self._accumulate()
         optimizer = self.model.optimizer
-        step = int(getattr(optimizer, "inner_optimizer", optimizer).iterations.numpy())
+        step = global_step(optimizer)
         if not logs or step == self._written_step or step % self.every_n_steps:
             return
         self._written_step = step
@@ -100,8 +104,7 @@ class TrainingSummaries(keras.callbacks.Callback):
     def on_test_end(self, logs=None):
         if self._writer is None or not logs:
             return
-        step = int(getattr(self.model.optimizer, "inner_optimizer", self.model.optimizer).iterations.numpy())
-        with self._writer.as_default(step=step):
+        with self._writer.as_default(step=global_step(self.model.optimizer)):
             for key, value in logs.items():
                 tf.summary.scalar(f"eval/{key}", float(value))
 
@@ -118,6 +121,5 @@ class StopAtStep(keras.callbacks.Callback):
         self.last_step = last_step
 
     def on_train_batch_end(self, batch, logs=None):
-        optimizer = self.model.optimizer
-        if int(getattr(optimizer, "inner_optimizer", optimizer).iterations.numpy()) >= self.last_step:
+        if global_step(self.model.optimizer) >= self.last_step:
             self.model.stop_training = True

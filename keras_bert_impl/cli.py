@@ -139,6 +139,12 @@ def define_fine_tuning_flags(fv, default_max_seq_length=128):
         "SQuAD prediction; SQuAD training keeps the full width, whose loss covers the padding). "
         "--noreal_tokens_only computes every batch at --max_seq_length as the original.", **define,
     )
+    flags.DEFINE_boolean(
+        "allow_changed_settings", False,
+        "Resume from the checkpoints in --output_dir even though they were trained with other settings "
+        "(learning rate, batch size, epochs, data size, sequence length, seed); without it such a rerun is "
+        "refused, naming each change.", **define,
+    )
 
 
 def check_fine_tuning_flags(fv):

@@ -14,6 +14,7 @@ import tensorflow as tf
 from keras_bert_impl.checkpoints.original import load_original_checkpoint, save_original_checkpoint
 from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.models.classifier import BertClassifier
+from keras_bert_impl.training.run_settings import ChangedSettingsError
 from tests.helpers import tiny_config
 from tools import run_classifier
 
@@ -230,6 +231,21 @@ def test_rerun_of_a_finished_run_does_not_train_again(release, mrpc_run, capfd):
     assert sorted(p.name for p in output_dir.rglob("events.out.tfevents.*")) == events
     np.testing.assert_array_equal(
         tf.train.load_checkpoint(str(output_dir / "model.ckpt")).get_tensor("output_weights"), weights)
+
+
+def test_rerun_with_other_settings_is_refused(release, mrpc_run):
+    """Another learning rate into a finished run's directory: refused before
+    anything is written, naming the change, where the original would resume."""
+    data_dir, output_dir = mrpc_run
+    files = lambda: {p.name: p.read_bytes() for p in output_dir.iterdir() if p.is_file()}  # noqa: E731
+    before = files()
+    with pytest.raises(ChangedSettingsError, match=r"learning_rate 0\.001 \(now 0\.002\).*--allow_changed_settings"):
+        run_classifier.main(
+            flags(release, data_dir, output_dir, train_batch_size=16, learning_rate=2e-3,
+                  warmup_proportion=0.5, num_train_epochs=6, save_checkpoints_steps=50)
+            + ["--do_train"]
+        )
+    assert files() == before
 
 
 def test_sts_b_is_a_regression(release, tmp_path, bert_vocab_file):

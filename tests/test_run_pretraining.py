@@ -4,6 +4,7 @@ MirroredStrategy (2 logical CPUs) and a 2-process MultiWorkerMirroredStrategy.""
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -152,6 +153,29 @@ def test_kill_9_then_rerun_finishes_the_same_run(setup, uninterrupted, tmp_path)
     assert resumed.keys() == straight.keys()
     for name in straight:
         np.testing.assert_allclose(resumed[name], straight[name], rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_rerun_with_other_settings_is_refused_unless_allowed(setup, uninterrupted, tmp_path):
+    """The original's Estimator would silently continue a finished 12-step run
+    under a new learning rate and step count; we name the changes and change
+    nothing, and continue only when told to (the two-phase 128/512 recipe)."""
+    root, _ = setup
+    output_dir = tmp_path / "changed"
+    shutil.copytree(uninterrupted, output_dir)
+    files = lambda: {p.name: p.read_bytes() for p in output_dir.iterdir() if p.is_file()}  # noqa: E731
+    before = files()
+    result = run(command(root, output_dir, "--learning_rate=2e-3", steps=16))
+    assert result.returncode == 1
+    error = result.stderr.strip().splitlines()[-1]
+    assert "learning_rate 0.001 (now 0.002)" in error and "num_train_steps 12 (now 16)" in error, error
+    assert "--allow_changed_settings" in error
+    assert files() == before
+
+    result = run(command(root, output_dir, "--allow_changed_settings", steps=16))
+    assert result.returncode == 0, result.stderr
+    assert "changed settings: num_train_steps 12 (now 16)" in result.stderr
+    assert read_results(output_dir / "eval_results.txt")["global_step"] == "16"
+    assert json.loads((output_dir / "training_settings.json").read_text())["num_train_steps"] == 16
 
 
 def test_mirrored_on_two_logical_cpus_matches_one_device(setup, tmp_path):

@@ -14,7 +14,9 @@ for every task's layout) and the same outputs in `--output_dir`:
   to copies of `bert_config.json` and `vocab.txt`, so `--output_dir` is
   itself a release that `--init_checkpoint` accepts; `model.ckpt-<step>`
   every `--save_checkpoints_steps` (rerunning the same command after an
-  interruption, even kill -9, continues from the newest); TensorBoard logs.
+  interruption, even kill -9, continues from the newest; a rerun with other
+  training settings is refused unless `--allow_changed_settings`);
+  `training_settings.json`, what they were; TensorBoard logs.
 
 Without `--do_train`, the weights come from `--output_dir/model.ckpt` when it
 exists, else from `--init_checkpoint`, which must then be a fine-tuned

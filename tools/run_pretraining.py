@@ -5,7 +5,10 @@ run_pretraining.py (same flags, same outputs), resumable, distributed.
 Checkpoints `model.ckpt-<step>` in `--output_dir` are in the original layout
 (weights, Adam slots, global_step): rerunning the same command after a crash
 (even kill -9) continues from the latest one, with optimizer state, step and
-data position, and stops at `--num_train_steps`. `--seed` makes a fresh run
+data position, and stops at `--num_train_steps`. A rerun with other training
+settings (learning rate, steps, batch size, data, seed) is refused, naming
+each change, unless `--allow_changed_settings` (the original README's second
+phase at 512 tokens, say). `--seed` makes a fresh run
 repeatable (initial weights, dropout, data order). Input files that are not
 TFRecords, were written with another `--max_seq_length` or
 `--max_predictions_per_seq`, or are truncated, are named in one line before
@@ -42,7 +45,7 @@ JOB_FLAGS = (
     "do_train", "do_eval", "train_batch_size", "eval_batch_size", "learning_rate", "num_train_steps",
     "num_warmup_steps", "save_checkpoints_steps", "max_eval_steps", "keep_checkpoint_max", "strategy", "tpu_name",
     "mixed_precision", "jit_compile", "clip_norm", "gradient_accumulation_steps", "seed", "num_cpu_devices",
-    "summary_steps", "scan_input_files",
+    "summary_steps", "scan_input_files", "allow_changed_settings",
 )
 
 
@@ -82,6 +85,12 @@ def define_flags(fv):
         "Read every input record once before starting, so that a truncated or corrupted file stops the run "
         "at once; --noscan_input_files checks only each file's first record.",
         **define,
+    )
+    flags.DEFINE_boolean(
+        "allow_changed_settings", False,
+        "Resume from the checkpoints in --output_dir even though they were trained with other settings "
+        "(e.g. the second phase at --max_seq_length=512 on its own data, as the original README describes); "
+        "without it such a rerun is refused, naming each change.", **define,
     )
 
 

@@ -75,6 +75,7 @@ def run_pretraining(
     num_cpu_devices=0,
     summary_steps=100,
     scan_input_files=True,
+    allow_changed_settings=False,
 ):
     """Trains and/or evaluates a `BertPretrainingModel`; the arguments are
     run_pretraining.py's flags (and this tool's extra ones).
@@ -100,6 +101,10 @@ def run_pretraining(
         num_cpu_devices: Split the CPU into this many logical devices.
         summary_steps: TensorBoard scalar frequency.
         scan_input_files: Read every input record once before starting.
+        allow_changed_settings: Resume from `output_dir`'s checkpoints even
+            though they were trained with other settings (as the original's
+            second phase at 512 tokens continues the 128-token run); by
+            default that is refused (`training.run_settings`).
 
     Returns:
         The evaluation results (`{}` without `do_eval`), also written to
@@ -109,6 +114,7 @@ def run_pretraining(
         InputFileError: an input file is missing, not a TFRecord file, of
             another `max_seq_length`/`max_predictions_per_seq`, truncated or
             corrupted (named, with what is wrong).
+        ChangedSettingsError: a resume with other training settings.
         FlagError, ConfigError, CheckpointError: other bad input.
     """
     import keras
@@ -134,7 +140,26 @@ def run_pretraining(
         save_training_checkpoint,
     )
     from keras_bert_impl.training.optimization import StepCountingLossScaleOptimizer, create_optimizer
+    from keras_bert_impl.training.run_settings import check_run_settings
     from keras_bert_impl.training.strategy import adapt_model_to_multi_worker, check_batch_size, get_strategy
+
+    def pretraining_settings():
+        # What decides the run's course (not checkpoint or summary frequency,
+        # strategy or XLA, which leave the trained weights as they are).
+        return {
+            "bert_config": config.to_dict(),
+            "input_files": sorted(path if "://" in path else os.path.abspath(path) for path in input_files),
+            "max_seq_length": max_seq_length,
+            "max_predictions_per_seq": max_predictions_per_seq,
+            "train_batch_size": train_batch_size,
+            "gradient_accumulation_steps": gradient_accumulation_steps,
+            "learning_rate": learning_rate,
+            "num_train_steps": num_train_steps,
+            "num_warmup_steps": num_warmup_steps,
+            "mixed_precision": mixed_precision,
+            "clip_norm": clip_norm,
+            "seed": seed,
+        }
 
     if num_cpu_devices > 1:
         split_logical_cpus(num_cpu_devices)
@@ -180,6 +205,11 @@ def run_pretraining(
         if chief:
             remove_unfinished_checkpoints(output_dir)  # What a killed writer left.
         existing = checkpoint_steps(output_dir)
+        if do_train:
+            check_run_settings(
+                output_dir, pretraining_settings(), resuming=bool(existing), allow_changes=allow_changed_settings,
+                write=chief, log=lambda message: print(f"run_pretraining: {message}", file=sys.stderr),
+            )
         if existing:
             prefix = filesystem.join(output_dir, f"model.ckpt-{existing[-1]}")
             step = restore_training_checkpoint(model, optimizer, prefix)

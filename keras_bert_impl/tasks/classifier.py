@@ -24,6 +24,7 @@ from keras_bert_impl.training.fine_tuning import (
     build_in_strategy,
     compute_on_real_tokens,
     fit_for_steps,
+    run_settings,
     load_fine_tuned,
     load_initial_weights,
     on_real_tokens,
@@ -223,7 +224,9 @@ def fine_tune(model, task, features, labels, settings, output_dir, data_dir, log
     )
     dataset = on_real_tokens(dataset, settings, features["input_mask"].shape[1]).prefetch(tf.data.AUTOTUNE)
     return fit_for_steps(
-        model, dataset, num_train_steps, settings.num_train_epochs, output_dir, settings.save_checkpoints_steps, log
+        model, dataset, num_train_steps, settings.num_train_epochs, output_dir, settings.save_checkpoints_steps, log,
+        settings=run_settings(settings, num_train_steps, num_warmup_steps, num_examples, features["input_mask"].shape[1]),
+        allow_changed_settings=settings.allow_changed_settings,
     )
 
 

@@ -21,6 +21,7 @@ from keras_bert_impl.training.fine_tuning import (
     build_in_strategy,
     compute_on_real_tokens,
     fit_for_steps,
+    run_settings,
     load_fine_tuned,
     load_initial_weights,
     predict_batches,
@@ -182,7 +183,9 @@ def fine_tune(model, num_questions, inputs, targets, settings, output_dir, train
         .prefetch(tf.data.AUTOTUNE)
     )
     return fit_for_steps(
-        model, dataset, num_train_steps, settings.num_train_epochs, output_dir, settings.save_checkpoints_steps, log
+        model, dataset, num_train_steps, settings.num_train_epochs, output_dir, settings.save_checkpoints_steps, log,
+        settings=run_settings(settings, num_train_steps, num_warmup_steps, num_questions, len(inputs["input_mask"][0])),
+        allow_changed_settings=settings.allow_changed_settings,
     )
 
 

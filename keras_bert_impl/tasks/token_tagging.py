@@ -22,6 +22,7 @@ from keras_bert_impl.training.fine_tuning import (
     build_in_strategy,
     compute_on_real_tokens,
     fit_for_steps,
+    run_settings,
     load_fine_tuned,
     load_initial_weights,
     on_real_tokens,
@@ -153,7 +154,9 @@ def fine_tune(model, arrays, settings, output_dir, train_file, log):
     )
     dataset = on_real_tokens(dataset, settings, arrays["input_mask"].shape[1]).prefetch(tf.data.AUTOTUNE)
     return fit_for_steps(
-        model, dataset, num_train_steps, settings.num_train_epochs, output_dir, settings.save_checkpoints_steps, log
+        model, dataset, num_train_steps, settings.num_train_epochs, output_dir, settings.save_checkpoints_steps, log,
+        settings=run_settings(settings, num_train_steps, num_warmup_steps, num_windows, arrays["input_mask"].shape[1]),
+        allow_changed_settings=settings.allow_changed_settings,
     )
 
 

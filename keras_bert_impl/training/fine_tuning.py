@@ -67,6 +67,9 @@ class FineTuningSettings:
         real_tokens_only: Cut each batch after its longest row wherever that
             gives the full-width result (`training.real_tokens`); False
             computes at `max_seq_length` as the original does.
+        allow_changed_settings: Resume from the checkpoints in the output
+            directory even where they were trained with other settings
+            (`training.run_settings`); by default that is refused.
     """
 
     train_batch_size: int = 32
@@ -78,6 +81,7 @@ class FineTuningSettings:
     tpu_name: str = None
     seed: int = 12345
     real_tokens_only: bool = True
+    allow_changed_settings: bool = False
 
     @classmethod
     def field_names(cls):
@@ -232,8 +236,31 @@ def epoch_layout(num_train_steps, num_train_epochs):
     return epochs, math.ceil(num_train_steps / epochs)
 
 
+def run_settings(settings, num_train_steps, num_warmup_steps, num_examples, max_seq_length):
+    """What decides a fine-tuning run's course, as `fit_for_steps` records it.
+
+    Not the strategy, checkpoint frequency or `real_tokens_only`: they leave
+    the trained weights as they are.
+
+    Example:
+    >>> sorted(run_settings(FineTuningSettings(), 93, 9, 1000, 128))[:4]
+    ['learning_rate', 'max_seq_length', 'num_train_epochs', 'num_train_examples']
+    """
+    return {
+        "learning_rate": settings.learning_rate,
+        "train_batch_size": settings.train_batch_size,
+        "num_train_epochs": settings.num_train_epochs,
+        "warmup_proportion": settings.warmup_proportion,
+        "seed": settings.seed,
+        "num_train_steps": num_train_steps,
+        "num_warmup_steps": num_warmup_steps,
+        "num_train_examples": num_examples,
+        "max_seq_length": max_seq_length,
+    }
+
+
 def fit_for_steps(model, dataset, num_train_steps, num_train_epochs, output_dir,
-                  save_checkpoints_steps=1000, log=print):
+                  save_checkpoints_steps=1000, log=print, settings=None, allow_changed_settings=False):
     """`model.fit` on a repeating `dataset` until `num_train_steps` optimizer steps.
 
     Training checkpoints (`model.ckpt-<step>`) and TensorBoard summaries go
@@ -250,6 +277,10 @@ def fit_for_steps(model, dataset, num_train_steps, num_train_epochs, output_dir,
         output_dir: Checkpoints and summaries.
         save_checkpoints_steps: Steps between training checkpoints.
         log: `log(message)` for progress lines.
+        settings: `run_settings(...)` of this run, recorded in `output_dir`;
+            resuming checkpoints trained with other ones raises
+            `ChangedSettingsError` unless `allow_changed_settings`.
+        allow_changed_settings: Resume with changed settings on purpose.
 
     Returns:
         The global step reached.
@@ -263,9 +294,13 @@ def fit_for_steps(model, dataset, num_train_steps, num_train_epochs, output_dir,
         save_training_checkpoint,
     )
 
+    from keras_bert_impl.training.run_settings import check_run_settings
+
     step = 0
     remove_unfinished_checkpoints(output_dir)
     existing = checkpoint_steps(output_dir)
+    if settings is not None:
+        check_run_settings(output_dir, settings, resuming=bool(existing), allow_changes=allow_changed_settings, log=log)
     if existing:
         prefix = filesystem.join(output_dir, f"model.ckpt-{existing[-1]}")
         with model.distribute_strategy.scope():

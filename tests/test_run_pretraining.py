@@ -17,6 +17,9 @@ import tensorflow as tf
 
 from keras_bert_impl.checkpoints.original import save_original_checkpoint
 from keras_bert_impl.models.pretraining import BertPretrainingModel
+from keras_bert_impl.training.checkpointing import restore_training_checkpoint
+from keras_bert_impl.training.optimization import create_optimizer
+from keras_bert_impl.training.strategy import weights_digest
 from tests.helpers import tiny_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -199,7 +202,7 @@ def free_port():
 
 
 def test_two_process_multi_worker_mirrored(setup, tmp_path):
-    root, _ = setup
+    root, config = setup
     ports = [free_port(), free_port()]
     cluster = {"worker": [f"localhost:{p}" for p in ports]}
     output_dir = tmp_path / "multi"
@@ -216,16 +219,24 @@ def test_two_process_multi_worker_mirrored(setup, tmp_path):
         assert process.returncode == 0, stderr
     assert read_results(output_dir / "eval_results.txt")["global_step"] == "4"
     assert (output_dir / "model.ckpt-4.index").exists()
-    # The other worker checkpoints in a private directory; synchronous
-    # all-reduce training leaves both with the same weights and Adam slots,
-    # and both moved away from the initial checkpoint.
-    (worker_dir,) = [d for d in output_dir.iterdir() if d.name.startswith(".worker-")]
-    chief, worker = final_weights(output_dir, 4), final_weights(worker_dir, 4)
+    # Synchronous all-reduce training leaves both workers with the same
+    # weights and Adam slots (each prints their digest); only the chief
+    # writes, and its weights moved away from the initial checkpoint.
+    digests = [
+        [line.rsplit(" ", 1)[1] for line in stderr.splitlines() if "weights and optimizer digest" in line]
+        for _, stderr in outputs
+    ]
+    assert len(digests[0]) == 1 and digests[0] == digests[1], digests
+    assert sorted(p.name for p in output_dir.iterdir() if p.is_dir()) == ["train"]  # No worker directories.
+    chief = final_weights(output_dir, 4)
     initial = tf.train.load_checkpoint(str(root / "init" / "bert_model.ckpt"))
-    assert chief.keys() == worker.keys()
-    for name in chief:
-        np.testing.assert_array_equal(worker[name], chief[name], err_msg=name)
     assert not np.allclose(chief["bert/embeddings/word_embeddings"], initial.get_tensor("bert/embeddings/word_embeddings"))
+    # The digest is that of the state the chief saved, restored here.
+    model = BertPretrainingModel(config)
+    optimizer = create_optimizer(1e-3, 4, 2, global_clipnorm=1.0)
+    optimizer.build(model.trainable_variables)
+    restore_training_checkpoint(model, optimizer, str(output_dir / "model.ckpt-4"))
+    assert weights_digest([*model.weights, *optimizer.variables]) == digests[0][0]
 
 
 @pytest.mark.parametrize(
@@ -312,3 +323,21 @@ def test_mixed_precision_and_xla_train_like_float32(setup, uninterrupted, tmp_pa
     reader = tf.train.load_checkpoint(str(output_dir / "model.ckpt-12"))
     assert reader.get_variable_to_dtype_map()["bert/encoder/layer_0/attention/self/query/kernel"] == tf.float32
     assert ("loss_scale/dynamic_scale" in variables) == ("--mixed_precision=float16" in extra)
+
+
+@pytest.mark.parametrize(
+    "task, cluster, chief",
+    [
+        ({"type": "worker", "index": 0}, {"worker": ["a", "b"]}, True),
+        ({"type": "worker", "index": 1}, {"worker": ["a", "b"]}, False),
+        # With a chief task in the cluster, worker 0 is not the chief.
+        ({"type": "worker", "index": 0}, {"chief": ["c"], "worker": ["a", "b"]}, False),
+        ({"type": "chief", "index": 0}, {"chief": ["c"], "worker": ["a", "b"]}, True),
+        ({"type": "evaluator", "index": 0}, {"chief": ["c"], "evaluator": ["e"]}, False),
+    ],
+)
+def test_only_the_chief_writes(monkeypatch, task, cluster, chief):
+    from keras_bert_impl.jobs.run_pretraining import is_chief
+
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": task}))
+    assert is_chief() is chief

@@ -81,6 +81,8 @@ def assert_one_line_error(result, fragment):
         ("run_pretraining.py", ["--bert_config_file=x", "--input_file=y", "--output_dir=z", "--do_eval", "--mixed_precision=fp8"], "--mixed_precision"),
         # -1 would delete each checkpoint as it is written.
         ("run_pretraining.py", ["--bert_config_file=x", "--input_file=y", "--output_dir=/tmp/never", "--do_train", "--keep_checkpoint_max=-1"], "--keep_checkpoint_max must be >= 0, got -1"),
+        # 0 divided by zero at the first step, after the output directory was made.
+        ("run_pretraining.py", ["--bert_config_file=x", "--input_file=y", "--output_dir=/tmp/never", "--do_train", "--summary_steps=0"], "--summary_steps must be positive, got 0"),
         ("extract_features.py", ["--input_file=x"], "missing required flag(s): --output_file, --bert_config_file, --init_checkpoint, --vocab_file"),
         ("create_pretraining_data.py", ["--input_file=x", "--output_file=y", "--vocab_file=z", "--num_shards=4"], "--num_shards needs --scalable or --beam"),
         ("create_pretraining_data.py", ["--input_file=x", "--output_file=y", "--vocab_file=z", "--runner=DirectRunner"], "Unknown command line flag 'runner'"),

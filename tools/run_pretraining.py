@@ -102,7 +102,7 @@ def main(argv=None):
         raise FlagError("at least one of --do_train or --do_eval must be set")
     require_positive(
         fv, "train_batch_size", "eval_batch_size", "num_train_steps", "save_checkpoints_steps",
-        "max_eval_steps", "max_seq_length", "max_predictions_per_seq", "gradient_accumulation_steps",
+        "max_eval_steps", "max_seq_length", "max_predictions_per_seq", "gradient_accumulation_steps", "summary_steps",
     )
     if fv.num_warmup_steps < 0:
         raise FlagError("--num_warmup_steps must be >= 0")

@@ -42,9 +42,14 @@ def split_logical_cpus(count):
 
 
 def is_chief():
-    """Only the chief writes checkpoints and results under a multi-worker strategy."""
-    task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
-    return task.get("type", "chief") == "chief" or (task.get("type") == "worker" and task.get("index", 0) == 0)
+    """Only the chief writes checkpoints, summaries and results under a
+    multi-worker strategy: the `chief` task, or worker 0 of a cluster without one."""
+    tf_config = json.loads(os.environ.get("TF_CONFIG", "{}"))
+    task = tf_config.get("task", {})
+    if task.get("type", "chief") == "chief":
+        return True
+    has_chief = bool(tf_config.get("cluster", {}).get("chief"))
+    return not has_chief and task.get("type") == "worker" and task.get("index", 0) == 0
 
 
 def run_pretraining(
@@ -141,7 +146,12 @@ def run_pretraining(
     )
     from keras_bert_impl.training.optimization import StepCountingLossScaleOptimizer, create_optimizer
     from keras_bert_impl.training.run_settings import check_run_settings
-    from keras_bert_impl.training.strategy import adapt_model_to_multi_worker, check_batch_size, get_strategy
+    from keras_bert_impl.training.strategy import (
+        adapt_model_to_multi_worker,
+        check_batch_size,
+        get_strategy,
+        weights_digest,
+    )
 
     def pretraining_settings():
         # What decides the run's course (not checkpoint or summary frequency,
@@ -179,8 +189,8 @@ def run_pretraining(
     num_records = check_pretraining_files(input_files, max_seq_length, max_predictions_per_seq, scan_input_files)
     scan_seconds = time.perf_counter() - scan_start
     chief = is_chief()
-    own_dir = output_dir if chief else filesystem.join(output_dir, f".worker-{os.getpid()}")
-    filesystem.makedirs(own_dir)
+    if chief:
+        filesystem.makedirs(output_dir)
 
     # One seed for the initial weights and the dropout masks (Keras' global
     # seed, as `fine_tuning.build_in_strategy` sets it for the fine-tuning
@@ -240,6 +250,15 @@ def run_pretraining(
         # Keras epochs of `save_checkpoints_steps` optimizer steps over one
         # endless iterator; StopAtStep ends the run exactly at num_train_steps.
         chunk = save_checkpoints_steps * accumulation
+        # The other workers hold the same weights (synchronous all-reduce)
+        # and write nothing: checkpoints and summaries are the chief's. They
+        # still read the metrics with it (a collective across workers).
+        callbacks = [
+            StopAtStep(num_train_steps),
+            TrainingSummaries(filesystem.join(output_dir, "train") if chief else None, summary_steps),
+        ]
+        if chief:
+            callbacks.append(TrainingCheckpoint(output_dir, save_checkpoints_steps, keep=keep_checkpoint_max))
         start = time.perf_counter()
         with reading_input_files(input_files):
             model.fit(
@@ -247,17 +266,18 @@ def run_pretraining(
                 steps_per_epoch=chunk,
                 initial_epoch=(step * accumulation) // chunk,
                 epochs=math.ceil(num_train_steps * accumulation / chunk),
-                callbacks=[
-                    StopAtStep(num_train_steps),
-                    TrainingCheckpoint(own_dir, save_checkpoints_steps, keep=keep_checkpoint_max),
-                    TrainingSummaries(filesystem.join(own_dir, "train"), summary_steps),
-                ],
+                callbacks=callbacks,
                 verbose=1 if chief else 0,
                 shuffle=False,  # The dataset shuffles; Keras would only warn.
             )
-        save_training_checkpoint(model, optimizer, own_dir, keep=keep_checkpoint_max)
-        config.to_json_file(filesystem.join(own_dir, "bert_config.json"))
+        if chief:
+            save_training_checkpoint(model, optimizer, output_dir, keep=keep_checkpoint_max)
+            config.to_json_file(filesystem.join(output_dir, "bert_config.json"))
         print(f"run_pretraining: trained to step {global_step(optimizer)} in {time.perf_counter() - start:.1f}s", file=sys.stderr)
+        if isinstance(distribution, tf.distribute.MultiWorkerMirroredStrategy):
+            # Equal on every worker when they trained in sync.
+            digest = weights_digest([*model.weights, *optimizer.variables])
+            print(f"run_pretraining: weights and optimizer digest {digest}", file=sys.stderr)
 
     results = {}
     if do_eval:

@@ -52,7 +52,10 @@ class TrainingSummaries(keras.callbacks.Callback):
     jump when an epoch begins.
 
     Args:
-        log_dir: Event file directory (e.g. `--output_dir`).
+        log_dir: Event file directory (e.g. `--output_dir`). None writes
+            nothing but still reads the metrics, as a multi-worker run's
+            other workers must: under `MultiWorkerMirroredStrategy` reading
+            a metric is a collective that every worker joins.
         every_n_steps: Summary frequency in optimizer steps.
     """
 
@@ -66,7 +69,9 @@ class TrainingSummaries(keras.callbacks.Callback):
         self._written_step = None
 
     def on_train_begin(self, logs=None):
-        self._writer = tf.summary.create_file_writer(self.log_dir)
+        self._writer = (
+            tf.summary.create_file_writer(self.log_dir) if self.log_dir is not None else tf.summary.create_noop_writer()
+        )
         self._last, self._window = {}, {}
         # The step already written (a resumed run's restored one, 0 at the
         # start): with gradient accumulation several micro-batches end at one

@@ -449,3 +449,28 @@ def test_release_write_stopped_over_an_earlier_release_leaves_no_complete_releas
         write_release(BertModel(config), tmp_path, config, vocabulary)
     # The earlier weights are still there, but without a config nothing reads the directory as a release.
     assert "bert_config.json" not in os.listdir(tmp_path)
+
+
+def test_the_newest_release_written_into_a_directory_is_the_one_read(tmp_path, capsys):
+    """A conversion (`bert_model.ckpt`) into a directory holding a fine-tuned
+    release (`model.ckpt`) is what readers of the directory then load, and
+    a fine-tuned release written after it wins again."""
+    from keras_bert_impl.checkpoints.release import find_release, write_release
+    from keras_bert_impl.models.bert_model import BertModel
+
+    config = BertConfig(**TINY)
+    vocabulary = [f"[unused{k}]" for k in range(TINY["vocab_size"])]
+    write_release(BertModel(config), tmp_path, config, vocabulary)
+    write_tiny_hf_dir(tmp_path / "hf", seed=3)
+    code, lines = convert(capsys, f"--hf_model_dir={tmp_path / 'hf'}", f"--output_dir={tmp_path}")
+    assert code == 0, lines
+    release = find_release(tmp_path)
+    assert os.path.basename(release.checkpoint) == "bert_model.ckpt"
+    import tensorflow as tf
+
+    word_embeddings = read_safetensors(str(tmp_path / "hf" / "model.safetensors"))[WORD]
+    loaded = tf.train.load_checkpoint(release.checkpoint).get_tensor("bert/embeddings/word_embeddings")
+    np.testing.assert_array_equal(loaded, word_embeddings)
+
+    write_release(BertModel(config), tmp_path, config, vocabulary)
+    assert os.path.basename(find_release(tmp_path).checkpoint) == "model.ckpt"

@@ -16,8 +16,9 @@ from keras_bert_impl import filesystem
 from keras_bert_impl.errors import CheckpointError
 from keras_bert_impl.io import write_text_atomically
 
-# Checkpoint prefixes tried in a release directory, in this order, after the
-# latest one named by its `checkpoint` state file.
+# A release's checkpoint prefixes: a fine-tuned one (ours) and a pretrained
+# one (the original's name), preferred in this order unless the directory's
+# `checkpoint` state file names the other as the newest written.
 _PREFIXES = ("model.ckpt", "bert_model.ckpt")
 
 
@@ -34,8 +35,10 @@ def find_release(path):
     """The files of the release at `path` (a directory, or a checkpoint prefix in one).
 
     The checkpoint is the prefix given, else the directory's fine-tuned
-    `model.ckpt`, else `bert_model.ckpt`, else the latest training
-    checkpoint its `checkpoint` file names.
+    `model.ckpt` or its `bert_model.ckpt` (where it has both, the one its
+    `checkpoint` state file names as the newest written: a release
+    converted into a fine-tuning run's directory is the converted one), else
+    the latest training checkpoint that file names.
 
     Raises:
         CheckpointError: no config, vocabulary or checkpoint there.
@@ -51,12 +54,14 @@ def find_release(path):
         if not filesystem.exists(required):
             raise CheckpointError(f"{directory}: not a release, it has no {filesystem.basename(required)}")
     if prefix is None:
-        candidates = [filesystem.join(directory, name) for name in _PREFIXES]
-        prefix = next((c for c in candidates if filesystem.exists(c + ".index")), None)
-    if prefix is None:
         import tensorflow as tf
 
-        prefix = tf.train.latest_checkpoint(directory)
+        latest = tf.train.latest_checkpoint(directory)
+        candidates = [filesystem.join(directory, name) for name in _PREFIXES]
+        candidates = [c for c in candidates if filesystem.exists(c + ".index")]
+        if latest is not None and filesystem.basename(latest) in _PREFIXES and len(candidates) > 1:
+            candidates = [filesystem.join(directory, filesystem.basename(latest))]
+        prefix = candidates[0] if candidates else latest
     if prefix is None or not filesystem.exists(prefix + ".index"):
         raise CheckpointError(f"{directory}: not a release, it has no checkpoint ({' or '.join(_PREFIXES)})")
     return ReleaseFiles(config_file, vocab_file, prefix)

@@ -182,6 +182,24 @@ def test_vocab_without_special_tokens(release, tmp_path):
     assert_one_line_error(result, str(vocab), "[MASK]")
 
 
+def test_vocab_longer_than_vocab_size(release, tmp_path):
+    """Two tokens past the embedding table: named before any text is read
+    (was: an embedding-lookup traceback once a text reached them)."""
+    release_dir, _ = release
+    vocab = tmp_path / "vocab.txt"
+    tokens = (release_dir / "vocab.txt").read_text().splitlines()
+    vocab.write_text("\n".join(tokens + ["extra1", "extra2"]) + "\n")
+    input_file = tmp_path / "input.txt"
+    input_file.write_text("extra1 extra2\n")
+    result = run_tool(flags(release_dir, input_file, tmp_path / "o.jsonl", vocab_file=vocab))
+    vocab_size = json.loads((release_dir / "bert_config.json").read_text())["vocab_size"]
+    assert vocab_size == len(tokens)
+    assert_one_line_error(
+        result, f"{vocab}: {len(tokens) + 2} tokens (ids up to {len(tokens) + 1}), more than vocab_size {vocab_size}"
+    )
+    assert not (tmp_path / "o.jsonl").exists()
+
+
 def test_missing_input_file_is_reported(tmp_path):
     with pytest.raises(InputFileError, match="input file not found"):
         read_text_pair_examples(tmp_path / "absent.txt")

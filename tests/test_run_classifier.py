@@ -4,6 +4,7 @@ scikit-learn / SciPy metrics), learnability, and one-line errors."""
 
 import os
 import random
+import shutil
 import subprocess
 import sys
 
@@ -349,6 +350,17 @@ def test_checkpoint_of_another_size_is_one_line(release, mrpc_dir, tmp_path):
     )
     assert_one_line_error(result, "bert_model.ckpt: does not fit classifier: ")
     assert "checkpoint [64, 8] vs model [64, 64]" in result.stderr
+
+
+def test_vocab_longer_than_vocab_size_is_one_line(release, mrpc_dir, tmp_path):
+    """Refused before anything is written (was: a traceback after training began)."""
+    other = tmp_path / "release"
+    shutil.copytree(release, other)
+    with open(other / "vocab.txt", "a", encoding="utf-8") as f:
+        f.write("extra1\nextra2\n")
+    result = run_tool_process(flags(other, mrpc_dir, tmp_path / "out") + ["--do_train"])
+    assert_one_line_error(result, f"{other / 'vocab.txt'}: 30524 tokens (ids up to 30523), more than vocab_size 30522 of")
+    assert not (tmp_path / "out").exists()
 
 
 def test_batch_size_not_divisible_by_replicas_is_one_line(release, mrpc_dir, tmp_path):

@@ -102,6 +102,16 @@ def _tiny_release(tmp_path, vocab):
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "plot", "not", ".", "the"]
 
 
+def test_release_whose_vocab_is_longer_than_vocab_size_is_refused(tmp_path):
+    from keras_bert_impl.errors import VocabError
+
+    release = _tiny_release(tmp_path, VOCAB)
+    with open(release / "vocab.txt", "a", encoding="utf-8") as f:
+        f.write("plot2\n")
+    with pytest.raises(VocabError, match=r"vocab.txt: 13 tokens \(ids up to 12\), more than vocab_size 12 of .*bert_config.json"):
+        TextClassifier.from_release(release, num_classes=2, max_seq_length=12)
+
+
 def test_keras_file_and_release_round_trips(tmp_path):
     release = _tiny_release(tmp_path, VOCAB)
     keras.utils.set_random_seed(0)

@@ -94,7 +94,12 @@ def extract_features(
     from keras_bert_impl.io import atomic_output, check_max_seq_length
     from keras_bert_impl.models.bert_model import BertModel
     from keras_bert_impl.models.precision import copy_weights, inference_dtype_policy
-    from keras_bert_impl.tokenization import FullTokenizer, check_special_tokens, validate_case_matches_checkpoint
+    from keras_bert_impl.tokenization import (
+        FullTokenizer,
+        check_special_tokens,
+        check_vocab_fits,
+        validate_case_matches_checkpoint,
+    )
 
     try:
         precision = hardware.resolve_precision(precision)
@@ -108,6 +113,7 @@ def extract_features(
     validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
     tokenizer = FullTokenizer(vocab_file, do_lower_case=do_lower_case)
     check_special_tokens(tokenizer.vocab, vocab_file)
+    check_vocab_fits(tokenizer.vocab, vocab_file, config.vocab_size, bert_config_file)
     examples = read_text_pair_examples(input_file)
     features = [convert_example_to_features(e, tokenizer, max_seq_length) for e in examples]
 

@@ -45,7 +45,7 @@ from keras_bert_impl.models.precision import (
 )
 from keras_bert_impl.serving.signatures import SIGNATURE_METHODS, BertServingModule
 from keras_bert_impl.tasks.registry import exported_task_names, get_task
-from keras_bert_impl.tokenization import check_special_tokens, load_vocab
+from keras_bert_impl.tokenization import check_special_tokens, check_vocab_fits, load_vocab
 from keras_bert_impl.tokenization.in_graph import InGraphTokenizer
 from keras_bert_impl.tokenization.preprocessor import shared_tables
 
@@ -350,6 +350,7 @@ def export_saved_model(
             raise ExportError(f"{final}: version {version} already exists; versions are never overwritten")
     vocab = load_vocab(vocab_file)
     check_special_tokens(vocab, vocab_file, required=spec.required_tokens)
+    check_vocab_fits(vocab, vocab_file, model.bert_config.vocab_size, "the model's config")
     tokens = [""] * (max(vocab.values()) + 1)
     for token, index in vocab.items():
         tokens[index] = token

@@ -271,7 +271,7 @@ def load_from_release(cls, path, max_seq_length, do_lower_case, fresh=(), **kwar
     from keras_bert_impl.checkpoints.release import find_release, infer_do_lower_case
     from keras_bert_impl.config import BertConfig
     from keras_bert_impl.io import check_max_seq_length
-    from keras_bert_impl.tokenization import validate_case_matches_checkpoint
+    from keras_bert_impl.tokenization import check_vocab_fits, load_vocab, validate_case_matches_checkpoint
 
     files = find_release(path)
     config = BertConfig.from_json_file(files.bert_config_file)
@@ -279,6 +279,7 @@ def load_from_release(cls, path, max_seq_length, do_lower_case, fresh=(), **kwar
     if do_lower_case is None:
         do_lower_case = infer_do_lower_case(files.vocab_file, files.checkpoint)
     validate_case_matches_checkpoint(do_lower_case, files.checkpoint)
+    check_vocab_fits(load_vocab(files.vocab_file), files.vocab_file, config.vocab_size, files.bert_config_file)
     preprocessor = BertPreprocessor(files.vocab_file, do_lower_case=do_lower_case, max_seq_length=max_seq_length,
                                     masks_in_text=kwargs.pop("masks_in_text", False))
     model = cls(config, preprocessor=preprocessor, **kwargs)

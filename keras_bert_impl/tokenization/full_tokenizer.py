@@ -275,6 +275,35 @@ def check_special_tokens(vocab, vocab_file, required=SPECIAL_TOKENS):
         raise VocabError(f"{vocab_file}: missing special tokens {', '.join(missing)}")
 
 
+def check_vocab_fits(vocab, vocab_file, vocab_size, config_file="bert_config.json"):
+    """Checks that every id of `vocab` has a row in the word embeddings.
+
+    A vocabulary longer than the config's `vocab_size` would fail only when
+    a text first reaches one of the extra tokens, as an embedding-lookup
+    traceback (or, on a GPU, silently read zeros). A shorter one is fine.
+
+    Args:
+        vocab: token -> id mapping, e.g. from `load_vocab`.
+        vocab_file: Where `vocab` came from, for the error message.
+        vocab_size: The config's `vocab_size`.
+        config_file: Where `vocab_size` came from, for the error message.
+
+    Raises:
+        VocabError: naming both files and both sizes.
+
+    Example:
+    >>> check_vocab_fits({"[PAD]": 0, "[UNK]": 1, "the": 2}, "vocab.txt", 2)
+    Traceback (most recent call last):
+    ...
+    keras_bert_impl.errors.VocabError: vocab.txt: 3 tokens (ids up to 2), more than vocab_size 2 of bert_config.json
+    """
+    largest = max(vocab.values(), default=-1)
+    if largest >= vocab_size:
+        raise VocabError(
+            f"{vocab_file}: {len(vocab)} tokens (ids up to {largest}), more than vocab_size {vocab_size} of {config_file}"
+        )
+
+
 def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
     """Checks `do_lower_case` against the casing implied by a Google checkpoint name.
 

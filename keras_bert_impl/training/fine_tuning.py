@@ -109,7 +109,12 @@ def read_release(bert_config_file, vocab_file, do_lower_case=True, init_checkpoi
     """
     from keras_bert_impl.checkpoints.keras_file import check_keras_file_fits, is_keras_file
     from keras_bert_impl.config import BertConfig
-    from keras_bert_impl.tokenization import FullTokenizer, check_special_tokens, validate_case_matches_checkpoint
+    from keras_bert_impl.tokenization import (
+        FullTokenizer,
+        check_special_tokens,
+        check_vocab_fits,
+        validate_case_matches_checkpoint,
+    )
 
     config = BertConfig.from_json_file(bert_config_file)
     if max_seq_length is not None:
@@ -117,6 +122,7 @@ def read_release(bert_config_file, vocab_file, do_lower_case=True, init_checkpoi
     validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
     tokenizer = FullTokenizer(vocab_file, do_lower_case=do_lower_case)
     check_special_tokens(tokenizer.vocab, vocab_file)
+    check_vocab_fits(tokenizer.vocab, vocab_file, config.vocab_size, bert_config_file)
     if is_keras_file(init_checkpoint):
         check_keras_file_fits(init_checkpoint, config, bert_config_file, vocab_file, do_lower_case)
     return Release(config, tokenizer, bert_config_file, vocab_file, init_checkpoint, do_lower_case)

@@ -233,8 +233,17 @@ def write_checkpoint_state(directory, prefixes):
 
 
 def original_weights(model):
-    """`{original_name: numpy array}` of all of `model`'s mapped variables."""
-    return {name: variable.numpy() for name, variable in original_variable_map(model).items()}
+    """`{original_name: numpy array}` of all of `model`'s mapped variables, in
+    float32 as the original's checkpoints are (a model built in bfloat16 or
+    float16 stores its variables so; TF1's `init_from_checkpoint` refuses
+    such a checkpoint)."""
+    return {
+        name: _as_float32(variable.numpy()) for name, variable in original_variable_map(model).items()
+    }
+
+
+def _as_float32(value):
+    return value.astype(np.float32) if np.issubdtype(value.dtype, np.floating) or value.dtype.name == "bfloat16" else value
 
 
 def save_original_checkpoint(model, checkpoint_prefix, global_step=None):

@@ -11,6 +11,7 @@ import sys
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from keras_bert_impl import BertPreprocessor, TextClassifier
 from keras_bert_impl.checkpoints.name_map import original_variable_map
@@ -110,6 +111,32 @@ def test_release_whose_vocab_is_longer_than_vocab_size_is_refused(tmp_path):
         f.write("plot2\n")
     with pytest.raises(VocabError, match=r"vocab.txt: 13 tokens \(ids up to 12\), more than vocab_size 12 of .*bert_config.json"):
         TextClassifier.from_release(release, num_classes=2, max_seq_length=12)
+
+
+def test_keras_file_keeps_the_compiled_optimizer_and_training_continues_the_same(tmp_path):
+    """A model fit with the original optimizer, saved and loaded, has the same
+    optimizer (schedule, step, slots) and trains on exactly as the one that
+    was not saved (was: loaded uncompiled, with a warning, and `save_release`
+    then failed)."""
+    release = _tiny_release(tmp_path, VOCAB)
+    texts, labels = ["good film", "bad film", "the plot is good", "not good"] * 4, [1, 0, 1, 0] * 4
+    model = TextClassifier.from_release(release, num_classes=2, max_seq_length=12, seed=1)
+    model.save_release(tmp_path / "uncompiled")  # No optimizer yet: no step recorded.
+    assert "global_step" not in dict(tf.train.list_variables(str(tmp_path / "uncompiled" / "model.ckpt")))
+    model.compile()
+    model.fit(texts, labels, batch_size=4, epochs=1, verbose=0)
+    model.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras")
+    assert type(loaded.optimizer) is type(model.optimizer) and int(loaded.optimizer.iterations.numpy()) == 4
+    assert loaded.optimizer.get_config() == model.optimizer.get_config()
+    for theirs, ours in zip(model.optimizer.variables, loaded.optimizer.variables, strict=True):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    model.fit(texts, labels, batch_size=4, epochs=1, verbose=0)
+    loaded.fit(texts, labels, batch_size=4, epochs=1, verbose=0)
+    for theirs, ours in zip(model.get_weights(), loaded.get_weights(), strict=True):
+        np.testing.assert_allclose(ours, theirs, atol=1e-6)
+    assert loaded.save_release(tmp_path / "fitted").endswith("model.ckpt")
+    assert tf.train.load_checkpoint(str(tmp_path / "fitted" / "model.ckpt")).get_tensor("global_step") == 8
 
 
 def test_keras_file_and_release_round_trips(tmp_path):

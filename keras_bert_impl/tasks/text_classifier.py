@@ -106,8 +106,9 @@ class TextClassifier(BertClassifier):
         """Writes an original-layout release (what `--init_checkpoint` takes); returns the prefix."""
         from keras_bert_impl.checkpoints.release import write_release
 
-        if global_step is None and self.optimizer is not None and self.optimizer.built:
-            global_step = int(self.optimizer.iterations.numpy())
+        optimizer = getattr(self, "optimizer", None)  # None before `compile`
+        if global_step is None and optimizer is not None and optimizer.built:
+            global_step = int(optimizer.iterations.numpy())
         return write_release(self, path, self.bert_config, self.preprocessor.vocabulary, global_step)
 
     def export(self, export_base, label_names=None, version=None, precision=None):
@@ -152,6 +153,23 @@ class TextClassifier(BertClassifier):
             self._original_recipe = dict(loss=loss, metrics=metrics, **kwargs)
             optimizer = "adam"
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    def get_compile_config(self):
+        """What `compile` was given, for `.keras` files; the original optimizer
+        not yet sized by `fit` is saved as "none given"."""
+        config = super().get_compile_config()
+        if config is not None and self._original_recipe is not None:
+            config = dict(config, optimizer=None)
+        return config
+
+    def compile_from_config(self, config):
+        """Compiles a model loaded from a `.keras` file as it was compiled
+        when saved: loss, metrics, and the optimizer with its schedule (whose
+        step count and slots are then restored with the weights)."""
+        config = keras.saving.deserialize_keras_object(config)
+        self.compile(**config)
+        if self.built and self._original_recipe is None:
+            self.optimizer.build(self.trainable_variables)
 
     def _compile_original_optimizer(self, num_train_steps):
         from keras_bert_impl.training.optimization import create_optimizer
@@ -198,7 +216,7 @@ class TextClassifier(BertClassifier):
                 raise ValueError("fit with the original optimizer needs a dataset of known length or steps_per_epoch")
             self._compile_original_optimizer(steps * (epochs - kwargs.get("initial_epoch", 0)))
         return super().fit(x, epochs=epochs, verbose=verbose, callbacks=callbacks, validation_data=validation_data,
-                           steps_per_epoch=steps_per_epoch, **kwargs)
+                           steps_per_epoch=steps_per_epoch, shuffle=False, **kwargs)  # `_dataset` shuffled it
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
         """Keras `evaluate` on raw texts."""

@@ -139,6 +139,24 @@ def test_keras_file_keeps_the_compiled_optimizer_and_training_continues_the_same
     assert tf.train.load_checkpoint(str(tmp_path / "fitted" / "model.ckpt")).get_tensor("global_step") == 8
 
 
+def test_mixed_float16_trains_with_loss_scaling(tmp_path):
+    """float16 gradients underflow without loss scaling, which Keras adds at
+    `compile` for a mixed_float16 model; ours said float32 and got none."""
+    release = _tiny_release(tmp_path, VOCAB)
+    model = TextClassifier.from_release(release, num_classes=2, max_seq_length=12, seed=1, dtype="mixed_float16")
+    model.compile()
+    model.fit(["good film", "bad film"] * 4, [1, 0] * 4, batch_size=4, epochs=1, verbose=0)
+    assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+    assert int(model.optimizer.iterations.numpy()) == 2
+    functional = BertClassifier(tiny_config(), num_labels=2, dtype="mixed_float16")
+    functional.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    assert isinstance(functional.optimizer, keras.optimizers.LossScaleOptimizer)
+    for dtype in (None, "mixed_bfloat16"):
+        plain = BertClassifier(tiny_config(), num_labels=2, dtype=dtype)
+        plain.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+        assert not isinstance(plain.optimizer, keras.optimizers.LossScaleOptimizer)
+
+
 def test_keras_file_and_release_round_trips(tmp_path):
     release = _tiny_release(tmp_path, VOCAB)
     keras.utils.set_random_seed(0)

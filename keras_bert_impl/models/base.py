@@ -42,6 +42,12 @@ class BertConfigModel(keras.Model):
     def __init__(self, dtype=None, **kwargs):
         super().__init__(**kwargs)
         self.built_with_dtype = keras.dtype_policies.get(dtype) if dtype is not None else keras.config.dtype_policy()
+        if self.built_with_dtype.name == "mixed_float16":
+            # Keras's `compile` wraps the optimizer in a `LossScaleOptimizer`
+            # when the model's policy is mixed_float16; float16 gradients
+            # underflow without it. The functional model's own policy (the
+            # float32 default) only casts float inputs, and ours are ints.
+            self._dtype_policy = self.built_with_dtype
 
     def get_config(self):
         return {

@@ -172,12 +172,15 @@ class TextClassifier(BertClassifier):
             self.optimizer.build(self.trainable_variables)
 
     def _compile_original_optimizer(self, num_train_steps):
-        from keras_bert_impl.training.optimization import create_optimizer
+        from keras_bert_impl.training.optimization import StepCountingLossScaleOptimizer, create_optimizer
 
         recipe, self._original_recipe = self._original_recipe, None
         num_warmup_steps = int(num_train_steps * self.warmup_proportion)
         logger.info("original optimizer: %d steps (%d warmup)", num_train_steps, num_warmup_steps)
-        super().compile(optimizer=create_optimizer(self.learning_rate, num_train_steps, num_warmup_steps), **recipe)
+        optimizer = create_optimizer(self.learning_rate, num_train_steps, num_warmup_steps)
+        if self.built_with_dtype.name == "mixed_float16":
+            optimizer = StepCountingLossScaleOptimizer(optimizer)  # Steps skipped for overflow are counted.
+        super().compile(optimizer=optimizer, **recipe)
 
     def _bucket_size(self):
         from keras_bert_impl.training.real_tokens import default_bucket_size

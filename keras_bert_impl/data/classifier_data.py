@@ -215,8 +215,9 @@ class ColumnTask:
 
 def _tfds_example(unique_id, row, text_a_key, text_b_key, guid, label, source):
     """A `ClassifierExample` of one TFDS record, its texts under `text_a_key`, `text_b_key` (or None)."""
-    text_b = text(row[text_b_key]) if text_b_key else None
-    return ClassifierExample(unique_id, text(row[text_a_key]), text_b, guid=guid, label=label, source=source)
+    text_b = text(row[text_b_key], f"{source} {text_b_key}") if text_b_key else None
+    return ClassifierExample(unique_id, text(row[text_a_key], f"{source} {text_a_key}"), text_b, guid=guid,
+                             label=label, source=source)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,8 +263,10 @@ class TfdsGlueTask:
         examples = []
         for row in rows:
             source = f"{split_source(self.name, split_name)} idx {int(row['idx'])}"
-            if split == "test" or (not self.is_regression and int(row["label"]) < 0):
+            if split == "test":  # GLUE's test labels are hidden (-1)
                 label = placeholder_label(self)
+            elif not self.is_regression and int(row["label"]) < 0:
+                raise InputFileError(f"{source}: no label (class id {int(row['label'])})")
             elif self.is_regression:
                 label = float(row["label"])
             elif self.labels_by_name:
@@ -371,7 +374,7 @@ class TfdsTextTask:
                 raise InputFileError(f"{source}: no label (class id {value} of {self.label_feature!r})")
             value = names[value]
         elif not self.is_regression:
-            value = text(value)
+            value = text(value, source)
         if self.is_regression or self.labels is not None:
             return parse_label(self, value, source)
         return value

@@ -126,6 +126,13 @@ def _tfds_column_features(builder, name, words_feature, label_feature):
     return [(key, tfds_inputs.class_names(features[key])) for key in (words_feature, *middle, label_feature)]
 
 
+def _class_name(names, class_id, source):
+    """`names[class_id]`, or an error naming `source` (-1 would pick the last name)."""
+    if not 0 <= class_id < len(names):
+        raise InputFileError(f"{source}: class id {class_id} is not one of the {len(names)} labels")
+    return names[class_id]
+
+
 def read_tfds_conll(name, data_dir, split, words_feature="tokens", label_feature="ner"):
     """Reads the sentences of one split of a prepared TFDS CoNLL dataset.
 
@@ -157,9 +164,10 @@ def read_tfds_conll(name, data_dir, split, words_feature="tokens", label_feature
         values = []
         for key, names in columns:
             if names is None:
-                values.append([tfds_inputs.text(value) for value in row[key]])
+                values.append([tfds_inputs.text(value, f"{source} {key}") for value in row[key]])
             else:
-                values.append([names[int(value)] for value in row[key]])
+                values.append([_class_name(names, int(value), f"{source} word {i} {key}")
+                               for i, value in enumerate(row[key])])
         if len({len(column) for column in values}) != 1:
             raise InputFileError(f"{source}: features {', '.join(k for k, _ in columns)} differ in length")
         if not values[0]:

@@ -115,10 +115,20 @@ def load_squad_json(path):
     return dataset["data"]
 
 
-def _tfds_answers(answers):
-    """`[{text, answer_start}]` of a TFDS answers sequence (parallel arrays)."""
+def _tfds_answers(answers, source):
+    """`[{text, answer_start}]` of a TFDS answers sequence (parallel arrays).
+
+    Raises:
+        InputFileError: `answers` is not SQuAD's `{text, answer_start}` of
+            equal lengths, naming `source`.
+    """
+    if not isinstance(answers, dict) or not {"text", "answer_start"} <= set(answers):
+        raise InputFileError(f"{source}: not SQuAD's answers (a sequence of text and answer_start)")
+    if len(answers["text"]) != len(answers["answer_start"]):
+        raise InputFileError(f"{source}: {len(answers['text'])} answer texts but "
+                             f"{len(answers['answer_start'])} answer_start values")
     return [
-        {"text": tfds_inputs.text(answer_text), "answer_start": int(answer_start)}
+        {"text": tfds_inputs.text(answer_text, source), "answer_start": int(answer_start)}
         for answer_text, answer_start in zip(answers["text"], answers["answer_start"], strict=True)
     ]
 
@@ -148,19 +158,21 @@ def load_tfds_squad(name, data_dir, split):
     for key in ("id", "context", "question", "answers"):
         tfds_inputs.feature(builder, name, key)
     articles = {}  # title -> {context: paragraph}
-    for row in tfds_inputs.read_split(builder, name, split):
-        title = tfds_inputs.text(row.get("title", b""))
-        context = tfds_inputs.text(row["context"])
+    where = tfds_inputs.split_source(name, split)
+    for position, row in enumerate(tfds_inputs.read_split(builder, name, split)):
+        source = f"{where} record {position}"
+        title = tfds_inputs.text(row.get("title", b""), f"{source} title")
+        context = tfds_inputs.text(row["context"], f"{source} context")
         paragraph = articles.setdefault(title, {}).setdefault(context, {"context": context, "qas": []})
         qa = {
-            "id": tfds_inputs.text(row["id"]),
-            "question": tfds_inputs.text(row["question"]),
-            "answers": _tfds_answers(row["answers"]),
+            "id": tfds_inputs.text(row["id"], f"{source} id"),
+            "question": tfds_inputs.text(row["question"], f"{source} question"),
+            "answers": _tfds_answers(row["answers"], f"{source} answers"),
         }
         if "is_impossible" in row:
             qa["is_impossible"] = bool(row["is_impossible"])
         if "plausible_answers" in row:
-            qa["plausible_answers"] = _tfds_answers(row["plausible_answers"])
+            qa["plausible_answers"] = _tfds_answers(row["plausible_answers"], f"{source} plausible_answers")
         paragraph["qas"].append(qa)
     return [{"title": title, "paragraphs": list(paragraphs.values())} for title, paragraphs in articles.items()]
 

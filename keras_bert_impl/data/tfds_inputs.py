@@ -142,6 +142,20 @@ def read_split(builder, name, split):
     return list(dataset.as_numpy_iterator())
 
 
-def text(value):
-    """A TFDS string (`bytes`) as `str`; `str` values as they are."""
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+def text(value, source="a TFDS record"):
+    """A TFDS string (`bytes`) as `str`; `str` values as they are.
+
+    Raises:
+        InputFileError: `value` is not UTF-8, naming `source` (e.g.
+            `glue/mrpc validation idx 3`) and the byte.
+
+    Example:
+    >>> text(b"caf\\xc3\\xa9"), text("as is")
+    ('café', 'as is')
+    """
+    if not isinstance(value, bytes):
+        return str(value)
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InputFileError(f"{source}: not valid UTF-8 (byte {error.start})") from None

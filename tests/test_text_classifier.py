@@ -77,6 +77,44 @@ def test_preprocessor_inside_a_functional_model(bert_vocab_file):
                 assert outputs[key][row].numpy().tolist() == list(getattr(expected, key)), (kind, row, key)
 
 
+def test_preprocessor_takes_one_text_without_a_batch_axis(bert_vocab_file):
+    """A single string (or pair of scalar strings) gives one row of
+    [max_seq_length], as keras-hub's preprocessors (was: an AttributeError)."""
+    tokenizer = FullTokenizer(str(bert_vocab_file), do_lower_case=True)
+    preprocessor = BertPreprocessor(str(bert_vocab_file), do_lower_case=True, max_seq_length=24)
+    text_a, text_b = TEXTS[1]
+    for inputs, example in (
+        (text_a, TextPairExample(0, text_a, None)),
+        ((tf.constant(text_a), tf.constant(text_b)), TextPairExample(0, text_a, text_b)),
+    ):
+        outputs = preprocessor(inputs)
+        expected = convert_example_to_features(example, tokenizer, 24)
+        for key in ("input_ids", "input_mask", "segment_ids"):
+            assert outputs[key].numpy().tolist() == list(getattr(expected, key)), key
+    scalar = keras.Input(shape=(), batch_size=None, dtype="string")
+    assert preprocessor.compute_output_spec(scalar)["input_ids"].shape == (None, 24)  # a batch of scalars
+
+
+def test_raw_text_inputs_are_strings_or_utf8_bytes():
+    """`None` was trained on as the text "None"; non-ASCII bytes failed with a
+    UnicodeDecodeError from an 'ascii' codec."""
+    from keras_bert_impl.tasks.text_data import text_dataset
+
+    with pytest.raises(TypeError, match=r"text 1 is None \(NoneType\), not a string"):
+        text_dataset(["good film", None], [1, 0])
+    batch = next(iter(text_dataset(["café", "café".encode("utf-8")], [1, 0], batch_size=2)))
+    texts = batch[0].numpy().tolist()
+    assert texts == ["café".encode("utf-8")] * 2
+
+
+def test_in_graph_tokenizer_needs_its_unknown_token():
+    """Without it, tf_text gives every word it cannot piece the id -1."""
+    from keras_bert_impl.tokenization.in_graph import InGraphTokenizer
+
+    with pytest.raises(ValueError, match=r"the vocabulary has no \[UNK\]"):
+        InGraphTokenizer(["a", "##a"])
+
+
 def test_preprocessor_config_round_trip():
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "x"]
     layer = BertPreprocessor(vocab, do_lower_case=False, max_seq_length=7, masks_in_text=True)

@@ -248,6 +248,25 @@ def test_wordpiece_is_greedy_not_optimal():
     assert orig.WordpieceTokenizer({"ab": 0, "a": 1, "##bc": 2}).tokenize("abc") == ["[UNK]"]
 
 
+@pytest.mark.parametrize("vocab, text", [
+    ({"a": 0, "b": 1}, "ab"),  # every token one character: no "##" piece fits
+    ({"a": 0, "##": 1}, "aa"),
+    ({"ab": 0, "c": 1}, "abc abab"),
+    ({}, "a"),
+])
+def test_wordpiece_with_only_short_tokens_matches_the_original(vocab, text):
+    """A vocabulary whose tokens are all shorter than 3 characters (was: an
+    endless loop, the "##" piece's length going negative)."""
+    import threading
+
+    result = []
+    worker = threading.Thread(target=lambda: result.append(WordpieceTokenizer(vocab).tokenize(text)), daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert result, f"WordpieceTokenizer({vocab}).tokenize({text!r}) did not return"
+    assert result[0] == orig.WordpieceTokenizer(vocab).tokenize(text)
+
+
 def test_wordpiece_tokenizer_direct_input():
     vocab = {token: index for index, token in enumerate(SMALL_VOCAB)}
     wordpiece = WordpieceTokenizer(vocab, max_input_chars_per_word=4)

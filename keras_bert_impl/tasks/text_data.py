@@ -18,9 +18,19 @@ import tensorflow as tf
 
 
 def _as_text_tensor(texts):
+    """[n] strings (`str`, or UTF-8 `bytes`) as a string tensor; a pair as two.
+
+    Raises:
+        TypeError: naming the first value that is not a string (a `None` or a
+            number would otherwise be trained on as the text "None" or "3").
+    """
     if isinstance(texts, tuple) and len(texts) == 2:
         return tuple(_as_text_tensor(t) for t in texts)
-    return tf.constant(np.asarray(texts, dtype=object).astype(str), tf.string)
+    values = np.asarray(texts, dtype=object)
+    for index, value in enumerate(values.flat):
+        if not isinstance(value, (str, bytes)):
+            raise TypeError(f"text {index} is {value!r} ({type(value).__name__}), not a string")
+    return tf.constant(values.tolist(), tf.string)
 
 
 def _num_examples(texts):

@@ -487,7 +487,9 @@ class WordpieceTokenizer:
                     end -= 1
                 piece = word[:end]
             else:
-                end = min(length, start + self._max_token_chars - 2)
+                # A "##" piece holds at most the longest token's length less 2
+                # (none when every token is shorter than 3: then it is [UNK]).
+                end = min(length, start + max(self._max_token_chars - 2, 0))
                 while end > start and "##" + word[start:end] not in vocab:
                     end -= 1
                 piece = "##" + word[start:end]

@@ -163,6 +163,9 @@ class InGraphTokenizer(tf.Module):
 
     def __init__(self, vocab, do_lower_case=True, max_input_chars_per_word=200, unk_token="[UNK]", tables=None, name=None):
         super().__init__(name=name)
+        if unk_token not in vocab:
+            # tf_text would give the id -1 to every word it cannot piece.
+            raise ValueError(f"the vocabulary has no {unk_token}, the token of words it cannot piece")
         tables = tables or build_tables()
         self.do_lower_case = do_lower_case
         self.max_input_chars_per_word = max_input_chars_per_word

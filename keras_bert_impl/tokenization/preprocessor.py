@@ -199,7 +199,8 @@ class BertPreprocessor(keras.layers.Layer):
 
     Call arguments:
         inputs: A string tensor [batch] (or a list of strings), or a tuple
-            `(texts, texts_b)` of two.
+            `(texts, texts_b)` of two; a single string (rank 0) gives outputs
+            of shape [max_seq_length], without the batch axis.
 
     Example:
     >>> preprocessor = BertPreprocessor(
@@ -247,15 +248,22 @@ class BertPreprocessor(keras.layers.Layer):
     def call(self, inputs):
         if isinstance(inputs, (tuple, list)) and len(inputs) == 2 and not isinstance(inputs[0], str):
             texts, texts_b = inputs
-            ids_b = self.token_ids(texts_b)
         else:
-            texts, ids_b = inputs, None
-        return pack_inputs(self.token_ids(texts), ids_b, self.max_seq_length, self.cls_id, self.sep_id)
+            texts, texts_b = inputs, None
+        # One text (a scalar) gives one row without the batch axis, as keras-hub's preprocessors.
+        unbatched = texts.shape.rank == 0
+        if unbatched:
+            texts = texts[tf.newaxis]
+            texts_b = None if texts_b is None else tf.reshape(texts_b, [1])
+        ids_b = None if texts_b is None else self.token_ids(texts_b)
+        outputs = pack_inputs(self.token_ids(texts), ids_b, self.max_seq_length, self.cls_id, self.sep_id)
+        return {name: value[0] for name, value in outputs.items()} if unbatched else outputs
 
     def compute_output_spec(self, inputs):
+        texts = inputs[0] if isinstance(inputs, (tuple, list)) else inputs
+        shape = (self.max_seq_length,) if len(texts.shape) == 0 else (None, self.max_seq_length)
         # One KerasTensor per output: a functional model tells its outputs apart by object.
-        return {name: keras.KerasTensor((None, self.max_seq_length), dtype="int32")
-                for name in ("input_ids", "input_mask", "segment_ids")}
+        return {name: keras.KerasTensor(shape, dtype="int32") for name in ("input_ids", "input_mask", "segment_ids")}
 
     def get_config(self):
         return {

@@ -108,3 +108,31 @@ def test_a_step_skipped_for_overflow_is_counted_as_a_step():
         assert float(optimizer.dynamic_scale.numpy()) == 2.0**57
         steps[name] = int(optimizer.iterations.numpy())
     assert steps == {"counting": 3, "keras": 0}
+
+
+@pytest.mark.parametrize("overflowing, expected_update", [
+    # Micro-batch 2 ends the first window: that step is skipped and its
+    # accumulated gradient dropped; the second window applies the mean of
+    # micro-batches 3 and 4 (unscaled by the halved scale 0.5: times 2).
+    (1, (2 * 3.0 + 2 * 4.0) / 2),
+    # Micro-batch 1 is inside the first window: it adds nothing, the window
+    # applies (g2 / 2) under the halved scale; the second window as above.
+    (0, 2 * 2.0 / 2 + (2 * 3.0 + 2 * 4.0) / 2),
+])
+def test_overflow_under_gradient_accumulation(overflowing, expected_update):
+    """Two micro-batches per step, one of four overflowing: four micro-batches
+    are two steps, and no update carries a skipped window's gradients (with
+    Keras's accounting the next update summed three micro-batches)."""
+    from keras_bert_impl.training.optimization import StepCountingLossScaleOptimizer
+
+    variable = keras.Variable([0.0])
+    optimizer = StepCountingLossScaleOptimizer(
+        keras.optimizers.SGD(1.0, gradient_accumulation_steps=2), initial_scale=1.0, dynamic_growth_steps=1000
+    )
+    gradients = [1.0, 2.0, 3.0, 4.0]
+    gradients[overflowing] = float("inf")
+    for gradient in gradients:
+        optimizer.apply([keras.ops.convert_to_tensor([gradient])], [variable])
+    assert int(optimizer.iterations.numpy()) == 2
+    assert float(optimizer.dynamic_scale.numpy()) == 0.5
+    np.testing.assert_allclose(variable.numpy(), [-expected_update])

@@ -194,8 +194,11 @@ class StepCountingLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
     (tf.keras 2 advanced it). Our training loops read the step as the
     number of batches consumed: an uncounted skip made a run end short of
     `num_train_steps` and a resumed run skip too few batches. Here the skip
-    advances the step, so step and data position stay one. (Under gradient
-    accumulation a skipped micro-batch counts as one micro-batch.)
+    advances the step, so step and data position stay one. Under gradient
+    accumulation a skipped micro-batch counts as one micro-batch and adds
+    nothing to the window; where it ends a window, that optimizer step is
+    skipped as a whole and its accumulated gradients dropped (Keras would
+    carry them into the next window's update).
 
     Args:
         inner_optimizer: The optimizer whose updates are scaled.
@@ -211,4 +214,10 @@ class StepCountingLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
 
     def _stateful_handle_non_finite_grads(self):
         super()._stateful_handle_non_finite_grads()
-        self.inner_optimizer._iterations.assign_add(1)
+        inner = self.inner_optimizer
+        steps = inner.gradient_accumulation_steps
+        if steps:
+            ends_window = (inner._iterations + 1) % steps == 0
+            for accumulated in inner._accumulated_gradients:
+                accumulated.assign(keras.ops.where(ends_window, keras.ops.zeros_like(accumulated), accumulated))
+        inner._iterations.assign_add(1)

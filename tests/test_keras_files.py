@@ -261,3 +261,22 @@ def test_a_frozen_encoder_stays_frozen_in_config_and_keras_file(tmp_path, partly
     for other in (BertClassifier.from_config(model.get_config()), keras.saving.load_model(tmp_path / "model.keras")):
         assert sorted(v.path for v in other.trainable_weights) == trainable
         assert other.get_config() == model.get_config()
+
+
+def test_real_tokens_only_set_after_construction_is_kept(tmp_path):
+    """`set_real_tokens_only` on a functional model: the rebuilt and the
+    loaded model compute on real tokens too (was: back to full width)."""
+    from keras_bert_impl.layers.transformer import TransformerEncoder
+    from keras_bert_impl.models.padding_free import set_real_tokens_only
+
+    def encoders(model):
+        return [layer.real_tokens_only for layer in model._flatten_layers() if isinstance(layer, TransformerEncoder)]
+
+    model = BertClassifier(tiny_config(), num_labels=2)
+    assert encoders(model) == [False]
+    assert BertClassifier.from_config(model.get_config()).get_config() == model.get_config()
+    assert set_real_tokens_only(model) == 1
+    model.save(tmp_path / "model.keras")
+    for other in (BertClassifier.from_config(model.get_config()), keras.saving.load_model(tmp_path / "model.keras")):
+        assert encoders(other) == [True]
+        assert other.get_config() == model.get_config()

@@ -76,8 +76,18 @@ def test_masked_lm_head_is_tied_and_serializable_with_its_embedding():
     logits = head(np.random.rand(1, 3, 4).astype("float32"), np.array([[0, 2]]))
     assert logits.shape == (1, 2, 7)
     assert [w.path for w in head.weights if "embeddings" in w.path] == []  # not its own weight
-    config = head.get_config()
-    assert config["hidden_act"] == "gelu" and "word_embedding" not in config
+    # Rebuilt alone, it gets an embedding of the same shape, not owned by it:
+    # with the same table (tied anew) and weights, the same logits.
+    clone = MaskedLMHead.from_config(head.get_config())
+    assert clone.get_config() == head.get_config() and clone.hidden_act == "gelu"
+    assert clone.word_embedding is not embedding
+    clone.word_embedding.set_weights(embedding.get_weights())
+    positions = np.array([[0, 2]])
+    hidden = np.random.rand(1, 3, 4).astype("float32")
+    clone(hidden, positions)
+    clone.set_weights(head.get_weights())
+    np.testing.assert_allclose(clone(hidden, positions), head(hidden, positions), rtol=1e-6)
+    assert len(clone.weights) == len(head.weights)  # the table is still not its own
 
 
 def test_mixed_bfloat16_runs_close_to_float32():

@@ -17,8 +17,10 @@ class MaskedLMHead(keras.layers.Layer):
 
     The decoder is the word-embedding table (transposed), owned by the
     `WordEmbedding` layer passed in; only `output_bias` [vocab_size] is
-    this head's own. Because the tie is a reference to another layer, the head
-    is rebuilt by the model that owns both (its config omits the embedding).
+    this head's own. The tie is a reference to another layer: the model that
+    owns both rebuilds it from its own config, while `from_config` on the
+    head alone rebuilds it with a fresh embedding layer of the same shape,
+    whose weights it does not own (set them, or tie it, before use).
 
     Args:
         word_embedding: The model's `WordEmbedding` layer.
@@ -96,8 +98,18 @@ class MaskedLMHead(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(hidden_act=self.hidden_act, initializer_range=self.initializer_range)
+        config.update(
+            word_embedding=keras.layers.serialize(self.word_embedding),
+            hidden_act=self.hidden_act,
+            initializer_range=self.initializer_range,
+        )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["word_embedding"] = keras.layers.deserialize(config["word_embedding"])
+        return cls(**config)
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)

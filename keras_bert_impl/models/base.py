@@ -15,9 +15,9 @@ def sequence_inputs(*names):
 
 class BertConfigModel(keras.Model):
     """Base of our functional models: `get_config` holds the `BertConfig` (as
-    the dict of `bert_config.json`), the dtype policy, name, trainability and
-    the layers frozen after construction; subclasses add their own
-    constructor arguments to it.
+    the dict of `bert_config.json`), the dtype policy, name, trainability,
+    the layers frozen and the encoders set to real tokens only after
+    construction; subclasses add their own constructor arguments to it.
 
     A subclass builds its layers with its `dtype` and passes the same `dtype`
     here: Keras's functional model keeps no policy of its own, so this is
@@ -59,6 +59,12 @@ class BertConfigModel(keras.Model):
             # fine-tune): the model is rebuilt from the config, so they are named here.
             "frozen_layers": sorted(layer.path for layer in self._flatten_layers(include_self=False)
                                     if layer.path is not None and not layer.trainable) if self.trainable else [],
+            # Encoders set to compute on real tokens only after construction
+            # (`models.padding_free.set_real_tokens_only`): speed, kept too.
+            "real_tokens_only_layers": sorted(
+                layer.path for layer in self._flatten_layers(include_self=False)
+                if layer.path is not None and getattr(layer, "real_tokens_only", False) is True
+            ),
         }
 
     @classmethod
@@ -67,7 +73,11 @@ class BertConfigModel(keras.Model):
         if isinstance(config.get("dtype"), dict):
             config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
         frozen = set(config.pop("frozen_layers", ()))
+        real_tokens_only = set(config.pop("real_tokens_only_layers", ()))
         model = cls(**config)
+        for layer in model._flatten_layers(include_self=False):
+            if layer.path in real_tokens_only:
+                layer.real_tokens_only = True
         if frozen:
             # Parents before children (setting a layer's flag sets its sublayers'),
             # so an unfrozen layer inside a frozen one is unfrozen again.

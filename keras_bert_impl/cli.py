@@ -135,8 +135,8 @@ def define_fine_tuning_flags(fv, default_max_seq_length=128):
     flags.DEFINE_boolean(
         "real_tokens_only", True,
         "Cut each batch after its longest row, so training, evaluation and prediction compute on real "
-        "tokens, wherever the results equal the full-width ones (classification and tagging throughout, "
-        "SQuAD prediction; SQuAD training keeps the full width, whose loss covers the padding). "
+        "tokens, wherever the results equal the full-width ones (classification and tagging; SQuAD keeps "
+        "the full width: its training loss covers the padding, and its n-best search ranks the padding's logits). "
         "--noreal_tokens_only computes every batch at --max_seq_length as the original.", **define,
     )
     flags.DEFINE_boolean(

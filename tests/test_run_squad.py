@@ -244,3 +244,35 @@ def test_skipped_training_questions_are_counted(release, tmp_path, capsys):
     assert len(examples) == 39 and "q5-0" not in {e.qas_id for e in examples}
     assert ("skipped 1 of 40 questions whose answer text is not at answer_start (as the original): q5-0"
             in capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("version_2", [False, True])
+def test_predictions_are_those_of_full_width_logits(tmp_path, version_2):
+    """The original ranks every position's logit, padding included, for its
+    n-best candidates; so prediction runs at full width whatever
+    `real_tokens_only` says (cut batches gave other answers and scores)."""
+    from keras_bert_impl.data.squad import convert_examples_to_features, postprocess_predictions, read_squad_examples
+    from keras_bert_impl.models.span_qa import BertSpanQA
+    from keras_bert_impl.tasks.span_qa import feature_arrays, predict
+    from keras_bert_impl.tokenization import FullTokenizer
+    from keras_bert_impl.training.fine_tuning import FineTuningSettings
+
+    vocab = vocab_words()
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    config = tiny_config(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=64, max_position_embeddings=128)
+    model = BertSpanQA(config)
+    randomize(model, seed=3, scale=0.5)
+    tokenizer = FullTokenizer(str(tmp_path / "vocab.txt"), do_lower_case=True)
+    data = generated_squad(20, seed=2, impossible_fraction=0.3 if version_2 else 0.0)
+    examples = read_squad_examples("dev.json", False, data=data)[0]
+    # The reference first, on the model as built (every position computed).
+    features = list(convert_examples_to_features(examples, tokenizer, 128, 64, 12, is_training=False))
+    inputs, _ = feature_arrays(features, is_training=False)
+    logits = model.predict(inputs, batch_size=8, verbose=0)
+    results = zip([f.unique_id for f in features], logits["start_logits"], logits["end_logits"])
+    expected = postprocess_predictions(examples, features, results, 5, 8, True, version_2, 0.0).predictions
+
+    predict(model, examples, tokenizer, 0, str(tmp_path), "dev.json", 128, 64, 12, 8, 5, 8, True, version_2, 0.0,
+            lambda message: None, FineTuningSettings(real_tokens_only=True), data)
+    assert json.loads((tmp_path / "predictions.json").read_text()) == json.loads(json.dumps(expected))

@@ -8,6 +8,7 @@ Example:
 ('cls/squad/output_weights', 'cls/squad/output_bias')
 """
 
+import dataclasses
 import json
 import random
 
@@ -226,9 +227,12 @@ def predict(model, examples, tokenizer, global_step, output_dir, predict_file, m
     logits = {"start_logits": [], "end_logits": []}
     if features:
         inputs, _ = feature_arrays(features, is_training=False)
-        # Real tokens only is exact here: answers are read at real context tokens only.
-        compute_on_real_tokens(model, settings)
-        logits = predict_batches(model, inputs, predict_batch_size, settings, log, "windows")
+        # Full width, as the original: its n-best search ranks every position's
+        # logit, padding included, before dropping those outside the context,
+        # so the padding's logits decide which candidates remain.
+        compute_on_real_tokens(model, settings, enabled=False)
+        full_width = dataclasses.replace(settings, real_tokens_only=False)
+        logits = predict_batches(model, inputs, predict_batch_size, full_width, log, "windows")
     results = zip([f.unique_id for f in features], logits["start_logits"], logits["end_logits"])
     output = postprocess_predictions(
         examples, features, results, n_best_size, max_answer_length, do_lower_case,

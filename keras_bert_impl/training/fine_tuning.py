@@ -189,8 +189,9 @@ def compute_on_real_tokens(model, settings, enabled=True):
     """Sets `model`'s encoders to run their per-token work on real tokens only, where that pays.
 
     Exact wherever nothing reads the padded positions' outputs (see
-    `TransformerEncoder`'s `real_tokens_only`): classification, tagging,
-    and span prediction, not the original's SQuAD training loss. On by
+    `TransformerEncoder`'s `real_tokens_only`): classification and tagging,
+    not SQuAD (the original's training loss covers the padding, and its
+    n-best search ranks the padding's logits). On by
     `settings.real_tokens_only` where no XLA compiles the steps (a CPU):
     the real-token row count changes from batch to batch, which XLA on a GPU
     or TPU would compile anew each time; there the cut batches alone apply.
@@ -198,7 +199,7 @@ def compute_on_real_tokens(model, settings, enabled=True):
     Args:
         model: A task model.
         settings: `FineTuningSettings`.
-        enabled: False turns it off whatever the settings (SQuAD training).
+        enabled: False turns it off whatever the settings (SQuAD).
 
     Returns:
         Whether it is on.

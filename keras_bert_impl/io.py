@@ -9,6 +9,8 @@
 * `key = value` result files (the original's `eval_results.txt`).
 * The check that a sequence length fits the model's position embeddings.
 * The check that an output directory flag names a place a directory can be.
+* `exclusive_output`: one writer at a time for an output (a lock the kernel
+  drops when its holder dies).
 
 Example:
 >>> import os, tempfile
@@ -23,6 +25,11 @@ Example:
 import contextlib
 import os
 import uuid
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; outputs are not locked there.
+    fcntl = None
 
 from keras_bert_impl import filesystem
 from keras_bert_impl.errors import ConfigError, InputFileError, OutputPathError
@@ -39,6 +46,68 @@ def remove_partials(path):
     """Deletes what writers of `path` left behind when they were killed."""
     for leftover in filesystem.glob(filesystem.escape_glob(path) + PARTIAL_MARK + "*"):
         filesystem.remove(leftover, missing_ok=True)
+
+
+def lock_path(path):
+    """The lock file of output `path`: hidden beside it (`.name.lock`), so no
+    glob of the outputs (`name*`) lists it."""
+    path = os.path.abspath(os.fspath(path))
+    return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.lock")
+
+
+@contextlib.contextmanager
+def exclusive_output(path):
+    """Runs the block as the only writer of `path` (and the files named after it).
+
+    The lock is an advisory `flock` on `lock_path(path)`, which the kernel
+    releases when its holder exits, however it exits: a run killed with -9
+    leaves no stale lock. Remote outputs (gs://...) are not locked.
+
+    Raises:
+        OutputPathError: another live process holds the lock (its pid named).
+
+    Example:
+    >>> import tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "data.tfrecord")
+    >>> with exclusive_output(path):
+    ...     with exclusive_output(path):
+    ...         pass
+    Traceback (most recent call last):
+    ...
+    keras_bert_impl.errors.OutputPathError: ...: another run (pid ...) is writing it; wait for it to end or choose another output
+    """
+    if fcntl is None or filesystem.is_remote(os.fspath(path)):
+        yield
+        return
+    lock = lock_path(path)
+    os.makedirs(os.path.dirname(lock), exist_ok=True)
+    while True:
+        fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise OutputPathError(
+                f"{path}: another run (pid {holder}) is writing it; wait for it to end or choose another output"
+            ) from None
+        # The last holder unlinks the file on leaving: a lock taken on the
+        # unlinked file would not exclude a process that creates a new one.
+        try:
+            current = os.stat(lock).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            current = False
+        if current:
+            break
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode("ascii"))
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock)
+        os.close(fd)
 
 
 @contextlib.contextmanager

@@ -204,3 +204,113 @@ def test_plan_cuts_a_small_input_into_a_chunk_per_shard():
         ("out-00002-of-00004", [(2, 900_000, 1_350_000)]),
         ("out-00003-of-00004", [(3, 1_350_000, 1_800_000)]),
     ]
+
+
+# ----------------------------------------------------------------------------
+# Concurrent runs, dead workers, killed plain runs, flags.
+# ----------------------------------------------------------------------------
+
+
+def test_second_run_into_the_same_output_is_refused_while_the_first_runs(tmp_path, vocab_file, capsys):
+    """Two runs would mix their shards (and one deleted the other's unfinished
+    files); the second is refused at once, naming the first, and writes nothing."""
+    from keras_bert_impl.io import exclusive_output
+
+    corpus = write_corpus(tmp_path / "corpus.txt", 40)
+    prefix = tmp_path / "out" / "data"
+    (tmp_path / "out").mkdir()
+    for args in (scalable_args(corpus, prefix, vocab_file),
+                 [f"--input_file={corpus}", f"--output_file={prefix}", f"--vocab_file={vocab_file}"]):
+        with exclusive_output(str(prefix)):  # The first run, as far as the lock goes.
+            code, err = run(args, capsys)
+            assert os.listdir(tmp_path / "out") == [".data.lock"]  # Nothing else written.
+        assert code == 1 and f"{prefix}: another run (pid {os.getpid()}) is writing it" in err, err
+    code, err = run(scalable_args(corpus, prefix, vocab_file), capsys)  # The lock went with its holder.
+    assert code == 0, err
+    assert ".data.lock" not in os.listdir(tmp_path / "out")
+
+
+def _children(pid):
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(child) for child in f.read().split()]
+
+
+def _cmdline(pid):
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().replace(b"\0", b" ").decode(errors="replace")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux /proc to find the worker processes")
+def test_a_killed_worker_stops_the_run_with_one_line_and_a_rerun_finishes_it(tmp_path, vocab_file):
+    """multiprocessing.Pool waited forever for a dead worker's shard."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    corpus = write_corpus(tmp_path / "corpus.txt", 1500, seed=3)
+    args = [sys.executable, "-m", "tools.create_pretraining_data",
+            *scalable_args(corpus, tmp_path / "out" / "data", vocab_file)]
+    args[args.index("--num_workers=1")] = "--num_workers=2"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    process = subprocess.Popen(args, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    workers = []
+    while not workers:
+        assert process.poll() is None and time.time() < deadline, "no worker started"
+        workers = [pid for pid in _children(process.pid)
+                   if "multiprocessing" in _cmdline(pid) and "resource_tracker" not in _cmdline(pid)]
+        time.sleep(0.05)
+    os.kill(workers[0], signal.SIGKILL)
+    _, stderr = process.communicate(timeout=120)
+    lines = stderr.strip().splitlines()
+    assert process.returncode == 1 and len(lines) == 1, stderr
+    assert "a worker process died while writing it" in lines[0]
+
+    rerun = subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    straight = subprocess.run([a.replace(str(tmp_path / "out"), str(tmp_path / "straight")) for a in args],
+                              cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert straight.returncode == 0, straight.stderr
+    for path in shard_files(tmp_path / "out" / "data"):
+        assert open(path, "rb").read() == open(path.replace(str(tmp_path / "out"), str(tmp_path / "straight")), "rb").read()
+    assert not [name for name in os.listdir(tmp_path / "out") if "partial" in name or name.endswith(".lock")]
+
+
+def test_plain_rerun_removes_a_killed_runs_partial_file(tmp_path, vocab_file, capsys):
+    corpus = write_corpus(tmp_path / "corpus.txt", 20)
+    output = tmp_path / "plain.tfrecord"
+    leftover = tmp_path / "plain.tfrecord.partial-999999-0abc1234"  # as kill -9 leaves it
+    leftover.write_bytes(b"half a file")
+    code, err = run([f"--input_file={corpus}", f"--output_file={output}", f"--vocab_file={vocab_file}"], capsys)
+    assert code == 0, err
+    assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "plain.tfrecord", "vocab.txt"]
+
+
+@pytest.mark.parametrize("flags, fragment", [
+    (["--output_file={out}/a.tfrecord,{out}/./a.tfrecord"], "names {out}/./a.tfrecord twice"),
+    (["--output_file=,"], "--output_file ',' names no file"),
+    (["--output_file={out}/x", "--scalable", "--chunk_mb=nan"], "--chunk_mb must be a finite size"),
+    (["--output_file={out}/x", "--scalable", "--chunk_mb=0.0000001"], "--chunk_mb must be a finite size of at least one byte"),
+])
+def test_output_and_chunk_flags_are_one_line(tmp_path, vocab_file, capsys, flags, fragment):
+    corpus = write_corpus(tmp_path / "corpus.txt", 5)
+    out = tmp_path / "out"
+    code, err = run([f"--input_file={corpus}", f"--vocab_file={vocab_file}"] + [f.format(out=out) for f in flags], capsys)
+    assert code in (1, 2) and len(err.strip().splitlines()) == 1 and fragment.format(out=out) in err, err
+    assert not out.exists() or not os.listdir(out)
+
+
+def test_shards_of_a_longer_prefix_are_not_taken_for_this_ones(tmp_path, vocab_file, capsys):
+    """`wiki-2019-00000-of-00004` is a shard of the prefix `wiki-2019`, not of `wiki`."""
+    corpus = write_corpus(tmp_path / "corpus.txt", 40)
+    code, err = run(scalable_args(corpus, tmp_path / "wiki-2019", vocab_file), capsys)
+    assert code == 0, err
+    code, err = run(scalable_args(corpus, tmp_path / "wiki", vocab_file), capsys)
+    assert code == 0, err
+    for prefix in ("wiki", "wiki-2019"):
+        assert all(os.path.exists(path) for path in shard_files(tmp_path / prefix))
+    # Another --num_shards of the same prefix is still refused.
+    code, err = run(scalable_args(corpus, tmp_path / "wiki", vocab_file, "--num_shards=2"), capsys)
+    assert code == 1 and "wiki-00000-of-00004: 4 shard(s) of another --num_shards are there" in err, err

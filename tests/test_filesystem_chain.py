@@ -100,12 +100,15 @@ def test_pretrain_resume_fine_tune_export_and_load_on_ram(ram_root, capsys):
     create_pretraining_data.main(data_flags)
     assert "kept 2 finished shard(s)" in capsys.readouterr().err
 
-    # Pretraining to step 2, then a rerun to step 4 that resumes from ram://.
+    # Pretraining to step 2, then a rerun to step 4 that resumes from ram://
+    # (its settings, read back from ram://, allowed to change).
     pretraining = f"{root}/pretraining"
     run_pretraining.main(pretraining_flags(root, 2))
     assert checkpoint_steps(pretraining) == [2]
-    run_pretraining.main(pretraining_flags(root, 4) + ["--do_eval", "--max_eval_steps=2"])
-    assert f"resuming from {pretraining}/model.ckpt-2 (step 2)" in capsys.readouterr().err
+    run_pretraining.main(pretraining_flags(root, 4) + ["--do_eval", "--max_eval_steps=2", "--allow_changed_settings"])
+    err = capsys.readouterr().err
+    assert f"resuming from {pretraining}/model.ckpt-2 (step 2)" in err
+    assert "changed settings: num_train_steps 2 (now 4)" in err
     assert checkpoint_steps(pretraining) == [2, 4]
     assert int(open_checkpoint(f"{pretraining}/model.ckpt-4")[1].get_tensor("global_step")) == 4
     with filesystem.open_file(f"{pretraining}/eval_results.txt") as f:

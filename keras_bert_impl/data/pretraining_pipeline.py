@@ -23,6 +23,7 @@ size and checksum, and writes the others again (the same bytes).
 """
 
 import array
+import concurrent.futures
 import dataclasses
 import hashlib
 import heapq
@@ -31,6 +32,7 @@ import multiprocessing
 import os
 import queue
 import random
+import re
 import tempfile
 import time
 
@@ -57,6 +59,10 @@ from keras_bert_impl.tokenization import FullTokenizer
 
 class OutputConflictError(BertError, ValueError):
     """The output location holds shards made with other settings."""
+
+
+class WorkerDiedError(BertError, RuntimeError):
+    """A worker process of the sharded mode died before finishing its shard."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -465,7 +471,13 @@ def check_no_other_shards(output_prefix, paths, manifest, fingerprint):
         OutputConflictError: naming a shard in the way.
     """
     pattern = filesystem.escape_glob(output_prefix) + "-[0-9]*-of-[0-9]*"
-    others = sorted(set(filter(is_data_file, filesystem.glob(pattern))) - set(paths))
+    # The glob's `*` matches any text (`wiki-2019-00000-of-00002` for the
+    # prefix `wiki`): only digits may follow the prefix's own name.
+    shard_name = re.compile(re.escape(filesystem.basename(output_prefix)) + r"-\d+-of-\d+$")
+    others = sorted(
+        path for path in filesystem.glob(pattern)
+        if shard_name.match(filesystem.basename(path)) and is_data_file(path) and path not in set(paths)
+    )
     if others:
         raise OutputConflictError(
             f"{others[0]}: {len(others)} shard(s) of another --num_shards are there; "
@@ -750,23 +762,43 @@ def write_sharded(
 
 
 def _run_pool(tasks, settings, num_workers, progress, finished):
+    """Writes `tasks` in `num_workers` processes, calling `finished(path, shard)` as each ends.
+
+    Raises:
+        WorkerDiedError: a worker process died (killed, out of memory): the
+            shards finished so far are kept, a rerun writes the others.
+    """
     # Fresh interpreters: safe even if this process has started TensorFlow's threads.
     context = multiprocessing.get_context("spawn")
     progress_queue = context.Queue()
-    with context.Pool(num_workers, _start_worker, (settings, progress_queue)) as pool:
-        results = pool.imap_unordered(_write_shard_in_worker, tasks)
-        remaining = len(tasks)
-        while remaining:
-            try:
-                path, shard = results.next(timeout=0.2)
-            except multiprocessing.TimeoutError:
-                pass
-            else:
+    # Unlike multiprocessing.Pool, which waits forever for the task of a
+    # worker that died, the executor then fails every pending future.
+    executor = concurrent.futures.ProcessPoolExecutor(
+        num_workers, mp_context=context, initializer=_start_worker, initargs=(settings, progress_queue)
+    )
+    try:
+        running = {executor.submit(_write_shard_in_worker, task): task[0] for task in tasks}
+        while running:
+            done, _ = concurrent.futures.wait(running, timeout=0.2, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in done:
+                path = running.pop(future)
+                try:
+                    _, shard = future.result()
+                except concurrent.futures.process.BrokenProcessPool:
+                    raise WorkerDiedError(
+                        f"{path}: a worker process died while writing it (killed, or out of memory?); "
+                        "the shards finished so far are kept: run again to write the others"
+                    ) from None
                 finished(path, shard)
-                remaining -= 1
             while True:
                 try:
                     documents, instances = progress_queue.get_nowait()
                 except queue.Empty:
                     break
                 progress.update(documents, instances)
+    finally:
+        # On an error, the other workers stop now rather than finish their shards.
+        executor.shutdown(wait=False, cancel_futures=True)
+        for process in list((getattr(executor, "_processes", None) or {}).values()):
+            process.terminate()
+        executor.shutdown(wait=True)

@@ -15,11 +15,39 @@ Example:
 (True, True)
 """
 
+import contextlib
+import math
 import os
 import sys
 import time
 
 from keras_bert_impl.cli import FlagError
+from keras_bert_impl.io import exclusive_output, remove_partials
+
+
+def output_paths(output_file):
+    """The files of a comma list `--output_file`, each once.
+
+    Example:
+    >>> output_paths("a.tfrecord, b.tfrecord")
+    ['a.tfrecord', 'b.tfrecord']
+    >>> output_paths("a.tfrecord,./a.tfrecord")
+    Traceback (most recent call last):
+    ...
+    keras_bert_impl.cli.FlagError: --output_file names ./a.tfrecord twice (as a.tfrecord): half the instances would be lost
+    """
+    from keras_bert_impl import filesystem
+
+    paths = [path.strip() for path in output_file.split(",") if path.strip()]
+    if not paths:
+        raise FlagError(f"--output_file {output_file!r} names no file")
+    seen = {}
+    for path in paths:
+        key = path if filesystem.is_remote(path) else os.path.abspath(path)
+        if key in seen:
+            raise FlagError(f"--output_file names {path} twice (as {seen[key]}): half the instances would be lost")
+        seen[key] = path
+    return paths
 
 
 def create_pretraining_data(
@@ -112,27 +140,37 @@ def create_pretraining_data(
     progress_stream = sys.stderr if progress else None
     log = lambda message: print(f"create_pretraining_data: {message}", file=sys.stderr, flush=True)  # noqa: E731
     num_shards = num_shards or 16
-    chunk_bytes = int((chunk_mb or 2.0) * (1 << 20))
+    chunk_mb = 2.0 if chunk_mb is None else chunk_mb
+    if not (math.isfinite(chunk_mb) and chunk_mb * (1 << 20) >= 1):
+        raise FlagError(f"--chunk_mb must be a finite size of at least one byte, got {chunk_mb}")
+    chunk_bytes = int(chunk_mb * (1 << 20))
+    outputs = [output_file] if scalable or beam else output_paths(output_file)
 
     start = time.perf_counter()
     kept = 0
-    if beam:
-        from keras_bert_impl.data.beam_pipeline import run_beam_pipeline
+    with contextlib.ExitStack() as locks:
+        # One run at a time per output: two would mix their files (and one
+        # would delete the other's unfinished ones).
+        for path in outputs:
+            locks.enter_context(exclusive_output(path))
+        if beam:
+            from keras_bert_impl.data.beam_pipeline import run_beam_pipeline
 
-        stats, outputs = run_beam_pipeline(
-            input_file, output_file, settings, num_shards, chunk_bytes, list(pipeline_args), log=log
-        )
-    elif scalable:
-        stats, outputs, kept = write_sharded(
-            resolve_input_files(input_file), output_file, settings, num_shards,
-            num_workers=num_workers or os.cpu_count() or 1, chunk_bytes=chunk_bytes,
-            progress_stream=progress_stream, log=log,
-        )
-    else:
-        outputs = [path.strip() for path in output_file.split(",") if path.strip()]
-        progress_line = Progress(progress_stream)
-        stats = write_original_order(resolve_input_files(input_file), outputs, settings, progress_line)
-        progress_line.close()
+            stats, outputs = run_beam_pipeline(
+                input_file, output_file, settings, num_shards, chunk_bytes, list(pipeline_args), log=log
+            )
+        elif scalable:
+            stats, outputs, kept = write_sharded(
+                resolve_input_files(input_file), output_file, settings, num_shards,
+                num_workers=num_workers or os.cpu_count() or 1, chunk_bytes=chunk_bytes,
+                progress_stream=progress_stream, log=log,
+            )
+        else:
+            for path in outputs:
+                remove_partials(path)  # A killed earlier run's.
+            progress_line = Progress(progress_stream)
+            stats = write_original_order(resolve_input_files(input_file), outputs, settings, progress_line)
+            progress_line.close()
     elapsed = time.perf_counter() - start
     done = f"kept {kept} finished shard(s) from an earlier run" if kept else f"{stats.instances / max(elapsed, 1e-9):,.0f} instances/s"
     if verbose:

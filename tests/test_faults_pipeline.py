@@ -314,3 +314,33 @@ def test_shards_of_a_longer_prefix_are_not_taken_for_this_ones(tmp_path, vocab_f
     # Another --num_shards of the same prefix is still refused.
     code, err = run(scalable_args(corpus, tmp_path / "wiki", vocab_file, "--num_shards=2"), capsys)
     assert code == 1 and "wiki-00000-of-00004: 4 shard(s) of another --num_shards are there" in err, err
+
+
+def test_a_run_stopped_by_bad_input_restarts_once_the_input_is_fixed(tmp_path, vocab_file, capsys):
+    """The run stops at a line that is not UTF-8 with some shards finished.
+    Their set is refused as training input; after the file is fixed, the
+    rerun (other inputs, so another manifest) starts over instead of being
+    refused, and writes the shards an uninterrupted run writes."""
+    from keras_bert_impl.data.tfrecords import check_pretraining_files
+    from keras_bert_impl.errors import InputFileError
+
+    corpus = write_corpus(tmp_path / "corpus.txt", 190)
+    good = corpus.read_bytes()
+    corpus.write_bytes(good + b"\nbad \xff line.\n")
+    prefix = tmp_path / "out" / "data"
+    code, err = run(scalable_args(corpus, prefix, vocab_file), capsys)
+    assert code == 1 and "not valid UTF-8" in err, err
+    finished = [path for path in shard_files(prefix) if os.path.exists(path)]
+    assert 0 < len(finished) < NUM_SHARDS
+    with pytest.raises(InputFileError, match=rf"the run writing its shards has not finished \({len(finished)} of {NUM_SHARDS} done"):
+        check_pretraining_files(finished, 64, 8)
+
+    corpus.write_bytes(good)
+    code, err = run(scalable_args(corpus, prefix, vocab_file), capsys)
+    assert code == 0, err
+    assert f"an earlier run with other settings or inputs did not finish; removing its {len(finished)} shard(s)" in err
+    code, err = run(scalable_args(corpus, tmp_path / "straight" / "data", vocab_file), capsys)
+    assert code == 0, err
+    for path in shard_files(prefix):
+        assert open(path, "rb").read() == open(str(path).replace("/out/", "/straight/"), "rb").read()
+    assert check_pretraining_files(shard_files(prefix), 64, 8) > 0  # A finished set reads.

@@ -44,6 +44,10 @@ def test_beam_writes_the_local_shards(news_files, bert_vocab_file, tmp_path):  #
     manifest = json.loads((tmp_path / "beam" / "data.manifest.json").read_text())
     assert sorted(manifest["shards"]) == [os.path.basename(p) for p in beam_paths]
     assert not [name for name in os.listdir(tmp_path / "beam") if "partial" in name]
+    # The same manifest as the local mode's, so either mode resumes the other's
+    # output (the Beam one recorded no input mtimes, and each refused the other).
+    assert manifest == json.loads((tmp_path / "local" / "data.manifest.json").read_text())
+    assert write_sharded(news_files, str(tmp_path / "beam" / "data"), settings, 3, chunk_bytes=20_000)[2] == 3
     # A rerun with another --num_shards or other settings is refused before
     # anything is written: the finished output and its manifest stay as they are.
     before = {name: read_bytes(tmp_path / "beam" / name) for name in os.listdir(tmp_path / "beam")}
@@ -79,3 +83,16 @@ def test_tool_beam_on_worker_processes_writes_the_scalable_shards(
     scalable_manifest, beam_manifest = (json.loads((d / "data.manifest.json").read_text()) for d in (scalable, beam))
     assert beam_manifest["shards"] == scalable_manifest["shards"]
     assert sum(shard["stats"]["instances"] for shard in beam_manifest["shards"].values()) > 100
+
+
+def test_beam_on_blank_input_is_refused_as_the_local_mode(bert_vocab_file, tmp_path):
+    """Was: exit 0 with empty shards and a manifest."""
+    from keras_bert_impl.errors import InputFileError
+
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n\n   \n\n")
+    settings = GenerationSettings(vocab=load_vocab(bert_vocab_file), vocab_file=str(bert_vocab_file),
+                                  do_lower_case=True, options=InstanceOptions())
+    with pytest.raises(InputFileError, match="no text to make instances of"):
+        run_beam_pipeline(str(blank), str(tmp_path / "out" / "data"), settings, 2, pipeline_args=["--runner=DirectRunner"])
+    assert not os.path.exists(tmp_path / "out") or os.listdir(tmp_path / "out") == []

@@ -26,10 +26,10 @@ from keras_bert_impl.data.pretraining_pipeline import (
     ShardWriter,
     check_no_other_shards,
     empty_shards_warning,
-    layout_sha256,
     read_manifest,
     shard_layout,
     shard_paths,
+    sharded_fingerprint,
 )
 from keras_bert_impl.data.tfrecords import MANIFEST_SUFFIX
 from keras_bert_impl.errors import InputFileError
@@ -112,13 +112,7 @@ def build_pipeline(pipeline, input_files, output_prefix, settings, num_shards, c
     if not any(indexed_chunks for _, indexed_chunks in tasks):
         raise InputFileError(f"{', '.join(path for path, _ in input_files)}: input files are empty")
     manifest_path = output_prefix + MANIFEST_SUFFIX
-    fingerprint = dict(
-        settings.fingerprint(),
-        inputs=[[path, size] for path, size in input_files],
-        num_shards=num_shards,
-        chunk_bytes=chunk_bytes,
-        layout_sha256=layout_sha256(tasks),
-    )
+    fingerprint = sharded_fingerprint(settings, input_files, num_shards, chunk_bytes, tasks)
     check_no_other_shards(output_prefix, [path for path, _ in tasks], read_manifest(manifest_path), fingerprint)
     # Every shard is written again: until the new manifest is written last,
     # none says the output is complete.
@@ -163,7 +157,12 @@ def run_beam_pipeline(
     stats = PretrainingDataStats()
     for one in shard_stats.values():
         stats += one
+    paths = shard_paths(output_prefix, num_shards)
+    if not stats.documents:  # As the local mode: no dataset of empty shards.
+        for path in paths + [manifest_path]:
+            filesystem.remove(path, missing_ok=True)
+        raise InputFileError(f"{', '.join(path for path, _ in input_files)}: no text to make instances of (blank lines only)")
     warning = empty_shards_warning(shard_stats)
     if warning:
         log(warning)
-    return stats, shard_paths(output_prefix, num_shards)
+    return stats, paths

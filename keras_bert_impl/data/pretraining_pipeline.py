@@ -607,6 +607,36 @@ def _write_shard_in_worker(task):
     return path, _worker["writer"].write(path, indexed_chunks, report)
 
 
+def sharded_fingerprint(settings, files_and_sizes, num_shards, chunk_bytes, tasks):
+    """What a manifest records of the run that made its shards (both sharded
+    modes): settings, inputs (path, size, mtime), layout. A rerun keeps
+    finished shards only where it is the same."""
+    return dict(
+        settings.fingerprint(),
+        inputs=[[path, size, int(filesystem.getmtime(path))] for path, size in files_and_sizes],
+        num_shards=num_shards,
+        chunk_bytes=chunk_bytes,
+        layout_sha256=layout_sha256(tasks),
+    )
+
+
+def manifest_finished(manifest):
+    """Whether a manifest records every shard of its run."""
+    try:
+        return len(manifest["shards"]) >= int(manifest["settings"]["num_shards"])
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def _recorded_shard_paths(output_prefix, manifest):
+    """The existing shard files of the layout a manifest's run wrote."""
+    try:
+        count = int(manifest["settings"]["num_shards"])
+    except (KeyError, TypeError, ValueError):
+        return []
+    return [path for path in shard_paths(output_prefix, count) if filesystem.exists(path)]
+
+
 def read_manifest(path):
     """The manifest at `path` (a dict), or None where there is none or it is unreadable."""
     try:
@@ -701,14 +731,19 @@ def write_sharded(
     filesystem.makedirs_for(output_prefix)
 
     manifest_path = output_prefix + MANIFEST_SUFFIX
-    fingerprint = dict(
-        settings.fingerprint(),
-        inputs=[[path, size, int(filesystem.getmtime(path))] for path, size in files_and_sizes],
-        num_shards=num_shards,
-        chunk_bytes=chunk_bytes,
-        layout_sha256=layout_sha256(tasks),
-    )
+    fingerprint = sharded_fingerprint(settings, files_and_sizes, num_shards, chunk_bytes, tasks)
     manifest = read_manifest(manifest_path)
+    if manifest is not None and manifest.get("settings") != fingerprint and not manifest_finished(manifest):
+        # An earlier run with other settings or inputs that did not finish
+        # (say, stopped by a bad line now fixed): its shards are no dataset
+        # anyone reads (`check_shard_sets_finished`), so this run starts over.
+        earlier = _recorded_shard_paths(output_prefix, manifest)
+        log(f"{manifest_path}: an earlier run with other settings or inputs did not finish; "
+            f"removing its {len(earlier)} shard(s) and starting over")
+        for path in earlier:
+            AnyFileSystem.delete(path)
+        AnyFileSystem.delete(manifest_path)
+        manifest = None
     check_no_other_shards(output_prefix, paths, manifest, fingerprint)
     if manifest is not None and manifest.get("settings") != fingerprint:
         manifest = None

@@ -23,6 +23,7 @@ run expects, or (reading every record once) that is truncated or corrupted;
 import contextlib
 import glob
 import gzip
+import json
 import os
 import re
 
@@ -669,10 +670,55 @@ def count_records(files, compressions=None):
         raise damaged_files_error(files, error) from None
 
 
+# A shard's name, `{prefix}-00003-of-00016`.
+_SHARD_NAME = re.compile(r"^(?P<prefix>.+)-\d+-of-(?P<count>\d+)$")
+
+
+def check_shard_sets_finished(files):
+    """Refuses shards whose generator run has not finished.
+
+    `--scalable` keeps each shard it finishes under its final name (a rerun
+    keeps it), and its manifest records which are done. Where a manifest
+    beside a shard lists fewer shards than its run makes, the set is not a
+    dataset yet: the run is going on, or failed and waits for a rerun.
+
+    Args:
+        files: Input file paths; those named like shards are checked.
+
+    Raises:
+        InputFileError: naming a shard, the manifest and how many are done.
+    """
+    checked = set()
+    for path in files:
+        match = _SHARD_NAME.match(filesystem.basename(path))
+        if not match:
+            continue
+        manifest_path = filesystem.join(filesystem.dirname(path), match["prefix"]) + MANIFEST_SUFFIX
+        if manifest_path in checked:
+            continue
+        checked.add(manifest_path)
+        try:
+            with filesystem.open_file(manifest_path) as f:
+                manifest = json.load(f)
+            done, total = len(manifest["shards"]), int(manifest["settings"]["num_shards"])
+        except FileNotFoundError:
+            continue  # Shards from elsewhere.
+        except (OSError, ValueError, KeyError, TypeError):
+            raise InputFileError(f"{path}: its manifest {manifest_path} cannot be read; rerun "
+                                 "bert-create-pretraining-data with the same flags") from None
+        if done < total:
+            raise InputFileError(
+                f"{path}: the run writing its shards has not finished ({done} of {total} done, "
+                f"{manifest_path}); let it end, or rerun bert-create-pretraining-data with the same flags"
+            )
+
+
 def check_pretraining_files(files, max_seq_length, max_predictions_per_seq, read_all_records=True):
     """Checks pretraining input files before a model is built or anything written.
 
-    Each file must exist and be a TFRecord file (plain or gzip) whose first
+    Shards of an unfinished generator run are refused
+    (`check_shard_sets_finished`). Each file must exist and be a TFRecord
+    file (plain or gzip) whose first
     record is a `tf.train.Example` with the seven original features (or their
     v2 names) at the lengths `max_seq_length` and `max_predictions_per_seq`
     give. With `read_all_records`, every record of every file is read once
@@ -692,6 +738,7 @@ def check_pretraining_files(files, max_seq_length, max_predictions_per_seq, read
     files = list(files)
     if not files:
         raise InputFileError("no input files")
+    check_shard_sets_finished(files)
     compressions, names, empty = [], set(), []
     for path in files:
         if not filesystem.exists(path):

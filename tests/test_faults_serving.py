@@ -204,6 +204,25 @@ class MisbehavingServer:
         time.sleep(1.0)
         self.ok(handler)
 
+    def trickle(self, handler):  # each byte within the socket timeout, the whole answer far past it
+        body = b'{"predictions": [{"probabilities": [0.25, 0.75]}]}'
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        for byte in body:
+            handler.wfile.write(bytes([byte]))
+            handler.wfile.flush()
+            time.sleep(0.1)
+
+    def deeply_nested(self, handler):  # valid JSON nested past Python's recursion limit
+        self.send(handler, 200, b"[" * 200_000 + b"]" * 200_000)
+
+    def deeply_nested_error(self, handler):
+        self.send(handler, 500, b'{"error": ' + b"[" * 200_000 + b"]" * 200_000 + b"}")
+
+    def one_row(self, handler):  # one row whatever the batch
+        self.send(handler, 200, b'{"outputs": {"probabilities": [[0.25, 0.75]]}}')
+
     def unavailable_once(self, handler):
         if self.count("unavailable_once") == 1:
             self.send(handler, 503, b'{"error": "Servable not available yet"}')
@@ -243,6 +262,9 @@ INSTANCES = [{"text": "the weather is good ."}]
     ("too_few_predictions", "0 predictions for 1 instances"),
     ("hang_up", "connection failed: RemoteDisconnected"),
     ("slow", "no answer within 0.3 s"),
+    ("trickle", "no answer within 0.3 s"),
+    ("deeply_nested", "response is not JSON"),
+    ("deeply_nested_error", "HTTP 500: "),
 ])
 def test_rest_client_turns_every_bad_answer_into_a_serving_error(misbehaving, name, fragment):
     client = RestClient(misbehaving.url, name, timeout=0.3)
@@ -250,6 +272,22 @@ def test_rest_client_turns_every_bad_answer_into_a_serving_error(misbehaving, na
         client.predict_instances(INSTANCES)
     assert not raised.value.unavailable  # nothing here is worth a retry
     assert client.url in str(raised.value)
+
+
+def test_rest_client_gives_up_on_a_trickling_answer_at_its_timeout(misbehaving):
+    """Each byte came within the socket timeout: the call took as long as the
+    server liked (5 s here) instead of the timeout."""
+    start = time.monotonic()
+    with pytest.raises(ServingError, match="no answer within 0.5 s"):
+        RestClient(misbehaving.url, "trickle", timeout=0.5).predict_instances(INSTANCES)
+    assert time.monotonic() - start < 1.5
+
+
+def test_rest_client_rejects_outputs_without_a_row_per_example(misbehaving):
+    client = RestClient(misbehaving.url, "one_row")
+    assert client.predict_inputs({"text": ["a"]}) == {"probabilities": [[0.25, 0.75]]}
+    with pytest.raises(ServingError, match="output 'probabilities' has 1 rows for 3 examples"):
+        client.predict_inputs({"text": ["a", "b", "c"]})
 
 
 def test_rest_client_retries_unavailable_only_when_asked(misbehaving):
@@ -341,6 +379,22 @@ def fake_grpc():
     server.stop(grace=None)
 
 
+def test_tensor_with_values_in_another_dtypes_field_or_an_unknown_dtype_is_an_error():
+    """`make_ndarray` reads only the dtype's own field: values elsewhere came
+    back as zeros; an unknown dtype was a bare TypeError."""
+    from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2
+
+    shape = tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=3)])
+    misplaced = tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT, tensor_shape=shape, string_val=[b"1", b"2", b"3"])
+    with pytest.raises(ServingError, match=r"'scores': dtype float32 and shape \[3\] but no values"):
+        tensor_proto_to_array("scores", misplaced)
+    unknown = tensor_pb2.TensorProto(dtype=999, tensor_shape=shape, float_val=[1, 2, 3])
+    with pytest.raises(ServingError, match="'scores': unknown dtype 999"):
+        tensor_proto_to_array("scores", unknown)
+    ints = tensor_pb2.TensorProto(dtype=types_pb2.DT_INT32, tensor_shape=shape, int_val=[1, 2, 3])
+    assert tensor_proto_to_array("ids", ints).tolist() == [1, 2, 3]
+
+
 def test_grpc_client_retries_unavailable_and_rejects_hollow_outputs(fake_grpc):
     target, calls = fake_grpc
     inputs = {"text": np.array(["the weather is good ."], dtype=object)}
@@ -360,6 +414,12 @@ def test_grpc_client_retries_unavailable_and_rejects_hollow_outputs(fake_grpc):
     with pytest.raises(ServingError, match="dtype float32 and shape \\[1\\] but no values"):
         hollow.predict(inputs)
     hollow.close()
+
+    # One row of probabilities for three texts.
+    client = GrpcClient(target, "one_row", timeout=5)
+    with pytest.raises(ServingError, match="output 'probabilities' has 1 rows for 3 examples"):
+        client.predict({"text": np.array(["a", "b", "c"], dtype=object)})
+    client.close()
 
 
 def test_grpc_client_on_a_closed_port():

@@ -84,8 +84,45 @@ def _error_detail(http_error):
         return http_error.reason
     try:
         return json.loads(body)["error"]
-    except (ValueError, KeyError, TypeError):
-        return body or http_error.reason
+    except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nested past Python's limit
+        return body[:500] or http_error.reason
+
+
+def _read_by(response, deadline):
+    """The body of `response`, read whole before `deadline` (`time.monotonic()`).
+
+    A socket timeout bounds each read, not the answer: a server sending a
+    byte at a time would otherwise hold the call without end.
+
+    Raises:
+        TimeoutError: the deadline passed first.
+    """
+    sock = getattr(getattr(response.fp, "raw", None), "_sock", None)  # To bound each read by what is left.
+    chunks = []
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("the answer did not end in time")
+        if sock is not None:
+            sock.settimeout(remaining)
+        chunk = response.read1(1 << 16)
+        if not chunk:
+            if response.length:  # The server hung up before the length it promised.
+                raise http.client.IncompleteRead(b"".join(chunks), response.length)
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def _check_batch(url, outputs, inputs):
+    """Each list output has one row per example of the batched `inputs`."""
+    sizes = {len(value) for value in inputs.values() if isinstance(value, (list, tuple))}
+    if len(sizes) != 1:
+        return
+    (batch,) = sizes
+    named = outputs.items() if isinstance(outputs, dict) else [("outputs", outputs)]
+    for name, value in named:
+        if isinstance(value, list) and len(value) != batch:
+            raise ServingError(f"{url}: output {name!r} has {len(value)} rows for {batch} examples")
 
 
 class RestClient:
@@ -120,9 +157,10 @@ class RestClient:
     def _post_once(self, url, data):
         """One POST of `data` to `url`; the response body as a JSON object."""
         request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+        deadline = time.monotonic() + self.timeout
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read()
+                raw = _read_by(response, deadline)
         except urllib.error.HTTPError as e:
             raise ServingError(
                 f"{url}: HTTP {e.code}: {_error_detail(e)}", f"HTTP {e.code}", e.code == 503
@@ -138,7 +176,7 @@ class RestClient:
             raise ServingError(f"{url}: connection failed: {type(e).__name__}: {e}") from e
         try:
             payload = json.loads(raw)
-        except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError; nested too deep
             raise ServingError(f"{url}: response is not JSON ({e}): {raw[:200]!r}") from e
         if not isinstance(payload, dict):
             raise ServingError(f"{url}: response is not a JSON object: {raw[:200]!r}")
@@ -212,9 +250,12 @@ class RestClient:
         """Columnar format: a dict of batched inputs; returns `outputs`.
 
         Raises:
-            ServingError: any failure (see the module docstring).
+            ServingError: any failure (see the module docstring), or a list
+                output without one row per example of the inputs.
         """
-        return self._predict({"signature_name": signature_name, "inputs": inputs}, "outputs")
+        outputs = self._predict({"signature_name": signature_name, "inputs": inputs}, "outputs")
+        _check_batch(self.url, outputs, inputs)
+        return outputs
 
 
 def _feature_values(name, value):
@@ -255,6 +296,15 @@ def example_proto(features):
     return example
 
 
+# A TensorProto's value field for each dtype (tensorflow/core/framework/tensor.proto).
+_VALUE_FIELDS = {
+    "float16": "half_val", "bfloat16": "half_val", "float32": "float_val", "float64": "double_val",
+    "int8": "int_val", "int16": "int_val", "int32": "int_val", "uint8": "int_val", "uint16": "int_val",
+    "int64": "int64_val", "uint32": "uint32_val", "uint64": "uint64_val", "bool": "bool_val",
+    "string": "string_val", "complex64": "scomplex_val", "complex128": "dcomplex_val",
+}
+
+
 def tensor_proto_to_array(name, proto):
     """A response's `TensorProto` as a numpy array, its values checked against its shape.
 
@@ -274,11 +324,17 @@ def tensor_proto_to_array(name, proto):
     """
     import tensorflow as tf
 
+    try:
+        dtype = tf.dtypes.as_dtype(proto.dtype)
+    except TypeError:
+        raise ServingError(f"output {name!r}: unknown dtype {proto.dtype}") from None
     shape = [dim.size for dim in proto.tensor_shape.dim]
     size = int(np.prod(shape, dtype=np.int64))
     if not proto.tensor_content and size > 0:
-        count = sum(len(value) for field, value in proto.ListFields() if field.name.endswith("_val"))
-        dtype = tf.dtypes.as_dtype(proto.dtype).name if proto.dtype else "unset"
+        # Only the field of its dtype holds its values (`make_ndarray` reads no other).
+        field = _VALUE_FIELDS.get(dtype.base_dtype.name)
+        count = len(getattr(proto, field)) if field else 0
+        dtype = dtype.name
         if count == 0:
             raise ServingError(f"output {name!r}: dtype {dtype} and shape {shape} but no values")
         if count not in (1, size):
@@ -339,7 +395,14 @@ class GrpcClient:
         for name, value in inputs.items():
             request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
         response = call_with_retries(lambda: self._call_once("Predict", request), self.retries, self.backoff)
-        return {name: tensor_proto_to_array(name, proto) for name, proto in response.outputs.items()}
+        outputs = {name: tensor_proto_to_array(name, proto) for name, proto in response.outputs.items()}
+        batches = {len(np.asarray(value)) if np.ndim(value) else None for value in inputs.values()}
+        if len(batches) == 1 and None not in batches:
+            (batch,) = batches
+            for name, value in outputs.items():
+                if value.ndim and len(value) != batch:
+                    raise ServingError(f"{self.target}: output {name!r} has {len(value)} rows for {batch} examples")
+        return outputs
 
     def _call_with_examples(self, method, request, examples, signature_name):
         """`method` ("Classify", "Regress") on `examples`; its response's `result`,

@@ -526,6 +526,32 @@ def test_predict_saved_model_tool_reports_the_whole_error(exported):
     assert f"input_ids must lie in [0, {len(VOCAB)})" in error
 
 
+@pytest.mark.parametrize("requests, fragment", [
+    ({"signature": "serve_ids"}, "ValueError: the requests are a JSON dict, not a list"),
+    ([{"signature": "serving_default", "inputs": ["good"]}], "ValueError: request 0 is not {\"signature\": name"),
+    ([{"signature": "serving_default", "inputs": {"txt": ["good"]}}],
+     "KeyError: request 0: signature 'serving_default' has no input 'txt'; its inputs are ['text']"),
+])
+def test_predict_saved_model_tool_names_a_malformed_request(exported, requests, fragment):
+    """Was: a bare AttributeError traceback, or `KeyError: 'txt'` naming neither request nor inputs."""
+    path, _ = exported
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO, "tools", "predict_saved_model.py"), path],
+        input=json.dumps(requests), capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd="/",
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1 and fragment in lines[0], result.stderr[-2000:]
+
+
+def test_predict_saved_model_tool_writes_strict_json():
+    from tools.predict_saved_model import _finite_json
+
+    output = {"results": [{"score": [float("inf"), float("-inf"), float("nan"), 0.5]}]}
+    assert json.dumps(_finite_json(output), allow_nan=False) == \
+        '{"results": [{"score": ["Infinity", "-Infinity", "NaN", 0.5]}]}'
+
+
 # -- 9: messages that name the flag and say what to do -----------------------------
 
 

@@ -99,6 +99,9 @@ def test_one_line_errors(tool, flags, fragment):
 @pytest.mark.parametrize("content, fragment", [
     ("text,label\ngood film,1\nbad\n", "train.csv:3: 1 columns, expected 2 (as the header)"),
     ("text,label\ngood film,1\n\"never closed,0\n", "train.csv:"),
+    ("text,label\n", "train.csv: no rows after the header"),
+    ("text,label\ngood film,1\nbad film,1\n", "train.csv: every row has the label '1'; a classifier needs two or more"),
+    ("text,label\na,1\nb,0\n", "train.csv: cannot fit the baseline: empty vocabulary"),
     (b"text,label\ngood \xff film,1\n", "train.csv:2: not valid UTF-8"),
 ])
 def test_tfidf_baseline_names_the_bad_line(tmp_path, content, fragment):

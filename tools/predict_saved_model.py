@@ -9,7 +9,9 @@ Usage:
     bert-predict-saved-model --saved_model_dir=SAVED_MODEL_DIR < requests.json
 where requests.json is [{"signature": NAME, "inputs": {name: nested list}}, ...]
 (a string input may be {"b64": [base64 strings]} to pass raw bytes). Prints
-{"blocked_modules_loaded": [...], "results": [outputs or {"error": ...}, ...]}.
+{"blocked_modules_loaded": [...], "results": [outputs or {"error": ...}, ...]}
+as strict JSON (a non-finite output is the string "NaN", "Infinity" or
+"-Infinity").
 """
 
 import json
@@ -92,12 +94,22 @@ def predict(saved_model_dir, requests):
         return tf.constant(np.array(value, dtype=object if spec.dtype == tf.string else spec.dtype.as_numpy_dtype))
 
     loaded = tf.saved_model.load(saved_model_dir)
+    if not isinstance(requests, list):
+        raise ValueError(f"the requests are a JSON {type(requests).__name__}, not a list")
     results = []
-    for request in requests:
+    for index, request in enumerate(requests):
+        if not (isinstance(request, dict) and isinstance(request.get("signature"), str)
+                and isinstance(request.get("inputs"), dict)):
+            raise ValueError(f"request {index} is not {{\"signature\": name, \"inputs\": {{name: values}}}}")
         if request["signature"] not in loaded.signatures:
-            raise KeyError(f"no signature {request['signature']!r}; the SavedModel has {sorted(loaded.signatures)}")
+            raise KeyError(f"request {index}: no signature {request['signature']!r}; "
+                           f"the SavedModel has {sorted(loaded.signatures)}")
         function = loaded.signatures[request["signature"]]
         specs = function.structured_input_signature[1]
+        unknown = sorted(set(request["inputs"]) - set(specs))
+        if unknown:
+            raise KeyError(f"request {index}: signature {request['signature']!r} has no input {unknown[0]!r}; "
+                           f"its inputs are {sorted(specs)}")
         inputs = {name: to_tensor(value, specs[name]) for name, value in request["inputs"].items()}
         try:
             outputs = function(**inputs)
@@ -126,11 +138,27 @@ def main(argv=None):
         requests = json.load(sys.stdin)
         output = predict(saved_model_dir, requests)
     except (OSError, ValueError, KeyError, TypeError, tf.errors.OpError) as e:  # JSONDecodeError is a ValueError
-        message = (str(e).strip() or "?").splitlines()[0]
+        text = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)  # KeyError's str() quotes it
+        message = (text.strip() or "?").splitlines()[0]
         print(f"{PROG}: error: {type(e).__name__}: {message}", file=sys.stderr)
         return 1
-    json.dump(output, sys.stdout)
+    # Strict JSON: a non-finite number is written as the string "NaN",
+    # "Infinity" or "-Infinity" (json's bare NaN/Infinity is not JSON).
+    json.dump(_finite_json(output), sys.stdout, allow_nan=False)
     return 0
+
+
+def _finite_json(value):
+    """`value` with every non-finite float replaced by its name as a string."""
+    if isinstance(value, float) and value != value:
+        return "NaN"
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dict):
+        return {key: _finite_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite_json(item) for item in value]
+    return value
 
 
 def console_main():

@@ -13,8 +13,14 @@ from keras_bert_impl import filesystem
 from keras_bert_impl.extras import import_extra
 
 
-def read_scalars(directory):
-    """`{tag: [(step, value), ...]}` from every event file below `directory`."""
+def read_scalars(directory, log=None):
+    """`{tag: [(step, value), ...]}` from every event file below `directory`.
+
+    Only scalars: histograms and images are passed over. An event file cut
+    short (its writer killed) gives the points before the cut, and `log`
+    (a `log(message)`, default stderr) names it.
+    """
+    log = log or (lambda message: print(f"make_figures: {message}", file=sys.stderr))
     if not filesystem.isdir(directory):
         return {}
     import tensorflow as tf
@@ -28,12 +34,28 @@ def read_scalars(directory):
 
     scalars = {}
     for path in paths:
-        for record in tf.data.TFRecordDataset(path):
-            event = tf.compat.v1.Event.FromString(record.numpy())
-            for value in event.summary.value:
-                number = value.simple_value if value.HasField("simple_value") else float(tf.make_ndarray(value.tensor))
-                scalars.setdefault(value.tag, []).append((event.step, number))
+        try:
+            for record in tf.data.TFRecordDataset(path):
+                event = tf.compat.v1.Event.FromString(record.numpy())
+                for value in event.summary.value:
+                    number = _scalar(value, tf)
+                    if number is not None:
+                        scalars.setdefault(value.tag, []).append((event.step, number))
+        except tf.errors.DataLossError as error:
+            log(f"{path}: cut short or damaged ({error.message.splitlines()[0]}); using the points before it")
     return scalars
+
+
+def _scalar(value, tf):
+    """A summary value as a float, or None where it is not a scalar."""
+    if value.HasField("simple_value"):
+        return value.simple_value
+    if not value.HasField("tensor"):
+        return None
+    array = tf.make_ndarray(value.tensor)
+    if array.size != 1 or array.dtype.kind not in "fiub":
+        return None
+    return float(array.reshape(()))
 
 
 def _pyplot():

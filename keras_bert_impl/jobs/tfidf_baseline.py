@@ -46,13 +46,22 @@ def tfidf_baseline(data_dir, text_column="text", label_column="label", seed=0):
     linear_model = import_extra("sklearn.linear_model", "demo", "bert-tfidf-baseline")
     pipeline = import_extra("sklearn.pipeline", "demo", "bert-tfidf-baseline")
 
-    train_x, train_y = read_split(filesystem.join(data_dir, "train.csv"), text_column, label_column)
-    dev_x, dev_y = read_split(filesystem.join(data_dir, "dev.csv"), text_column, label_column)
+    train_path, dev_path = filesystem.join(data_dir, "train.csv"), filesystem.join(data_dir, "dev.csv")
+    train_x, train_y = read_split(train_path, text_column, label_column)
+    dev_x, dev_y = read_split(dev_path, text_column, label_column)
+    for path, rows in ((train_path, train_x), (dev_path, dev_x)):
+        if not rows:
+            raise InputFileError(f"{path}: no rows after the header")
+    if len(set(train_y)) < 2:
+        raise InputFileError(f"{train_path}: every row has the label {train_y[0]!r}; a classifier needs two or more")
     model = pipeline.make_pipeline(
         text.TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
         linear_model.LogisticRegressionCV(Cs=10, cv=5, max_iter=2000, random_state=seed),
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model.fit(train_x, train_y)
+        try:
+            model.fit(train_x, train_y)
+        except ValueError as error:  # e.g. no word of two letters: an empty vocabulary
+            raise InputFileError(f"{train_path}: cannot fit the baseline: {error}") from None
     return float(model.score(dev_x, dev_y)), len(train_x), len(dev_x)

@@ -293,12 +293,16 @@ def test_plain_rerun_removes_a_killed_runs_partial_file(tmp_path, vocab_file, ca
     (["--output_file=,"], "--output_file ',' names no file"),
     (["--output_file={out}/x", "--scalable", "--chunk_mb=nan"], "--chunk_mb must be a finite size"),
     (["--output_file={out}/x", "--scalable", "--chunk_mb=0.0000001"], "--chunk_mb must be a finite size of at least one byte"),
+    # Named before any work (was: "File exists" once every instance was made).
+    (["--output_file={out}/a.tfrecord,{corpus}/b.tfrecord"], "--output_file's directory {corpus}: is a file"),
+    (["--output_file={corpus}/shards", "--scalable"], "--output_file's directory {corpus}: is a file"),
 ])
 def test_output_and_chunk_flags_are_one_line(tmp_path, vocab_file, capsys, flags, fragment):
     corpus = write_corpus(tmp_path / "corpus.txt", 5)
     out = tmp_path / "out"
-    code, err = run([f"--input_file={corpus}", f"--vocab_file={vocab_file}"] + [f.format(out=out) for f in flags], capsys)
-    assert code in (1, 2) and len(err.strip().splitlines()) == 1 and fragment.format(out=out) in err, err
+    flags = [f.format(out=out, corpus=corpus) for f in flags]
+    code, err = run([f"--input_file={corpus}", f"--vocab_file={vocab_file}"] + flags, capsys)
+    assert code in (1, 2) and len(err.strip().splitlines()) == 1 and fragment.format(out=out, corpus=corpus) in err, err
     assert not out.exists() or not os.listdir(out)
 
 
@@ -344,3 +348,10 @@ def test_a_run_stopped_by_bad_input_restarts_once_the_input_is_fixed(tmp_path, v
     for path in shard_files(prefix):
         assert open(path, "rb").read() == open(str(path).replace("/out/", "/straight/"), "rb").read()
     assert check_pretraining_files(shard_files(prefix), 64, 8) > 0  # A finished set reads.
+
+
+def test_a_directory_as_input_is_named_as_such(tmp_path, vocab_file, capsys):
+    (tmp_path / "texts").mkdir()
+    write_corpus(tmp_path / "texts" / "a.txt", 5)
+    code, err = run(scalable_args(tmp_path / "texts", tmp_path / "out" / "data", vocab_file), capsys)
+    assert code == 1 and f"{tmp_path / 'texts'}: is a directory, not a text file" in err, err

@@ -720,6 +720,8 @@ def write_sharded(
     """
     files_and_sizes = []
     for path in sorted(set(input_files)):  # The same plan whatever order globs list them in.
+        if filesystem.isdir(path):
+            raise InputFileError(f"{path}: is a directory, not a text file (name its files, or a glob)")
         if not filesystem.isfile(path):
             raise InputFileError(f"{path}: input file not found")
         files_and_sizes.append((path, filesystem.getsize(path)))

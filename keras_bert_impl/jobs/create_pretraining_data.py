@@ -22,7 +22,7 @@ import sys
 import time
 
 from keras_bert_impl.cli import FlagError
-from keras_bert_impl.io import exclusive_output, remove_partials
+from keras_bert_impl.io import check_output_dir, exclusive_output, remove_partials
 
 
 def output_paths(output_file):
@@ -145,6 +145,8 @@ def create_pretraining_data(
         raise FlagError(f"--chunk_mb must be a finite size of at least one byte, got {chunk_mb}")
     chunk_bytes = int(chunk_mb * (1 << 20))
     outputs = [output_file] if scalable or beam else output_paths(output_file)
+    for path in outputs:  # Before any work: a file in the way is named with its flag.
+        check_output_dir(os.path.dirname(path) or ".", "--output_file's directory")
 
     start = time.perf_counter()
     kept = 0

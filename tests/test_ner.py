@@ -275,6 +275,10 @@ def test_run_ner_learns_and_writes_predictions_back(ner_release, tmp_path):
     (output_dir / "test_predictions.txt").unlink()
     run_ner.main(ner_flags(ner_release, output_dir, do_predict=True, predict_file=dev, init_checkpoint=""))
     assert (output_dir / "test_predictions.txt").read_text() == (output_dir / "eval_predictions.txt").read_text()
+    # Another order would swap the classes: refused, naming the recorded list.
+    with pytest.raises(InputFileError, match=r"label_list.txt: the weights were trained with the labels O,B-LOC,B-PER,I-PER"):
+        run_ner.main(ner_flags(ner_release, output_dir, do_predict=True, predict_file=dev, init_checkpoint="",
+                               labels="O,B-PER,B-LOC,I-PER"))
 
 
 def test_run_ner_ragged_file_is_one_line(ner_release, tmp_path):

@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_impl.checkpoints.original import load_original_checkpoint, save_original_checkpoint
+from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.training.run_settings import ChangedSettingsError
@@ -247,6 +248,44 @@ def test_rerun_with_other_settings_is_refused(release, mrpc_run):
             + ["--do_train"]
         )
     assert files() == before
+    # The same count of examples, one text changed: the data's digest names it.
+    changed = data_dir.parent / "MRPC_changed"
+    shutil.copytree(data_dir, changed)
+    lines = (changed / "train.tsv").read_text(encoding="utf-8").splitlines(keepends=True)
+    fields = lines[1].split("\t")
+    fields[3] = "an entirely different first sentence"
+    lines[1] = "\t".join(fields)
+    (changed / "train.tsv").write_text("".join(lines), encoding="utf-8")
+    with pytest.raises(ChangedSettingsError, match=r"train_data_sha256 \"[0-9a-f]{64}\" \(now \"[0-9a-f]{64}\"\)"):
+        run_classifier.main(
+            flags(release, changed, output_dir, train_batch_size=16, learning_rate=1e-3,
+                  warmup_proportion=0.5, num_train_epochs=6, save_checkpoints_steps=50)
+            + ["--do_train"]
+        )
+    assert files() == before
+
+
+def test_label_order_of_a_trained_classifier_is_kept_for_eval(release, tmp_path):
+    """Labels given as pos,neg at training; an eval-only rerun inferring them
+    from train.csv (sorted: neg,pos) swapped the classes: accuracy 1 became 0."""
+    rng = random.Random(0)
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    for split, count in (("train", 48), ("dev", 16)):
+        rows = [(f"{rng.choice(['good', 'great', 'fine'])} movie", "pos") if k % 2 else
+                (f"{rng.choice(['bad', 'awful', 'poor'])} movie", "neg") for k in range(count)]
+        (data_dir / f"{split}.csv").write_text("text,label\n" + "".join(f"{t},{l}\n" for t, l in rows))
+    output_dir = tmp_path / "out"
+    common = dict(task_name="csv", text_a_column="text", label_column="label", max_seq_length=8, eval_batch_size=16)
+    run_classifier.main(flags(release, data_dir, output_dir, labels="pos,neg", train_batch_size=8,
+                              learning_rate=1e-3, num_train_epochs=4, **common) + ["--do_train", "--do_eval"])
+    assert (output_dir / "label_list.txt").read_text() == "pos\nneg\n"
+    trained = (output_dir / "eval_results.txt").read_text()
+    (output_dir / "eval_results.txt").unlink()
+    run_classifier.main(flags(release, data_dir, output_dir, **common) + ["--do_eval"])
+    assert (output_dir / "eval_results.txt").read_text() == trained
+    with pytest.raises(InputFileError, match=r"label_list.txt: the weights were trained with the labels pos,neg"):
+        run_classifier.main(flags(release, data_dir, output_dir, labels="neg,pos", **common) + ["--do_eval"])
 
 
 def test_sts_b_is_a_regression(release, tmp_path, bert_vocab_file):
@@ -420,3 +459,11 @@ def test_kill_9_then_rerun_finishes_the_same_fine_tuning(release, tmp_path):
     assert int(ours.get_tensor("global_step")) == 24
     for name in reference.get_variable_to_shape_map():
         np.testing.assert_allclose(ours.get_tensor(name), reference.get_tensor(name), rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_a_tpu_strategy_without_a_tpu_is_one_line():
+    """Was: a bare ValueError traceback from the TPU resolver."""
+    from keras_bert_impl.training.strategy import StrategyError, get_strategy
+
+    with pytest.raises(StrategyError, match=r"^--strategy=tpu \(or --use_tpu\): no TPU to connect to with no --tpu_name"):
+        get_strategy("tpu")

@@ -276,3 +276,27 @@ def test_predictions_are_those_of_full_width_logits(tmp_path, version_2):
     predict(model, examples, tokenizer, 0, str(tmp_path), "dev.json", 128, 64, 12, 8, 5, 8, True, version_2, 0.0,
             lambda message: None, FineTuningSettings(real_tokens_only=True), data)
     assert json.loads((tmp_path / "predictions.json").read_text()) == json.loads(json.dumps(expected))
+
+
+@pytest.mark.parametrize("version_2, data", [
+    (False, []),
+    (True, [{"title": "t", "paragraphs": []}]),
+    (False, [{"title": "t", "paragraphs": [{"context": "a b", "qas": []}]}]),
+])
+def test_a_file_without_questions_predicts_nothing_and_is_not_scored(tmp_path, version_2, data):
+    """As the original: empty prediction files, no evaluation (was: a
+    ZeroDivisionError in the official metrics after the files were written)."""
+    from keras_bert_impl.models.span_qa import BertSpanQA
+    from keras_bert_impl.tasks.span_qa import predict
+    from keras_bert_impl.tokenization import FullTokenizer
+
+    vocab = vocab_words()
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    model = BertSpanQA(tiny_config(vocab_size=len(vocab), max_position_embeddings=64))
+    tokenizer = FullTokenizer(str(tmp_path / "vocab.txt"), do_lower_case=True)
+    messages = []
+    result = predict(model, [], tokenizer, 0, str(tmp_path), "dev.json", 64, 32, 12, 8, 5, 8, True, version_2, 0.0,
+                     messages.append, dataset=data)
+    assert result == {} and not (tmp_path / "eval_results.txt").exists()
+    assert json.loads((tmp_path / "predictions.json").read_text()) == {}
+    assert any("no gold answers" in message for message in messages)

@@ -13,6 +13,7 @@ eval_accuracy = 0.75
 global_step = 3
 """
 
+import dataclasses
 
 from keras_bert_impl import filesystem
 from keras_bert_impl.checkpoints.name_map import CLASSIFIER_VARIABLES
@@ -22,16 +23,19 @@ from keras_bert_impl.tasks.spec import TaskSpec
 from keras_bert_impl.training.fine_tuning import (
     FineTuningSettings,
     build_in_strategy,
+    check_labels,
     compute_on_real_tokens,
     fit_for_steps,
-    run_settings,
     load_fine_tuned,
     load_initial_weights,
     on_real_tokens,
     predict_batches,
     read_release,
+    recorded_labels,
+    run_settings,
     save_release,
     training_steps,
+    write_label_list,
 )
 
 SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
@@ -156,20 +160,28 @@ def format_test_results(task, logits):
     return "".join("\t".join(str(p) for p in row) + "\n" for row in probabilities)
 
 
-def read_task_data(task, data_dir, do_train, do_eval, do_predict):
+def read_task_data(task, data_dir, do_train, do_eval, do_predict, recorded=(None, None)):
     """`(task, {split: examples})` for the splits the run needs.
 
     A TFDS task takes its label list from the dataset's `ClassLabel`; a
-    column task (or TFDS task) without labels gets its label list from the
-    train split, which is then read even for an eval/predict-only run.
+    column task (or TFDS task) without labels gets the label list the
+    weights were trained with (`recorded`: `(labels, path)` of their
+    `label_list.txt`), else its train split's, which is then read even for
+    an eval/predict-only run. A label list other than the recorded one is
+    refused: it would swap the classes.
     """
     from keras_bert_impl.data.classifier_data import read_examples, with_dataset_labels, with_labels
 
     task = with_dataset_labels(task, data_dir)
+    recorded_list, recorded_path = recorded
+    if task.labels is None and not task.is_regression and recorded_list is not None and not do_train:
+        task = dataclasses.replace(task, labels=tuple(recorded_list))
     data = {}
     if do_train or (task.labels is None and not task.is_regression):
         data["train"] = read_examples(task, data_dir, "train")
         task = with_labels(task, data["train"])
+    if not task.is_regression:
+        check_labels(task.labels, recorded_list, recorded_path)
     for split, wanted in (("dev", do_eval), ("test", do_predict)):
         if wanted:
             data[split] = read_examples(task, data_dir, split)
@@ -225,7 +237,10 @@ def fine_tune(model, task, features, labels, settings, output_dir, data_dir, log
     dataset = on_real_tokens(dataset, settings, features["input_mask"].shape[1]).prefetch(tf.data.AUTOTUNE)
     return fit_for_steps(
         model, dataset, num_train_steps, settings.num_train_epochs, output_dir, settings.save_checkpoints_steps, log,
-        settings=run_settings(settings, num_train_steps, num_warmup_steps, num_examples, features["input_mask"].shape[1]),
+        settings=run_settings(
+            settings, num_train_steps, num_warmup_steps, num_examples, features["input_mask"].shape[1],
+            train_data=(features, targets),
+        ),
         allow_changed_settings=settings.allow_changed_settings,
     )
 
@@ -261,7 +276,8 @@ def run_classifier(
 
     # Everything about the input is checked before TensorFlow starts.
     release = read_release(bert_config_file, vocab_file, do_lower_case, init_checkpoint, max_seq_length)
-    task, data = read_task_data(task, data_dir, do_train, do_eval, do_predict)
+    task, data = read_task_data(task, data_dir, do_train, do_eval, do_predict,
+                                recorded_labels(output_dir, init_checkpoint, training=do_train))
 
     batch_sizes = {
         flag: size for flag, size, used in (
@@ -284,6 +300,8 @@ def run_classifier(
         global_step = fine_tune(
             model, task, features, label_ids(task, data["train"]), settings, output_dir, data_dir, log
         )
+        if not task.is_regression:  # Before the release: what its class ids mean.
+            write_label_list(output_dir, task.labels)
         save_release(model, output_dir, bert_config_file, vocab_file, global_step, log)
     else:
         global_step = load_fine_tuned(model, output_dir, init_checkpoint, spec.head_variables, "classification", log)

@@ -22,11 +22,11 @@ from keras_bert_impl.training.fine_tuning import (
     build_in_strategy,
     compute_on_real_tokens,
     fit_for_steps,
-    run_settings,
     load_fine_tuned,
     load_initial_weights,
     predict_batches,
     read_release,
+    run_settings,
     save_release,
     training_steps,
 )
@@ -185,14 +185,21 @@ def fine_tune(model, num_questions, inputs, targets, settings, output_dir, train
     )
     return fit_for_steps(
         model, dataset, num_train_steps, settings.num_train_epochs, output_dir, settings.save_checkpoints_steps, log,
-        settings=run_settings(settings, num_train_steps, num_warmup_steps, num_questions, len(inputs["input_mask"][0])),
+        settings=run_settings(
+            settings, num_train_steps, num_warmup_steps, num_questions, len(inputs["input_mask"][0]),
+            train_data=(inputs, targets),
+        ),
         allow_changed_settings=settings.allow_changed_settings,
     )
 
 
 def has_gold_answers(dataset, version_2_with_negative):
-    """Whether the official evaluation can run: every question has `answers`
-    (for v1.1 at least one each; v2.0's unanswerable ones have none)."""
+    """Whether the official evaluation can run: there are questions, and
+    every one has `answers` (for v1.1 at least one each; v2.0's
+    unanswerable ones have none). Without questions there is nothing to
+    score: the original writes its empty prediction files and stops."""
+    if not any(paragraph.get("qas") for article in dataset for paragraph in article.get("paragraphs", ())):
+        return False
     for article in dataset:
         for paragraph in article["paragraphs"]:
             for qa in paragraph["qas"]:

@@ -15,24 +15,27 @@ Example:
 from keras_bert_impl import filesystem
 from keras_bert_impl.checkpoints.name_map import TOKEN_CLASSIFIER_VARIABLES
 from keras_bert_impl.errors import InputFileError
-from keras_bert_impl.io import format_results, read_utf8_lines, write_text_atomically
+from keras_bert_impl.io import format_results, write_text_atomically
 from keras_bert_impl.tasks.spec import TaskSpec
 from keras_bert_impl.training.fine_tuning import (
+    LABEL_LIST_FILE,
     FineTuningSettings,
     build_in_strategy,
+    check_labels,
     compute_on_real_tokens,
     fit_for_steps,
-    run_settings,
     load_fine_tuned,
     load_initial_weights,
     on_real_tokens,
     predict_batches,
     read_release,
+    recorded_labels,
+    run_settings,
     save_release,
     training_steps,
+    write_label_list,
 )
 
-LABEL_LIST_FILE = "label_list.txt"
 _INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
@@ -77,26 +80,29 @@ TOKEN_TAGGING = TaskSpec(
 
 def resolve_labels(labels, train_sentences, output_dir, init_checkpoint, dataset_labels=None):
     """The label list: `labels`, else the training data's, else the
-    checkpoint's `label_list.txt`, else `dataset_labels`.
+    weights' `label_list.txt` (`recorded_labels`), else `dataset_labels`;
+    checked against the weights' list (another order swaps the classes).
 
     The training data's labels are `dataset_labels` (a TFDS `ClassLabel`'s
     names) when given, else the train file's ("O" first, then sorted).
     """
     from keras_bert_impl.data.conll import label_list
 
+    recorded, path = recorded_labels(output_dir, init_checkpoint, training=train_sentences is not None)
     if labels is not None:
-        return list(labels)
-    if train_sentences is not None:
-        return list(dataset_labels) if dataset_labels else label_list(train_sentences)
-    for directory in (output_dir, filesystem.dirname(init_checkpoint or "")):
-        path = filesystem.join(directory, LABEL_LIST_FILE)
-        if directory and filesystem.exists(path):
-            return [line.strip() for _, line in read_utf8_lines(path, kind="label list") if line.strip()]
-    if dataset_labels:
-        return list(dataset_labels)
-    raise InputFileError(
-        f"no label list: pass --labels, or train first (which writes {LABEL_LIST_FILE} to --output_dir)"
-    )
+        resolved = list(labels)
+    elif train_sentences is not None:
+        resolved = list(dataset_labels) if dataset_labels else label_list(train_sentences)
+    elif recorded is not None:
+        return recorded
+    elif dataset_labels:
+        resolved = list(dataset_labels)
+    else:
+        raise InputFileError(
+            f"no label list: pass --labels, or train first (which writes {LABEL_LIST_FILE} to --output_dir)"
+        )
+    check_labels(resolved, recorded, path)
+    return resolved
 
 
 def encode(sentences, tokenizer, max_seq_length, label_map, path, log):
@@ -155,7 +161,10 @@ def fine_tune(model, arrays, settings, output_dir, train_file, log):
     dataset = on_real_tokens(dataset, settings, arrays["input_mask"].shape[1]).prefetch(tf.data.AUTOTUNE)
     return fit_for_steps(
         model, dataset, num_train_steps, settings.num_train_epochs, output_dir, settings.save_checkpoints_steps, log,
-        settings=run_settings(settings, num_train_steps, num_warmup_steps, num_windows, arrays["input_mask"].shape[1]),
+        settings=run_settings(
+            settings, num_train_steps, num_warmup_steps, num_windows, arrays["input_mask"].shape[1],
+            train_data=arrays,
+        ),
         allow_changed_settings=settings.allow_changed_settings,
     )
 
@@ -248,8 +257,8 @@ def run_ner(
     if do_train:
         load_initial_weights(model, init_checkpoint, TOKEN_TAGGING.head_variables, log)
         global_step = fine_tune(model, encoded["train"][1], settings, output_dir, paths["train"], log)
+        write_label_list(output_dir, labels)  # Before the release: what its class ids mean.
         save_release(model, output_dir, bert_config_file, vocab_file, global_step, log)
-        write_text_atomically(filesystem.join(output_dir, LABEL_LIST_FILE), "".join(f"{label}\n" for label in labels))
     else:
         global_step = load_fine_tuned(model, output_dir, init_checkpoint, TOKEN_TAGGING.head_variables, "tagging", log)
 

@@ -15,14 +15,17 @@ Example:
 """
 
 import dataclasses
+import hashlib
 import math
 import sys
 
 from keras_bert_impl import filesystem
-from keras_bert_impl.errors import CheckpointError
+from keras_bert_impl.errors import CheckpointError, InputFileError
 from keras_bert_impl.io import check_max_seq_length, copy_atomically, write_text_atomically
 
 FINE_TUNED_CHECKPOINT = "model.ckpt"
+# Beside a fine-tuned classifier's or tagger's release: its labels in class-id order.
+LABEL_LIST_FILE = "label_list.txt"
 
 
 def log_to_stderr(prog):
@@ -243,11 +246,42 @@ def epoch_layout(num_train_steps, num_train_epochs):
     return epochs, math.ceil(num_train_steps / epochs)
 
 
-def run_settings(settings, num_train_steps, num_warmup_steps, num_examples, max_seq_length):
+def data_sha256(data):
+    """SHA-256 of the arrays in `data` (nested dicts, tuples and lists of
+    arrays), names and shapes included: it changes with any input or label.
+
+    Example:
+    >>> import numpy as np
+    >>> data_sha256({"ids": np.array([1, 2])}) == data_sha256({"ids": np.array([1, 3])})
+    False
+    """
+    import numpy as np
+
+    digest = hashlib.sha256()
+
+    def add(value, name):
+        if isinstance(value, dict):
+            for key in sorted(value):
+                add(value[key], f"{name}/{key}")
+        elif isinstance(value, (list, tuple)) and not np.isscalar(value):
+            for index, item in enumerate(value):
+                add(item, f"{name}/{index}")
+        else:
+            array = np.ascontiguousarray(value)
+            digest.update(f"{name}:{array.dtype.str}:{array.shape};".encode())
+            digest.update(array.tobytes())
+
+    add(data, "")
+    return digest.hexdigest()
+
+
+def run_settings(settings, num_train_steps, num_warmup_steps, num_examples, max_seq_length, train_data=None):
     """What decides a fine-tuning run's course, as `fit_for_steps` records it.
 
     Not the strategy, checkpoint frequency or `real_tokens_only`: they leave
-    the trained weights as they are.
+    the trained weights as they are. `train_data` (the encoded training
+    inputs and labels) is recorded as its `data_sha256`: windows, casing,
+    truncation and label order all change it.
 
     Example:
     >>> sorted(run_settings(FineTuningSettings(), 93, 9, 1000, 128))[:4]
@@ -263,6 +297,7 @@ def run_settings(settings, num_train_steps, num_warmup_steps, num_examples, max_
         "num_warmup_steps": num_warmup_steps,
         "num_train_examples": num_examples,
         "max_seq_length": max_seq_length,
+        **({"train_data_sha256": data_sha256(train_data)} if train_data is not None else {}),
     }
 
 
@@ -395,6 +430,46 @@ def load_initial_weights(model, init_checkpoint, head, log=print):
     if init_checkpoint:
         report = load_original_checkpoint(model, init_checkpoint, allow_fresh=head)
         log(f"{init_checkpoint}: {report.summary()}")
+
+
+def recorded_labels(output_dir, init_checkpoint=None, training=False):
+    """`(labels, path)`: the label list of the fine-tuned weights a run will use, or `(None, None)`.
+
+    They are `output_dir`'s when it holds a label list or fine-tuned weights
+    (or the run trains there), else, for a run that does not train,
+    `init_checkpoint`'s directory's.
+    """
+    from keras_bert_impl.io import read_utf8_lines
+
+    directories = [output_dir]
+    if not training and not filesystem.exists(filesystem.join(output_dir, FINE_TUNED_CHECKPOINT + ".index")):
+        directories.append(filesystem.dirname(init_checkpoint or ""))
+    for directory in directories:
+        path = filesystem.join(directory, LABEL_LIST_FILE)
+        if directory and filesystem.exists(path):
+            return [line.strip() for _, line in read_utf8_lines(path, kind="label list") if line.strip()], path
+    return None, None
+
+
+def check_labels(labels, recorded, path, flag="--labels"):
+    """Refuses a label list other than the one the weights were trained with.
+
+    The order is the class ids: another order (a list inferred from another
+    train file, say) would swap the classes silently.
+
+    Raises:
+        InputFileError: naming the label list file and both lists.
+    """
+    if recorded is not None and labels is not None and list(labels) != list(recorded):
+        raise InputFileError(
+            f"{path}: the weights were trained with the labels {','.join(recorded)} (in class-id order), "
+            f"this run's are {','.join(labels)}; pass {flag}={','.join(recorded)}, or use another --output_dir"
+        )
+
+
+def write_label_list(output_dir, labels):
+    """Writes `labels`, one per line in class-id order, as `output_dir/label_list.txt`."""
+    write_text_atomically(filesystem.join(output_dir, LABEL_LIST_FILE), "".join(f"{label}\n" for label in labels))
 
 
 def save_release(model, output_dir, bert_config_file, vocab_file, global_step=None, log=print):

@@ -51,9 +51,14 @@ def get_strategy(name="default", tpu_address=None):
             raise StrategyError(f"TF_CONFIG is not valid JSON ({e.msg})") from None
         return tf.distribute.MultiWorkerMirroredStrategy()
     if name == "tpu":
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address or "")
-        tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
+        try:
+            resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address or "")
+            tf.config.experimental_connect_to_cluster(resolver)
+            tf.tpu.experimental.initialize_tpu_system(resolver)
+        except (ValueError, tf.errors.OpError) as error:
+            where = f"--tpu_name={tpu_address}" if tpu_address else "no --tpu_name (and not on a TPU VM)"
+            raise StrategyError(f"--strategy=tpu (or --use_tpu): no TPU to connect to with {where}: "
+                                f"{str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
         return tf.distribute.TPUStrategy(resolver)
     raise StrategyError(f"--strategy {name!r} is unknown; choose one of {', '.join(STRATEGIES)}")
 

@@ -236,17 +236,22 @@ def test_rerun_of_a_finished_run_does_not_train_again(release, mrpc_run, capfd):
 
 
 def test_rerun_with_other_settings_is_refused(release, mrpc_run):
-    """Another learning rate into a finished run's directory: refused before
-    anything is written, naming the change, where the original would resume."""
+    """Another learning rate, or other training data, into a finished run's
+    directory: refused before anything is written, naming the change, where
+    the original would resume."""
     data_dir, output_dir = mrpc_run
     files = lambda: {p.name: p.read_bytes() for p in output_dir.iterdir() if p.is_file()}  # noqa: E731
     before = files()
-    with pytest.raises(ChangedSettingsError, match=r"learning_rate 0\.001 \(now 0\.002\).*--allow_changed_settings"):
+
+    def rerun(data, learning_rate):
         run_classifier.main(
-            flags(release, data_dir, output_dir, train_batch_size=16, learning_rate=2e-3,
+            flags(release, data, output_dir, train_batch_size=16, learning_rate=learning_rate,
                   warmup_proportion=0.5, num_train_epochs=6, save_checkpoints_steps=50)
             + ["--do_train"]
         )
+
+    with pytest.raises(ChangedSettingsError, match=r"learning_rate 0\.001 \(now 0\.002\).*--allow_changed_settings"):
+        rerun(data_dir, 2e-3)
     assert files() == before
     # The same count of examples, one text changed: the data's digest names it.
     changed = data_dir.parent / "MRPC_changed"
@@ -257,11 +262,7 @@ def test_rerun_with_other_settings_is_refused(release, mrpc_run):
     lines[1] = "\t".join(fields)
     (changed / "train.tsv").write_text("".join(lines), encoding="utf-8")
     with pytest.raises(ChangedSettingsError, match=r"train_data_sha256 \"[0-9a-f]{64}\" \(now \"[0-9a-f]{64}\"\)"):
-        run_classifier.main(
-            flags(release, changed, output_dir, train_batch_size=16, learning_rate=1e-3,
-                  warmup_proportion=0.5, num_train_epochs=6, save_checkpoints_steps=50)
-            + ["--do_train"]
-        )
+        rerun(changed, 1e-3)
     assert files() == before
 
 

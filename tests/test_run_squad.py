@@ -300,3 +300,28 @@ def test_a_file_without_questions_predicts_nothing_and_is_not_scored(tmp_path, v
     assert result == {} and not (tmp_path / "eval_results.txt").exists()
     assert json.loads((tmp_path / "predictions.json").read_text()) == {}
     assert any("no gold answers" in message for message in messages)
+
+
+def test_a_question_with_an_empty_context_is_predicted_empty_as_the_original(tmp_path):
+    """No window, so the original's n-best list is its placeholder "empty";
+    the other questions are predicted as without it (was: the run refused)."""
+    from keras_bert_impl.data.squad import read_squad_examples
+    from keras_bert_impl.models.span_qa import BertSpanQA
+    from keras_bert_impl.tasks.span_qa import predict
+    from keras_bert_impl.tokenization import FullTokenizer
+
+    vocab = vocab_words()
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    model = BertSpanQA(tiny_config(vocab_size=len(vocab), max_position_embeddings=128))
+    tokenizer = FullTokenizer(str(tmp_path / "vocab.txt"), do_lower_case=True)
+    data = generated_squad(3, seed=4)
+    outputs = {}
+    for name, dataset in (("plain", data), ("with_empty", data + [{"title": "blank", "paragraphs": [
+            {"context": " \n\t", "qas": [{"id": "blank-1", "question": "what?", "answers": []}]}]}])):
+        examples = read_squad_examples("dev.json", False, data=dataset)[0]
+        (tmp_path / name).mkdir()
+        predict(model, examples, tokenizer, 0, str(tmp_path / name), "dev.json", 128, 64, 12, 8, 5, 8, True, False,
+                0.0, lambda message: None, dataset=dataset)
+        outputs[name] = json.loads((tmp_path / name / "predictions.json").read_text())
+    assert outputs["with_empty"].pop("blank-1") == "empty"
+    assert outputs["with_empty"] == outputs["plain"]

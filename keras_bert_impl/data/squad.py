@@ -195,7 +195,7 @@ def iter_questions(path, data):
 
     Raises:
         InputFileError: missing or mistyped `paragraphs`, `context`, `qas`,
-            `id`, `question`; an empty context that has questions.
+            `id`, `question`.
     """
     for article_index, article in enumerate(data):
         paragraphs = _get(article, "paragraphs", list, path, f"data[{article_index}]")
@@ -207,15 +207,16 @@ def iter_questions(path, data):
                 qas_id = _get(qa, "id", (str, int), path, f"{where}.qas[{qa_index}]")
                 question_where = f"question '{qas_id}'"
                 _get(qa, "question", str, path, question_where)
-                if not _CONTEXT_WORD.search(context):
-                    raise InputFileError(f"{path}: {question_where}: its context is empty")
                 yield context, qa, question_where
 
 
 def read_squad_examples(path, is_training, version_2_with_negative=False, data=None):
     """Reads a SQuAD file into `SquadExample`s (the original's `read_squad_examples`).
 
-    For training, each answerable question must have exactly one answer. As
+    A question whose context is empty (or blank) gets no window, as in the
+    original: its prediction is "empty", and an unanswerable training
+    question adds nothing. For training, each answerable question must have
+    a context and exactly one answer. As
     in the original, a training question whose answer text (whitespace
     normalised) is not found in the words that `answer_start` points at is
     skipped; its id is returned so that the caller can report them.
@@ -259,6 +260,8 @@ def read_squad_examples(path, is_training, version_2_with_negative=False, data=N
             examples.append(SquadExample(qas_id, qa["question"], doc_tokens, "", -1, -1, True))
             continue
         answers = _get(qa, "answers", list, path, where)
+        if not doc_tokens:  # (The original fails here with an IndexError.)
+            raise InputFileError(f"{path}: {where}: its context is empty, so it holds no answer to train on")
         if len(answers) != 1:
             raise InputFileError(
                 f"{path}: {where}: training needs exactly 1 answer per question, found {len(answers)}"

@@ -247,6 +247,37 @@ def test_prediction_keeps_a_classifier_output_as_wide_as_the_cut():
     np.testing.assert_allclose(cut, full, atol=1e-5)
 
 
+def test_prediction_pads_back_every_sequence_axis_and_only_those():
+    """Attention probabilities [batch, heads, seq, seq] come back at the full
+    width on both sequence axes (they failed to concatenate), masked-LM
+    logits [batch, positions, vocab] as they are (they were padded to the
+    width), and nothing is padded without cutting."""
+    from keras_bert_impl.models.bert_model import BertModel
+    from keras_bert_impl.models.pretraining import BertPretrainingModel
+
+    config = tiny_config(max_position_embeddings=SEQ)
+    features = _examples(9, seed=4)
+    encoder = BertModel(config, output_attention_probs=True)
+    randomize(encoder, seed=1, scale=0.2)
+    full = encoder.predict(features, batch_size=4, verbose=0)
+    cut = predict_on_real_tokens(encoder, features, batch_size=4, bucket_size=1)
+    real = features["input_mask"].astype(bool)
+    for layer, probs in enumerate(cut["attention_probs"]):
+        assert probs.shape == full["attention_probs"][layer].shape == (9, config.num_attention_heads, SEQ, SEQ)
+        pairs = real[:, None, :, None] & real[:, None, None, :]
+        np.testing.assert_allclose(probs[np.broadcast_to(pairs, probs.shape)],
+                                   full["attention_probs"][layer][np.broadcast_to(pairs, probs.shape)], atol=1e-5)
+
+    pretraining = BertPretrainingModel(config)
+    randomize(pretraining, seed=2, scale=0.2)
+    with_positions = dict(features, masked_lm_positions=np.tile(np.array([[1, 0, 1]], np.int32), (9, 1)))
+    expected = pretraining.predict(with_positions, batch_size=4, verbose=0)["masked_lm_logits"]
+    for cut_batches in (True, False):
+        got = predict_on_real_tokens(pretraining, with_positions, batch_size=4, cut=cut_batches)["masked_lm_logits"]
+        assert got.shape == expected.shape == (9, 3, config.vocab_size)
+        np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
 def test_prediction_traces_once_per_model_sees_new_weights_and_lets_the_model_go():
     # An evaluation after each epoch calls predict_on_real_tokens with the same
     # model again: it must not trace again, must read the weights as they are

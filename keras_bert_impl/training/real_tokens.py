@@ -107,31 +107,37 @@ def cut_padding(dataset, bucket_size=8):
     return dataset.map(lambda *batch: cut_batch(batch[0] if len(batch) == 1 else batch, bucket_size))
 
 
-def _per_token_outputs(model, outputs):
-    """Which of `outputs` are per token: [batch, seq, ...] in the model's
-    symbolic outputs (their sequence axis has no fixed size). A model
-    without symbolic outputs: every output of rank 2 or more."""
+def _sequence_axes(model, outputs):
+    """Per output, the axes that may be sequence axes, as a bit mask (bit k:
+    axis k; a mask, not a tuple, so that `tf.nest` keeps it a leaf): those
+    with no fixed size in the model's symbolic outputs (`[batch, seq, ...]`,
+    attention probabilities' `[batch, heads, seq, seq]`). A model without
+    symbolic outputs: axis 1 of every output of rank 2 or more."""
     try:
         symbolic = model.output  # functional models: the symbolic outputs
     except (AttributeError, ValueError):
         symbolic = None
     if symbolic is None:
-        return tf.nest.map_structure(lambda value: np.ndim(value) >= 2, outputs)
-    return tf.nest.map_structure(lambda t: len(t.shape) >= 2 and t.shape[1] is None, symbolic)
+        return tf.nest.map_structure(lambda value: 0b10 if np.ndim(value) >= 2 else 0, outputs)
+    return tf.nest.map_structure(
+        lambda t: sum(1 << axis for axis in range(1, len(t.shape)) if t.shape[axis] is None), symbolic
+    )
 
 
-def _padded_back(outputs, per_token, width):
-    """The per-token outputs [batch, length, ...] back to [batch, width, ...] with zeros."""
+def _padded_back(outputs, sequence_axes, length, width):
+    """Outputs of a batch cut to `length` back to `width` along each of
+    their sequence axes that has that length, with zeros (an axis of
+    another size, such as masked positions, is not the sequence's)."""
 
-    def pad(value, is_per_token):
+    def pad(value, axes):
         value = np.asarray(value)
-        if not is_per_token or value.shape[1] == width:
-            return value
         padding = [(0, 0)] * value.ndim
-        padding[1] = (0, width - value.shape[1])
-        return np.pad(value, padding)
+        for axis in range(1, value.ndim):
+            if axes >> axis & 1 and value.shape[axis] == length:
+                padding[axis] = (0, width - length)
+        return np.pad(value, padding) if any(after for _, after in padding) else value
 
-    return tf.nest.map_structure(pad, outputs, per_token)
+    return tf.nest.map_structure(pad, outputs, sequence_axes)
 
 
 # model -> {str(element_spec): traced function}; an entry goes with its model.
@@ -158,7 +164,10 @@ def predict_on_real_tokens(model, inputs, batch_size, bucket_size=8, cut=True, l
     """`model.predict(inputs)` with each batch cut after its longest row.
 
     Per-token outputs come back at the full width, zeros after each batch's
-    cut (positions no caller reads: they are padding). Progress: a Keras
+    cut (positions no caller reads: they are padding): every axis with no
+    fixed size in the model's outputs that has the cut length (both
+    sequence axes of attention probabilities; not the masked positions of a
+    masked-LM head, unless their count equals the cut length). Progress: a Keras
     progress bar when stdout is a terminal, else a line every 30 s through
     `log` for runs that take that long.
 
@@ -184,12 +193,15 @@ def predict_on_real_tokens(model, inputs, batch_size, bucket_size=8, cut=True, l
         dataset = cut_padding(dataset, bucket_size)
     forward = _inference_function(model, dataset.element_spec)
     bar = keras.utils.Progbar(num_examples, unit_name=description) if sys.stdout.isatty() else None
-    outputs, done, per_token = [], 0, None
+    outputs, done, sequence_axes = [], 0, None
     start = last_report = time.monotonic()
     for batch in dataset.prefetch(tf.data.AUTOTUNE):
         result = tf.nest.map_structure(lambda t: t.numpy(), forward(batch))
-        per_token = per_token or _per_token_outputs(model, result)
-        outputs.append(_padded_back(result, per_token, width))
+        length = int(batch["input_mask"].shape[1])
+        if cut and length < width:
+            sequence_axes = sequence_axes or _sequence_axes(model, result)
+            result = _padded_back(result, sequence_axes, length, width)
+        outputs.append(result)
         done += int(batch["input_mask"].shape[0])
         if bar is not None:
             bar.update(done)

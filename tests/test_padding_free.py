@@ -122,6 +122,26 @@ def test_unused_padding_columns_change_no_real_output():
     assert drop_unused_padding({"input_mask": np.zeros((0, 5))})["input_mask"].shape == (0, 1)
 
 
+
+def test_masked_positions_past_the_used_columns_keep_their_columns():
+    """The original reads a masked position in the padding as any other: cut
+    there, row 0's position 4 read row 1's position 1 (a wrong logit, no error)."""
+    from keras_bert_impl.models.pretraining import BertPretrainingModel
+
+    config = tiny_config()
+    model = BertPretrainingModel(config)
+    randomize(model, seed=6, scale=0.2)
+    inputs = random_inputs(config, batch=2, seq=6, seed=3, pad=False)
+    inputs["input_mask"] = np.array([[1, 1, 1, 0, 0, 0], [1, 1, 0, 0, 0, 0]], np.int32)
+    inputs["masked_lm_positions"] = np.array([[1, 4], [1, 2]], np.int32)
+    trimmed = {name: tf.convert_to_tensor(value) for name, value in drop_unused_padding(inputs).items()}
+    assert trimmed["input_ids"].shape == (2, 5)
+    np.testing.assert_allclose(model(trimmed)["masked_lm_logits"], model(inputs)["masked_lm_logits"], atol=2e-5)
+    # Without positions past the real tokens, the cut is as before.
+    inputs["masked_lm_positions"] = np.array([[1, 2], [0, 1]], np.int32)
+    assert drop_unused_padding(inputs)["input_ids"].shape == (2, 3)
+
+
 @pytest.mark.parametrize("dtype", [None, "mixed_bfloat16"])
 @pytest.mark.parametrize("held_dtype", [None, "float32", "bfloat16"])
 def test_frozen_kernels_hold_the_compute_dtype_values(dtype, held_dtype):
@@ -216,7 +236,27 @@ def test_a_frozen_function_keeps_the_kernels_it_was_made_with():
     before = model(inputs)
     intermediate = model.encoder.blocks[0].intermediate
     intermediate.kernel.assign(intermediate.kernel * 2.0)
+    # ... and every other weight too, not kernels only (biases, LayerNorms,
+    # embeddings and the pooler were read live, mixing old and new weights).
+    for weight in (intermediate.bias, model.pooler.dense.bias, model.word_embedding.embeddings):
+        weight.assign(weight * 0.5)
     after = model(inputs)
     assert not np.allclose(after["pooled_output"], before["pooled_output"], atol=1e-3)
     _assert_equal_at_real_positions(live(inputs), after, inputs["input_mask"], atol=2e-5)
     _assert_equal_at_real_positions(frozen(inputs), before, inputs["input_mask"], atol=2e-5)
+
+
+def test_an_empty_batch_gives_empty_outputs_on_every_path():
+    """The filler rows pointed at flat position 0, which an empty batch lacks
+    (was: a GatherV2 error on the padding-free and real-tokens paths)."""
+    from keras_bert_impl.models.padding_free import set_real_tokens_only
+
+    model = BertModel(tiny_config())
+    empty = {name: np.zeros((0, 4), np.int32) for name in ("input_ids", "input_mask", "segment_ids")}
+    results = [padding_free_forward(model, empty)]
+    results += [model.make_inference_function(padding_free=True, jit_compile=jit)(empty) for jit in (False, True)]
+    set_real_tokens_only(model)
+    results.append(model(empty))
+    for outputs in results:
+        assert tuple(outputs["sequence_output"].shape) == (0, 4, model.bert_config.hidden_size)
+        assert tuple(outputs["pooled_output"].shape) == (0, model.bert_config.hidden_size)

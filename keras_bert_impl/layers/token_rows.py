@@ -18,8 +18,8 @@ def real_token_rows(input_mask, bucket_size=1):
         input_mask: [batch, seq] 1 for real tokens, 0 for padding (any
             pattern, not only trailing padding).
         bucket_size: Round the row count up to a multiple of this (at least
-            one bucket, even for an all-padding batch). The extra rows hold
-            flat position 0; nothing reads them back.
+            one bucket, even for an all-padding batch; none for an empty
+            one). The extra rows hold flat position 0; nothing reads them back.
 
     Returns:
         `(token_positions, row_of_position)`: int32 [rows] flat positions
@@ -38,6 +38,8 @@ def real_token_rows(input_mask, bucket_size=1):
     positions = tf.cast(tf.where(is_real)[:, 0], tf.int32)
     num_real = tf.shape(positions)[0]
     rows = tf.maximum((num_real + bucket_size - 1) // bucket_size, 1) * bucket_size
+    # An empty batch has no flat position 0 for filler rows to hold: no rows.
+    rows = tf.where(tf.size(is_real) > 0, rows, 0)
     # [rows]
     positions = tf.concat([positions, tf.zeros([rows - num_real], tf.int32)], axis=0)
     # [batch * seq]: the i-th real token is row i.

@@ -152,7 +152,9 @@ class BertModel(BertConfigModel):
 
         With `padding_free=True`, every per-token operation runs on the real
         tokens only (`models.padding_free`): the same outputs at real
-        positions, zeros at padded ones, and the time saved is at most the
+        positions, zeros at padded ones (so `pooled_output`, read at
+        position 0, is the full model's only where position 0 is real, as
+        every BERT input's [CLS] is), and the time saved is at most the
         share of padding in the batch. It pays on a CPU at any batch size; on
         a GPU, where the matrix products are faster, the gathers between the
         two layouts can cost more than the padding they save (in mixed
@@ -174,8 +176,9 @@ class BertModel(BertConfigModel):
                 the LayerNorms' in bfloat16), whose outputs are bit-identical
                 to this model's, without the weight conversions (half of a
                 single request's time under mixed_bfloat16 on a CPU,
-                docs/BENCHMARKS.md). With XLA and `padding_free`: the
-                encoder's Dense kernels, held as float32 on a CPU (see
+                docs/BENCHMARKS.md). With XLA and `padding_free`: a copy
+                of the model in its own dtype policy, whose encoder Dense
+                kernels are held as float32 on a CPU (see
                 `padding_free.make_padding_free_function`), as XLA on a CPU
                 widens bfloat16 weights on every call.
 
@@ -184,12 +187,16 @@ class BertModel(BertConfigModel):
             returns the outputs dict.
         """
         model = self
-        if freeze_kernels and not (padding_free and jit_compile):
+        if freeze_kernels:
+            # A copy: the function reads none of this model's weights later.
+            # Under XLA with `padding_free` it keeps this model's policy (the
+            # kernels are held below); otherwise an export's held weights.
+            held = padding_free and jit_compile
             model = BertModel(
                 self.bert_config,
                 output_all_encoder_layers=self.output_all_encoder_layers,
                 output_attention_probs=self.output_attention_probs,
-                dtype=inference_dtype_policy(self, model_precision(self)),
+                dtype=self.built_with_dtype if held else inference_dtype_policy(self, model_precision(self)),
                 name=self.name,
             )
             copy_weights(self, model)

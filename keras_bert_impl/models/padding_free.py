@@ -274,8 +274,8 @@ def drop_unused_padding(inputs):
     Args:
         inputs: Dict with `input_mask` [batch, seq] (which positions are
             real) and any of `input_ids`, `segment_ids` [batch, seq]; other
-            entries (for example `masked_lm_positions`) pass through as
-            they are.
+            entries pass through as they are. `masked_lm_positions`, if
+            given, keep the columns they read.
 
     Returns:
         The dict with `input_ids`, `input_mask` and `segment_ids` cut to
@@ -288,6 +288,13 @@ def drop_unused_padding(inputs):
     """
     # One past the last real position of any row (at least 1, also for an empty batch).
     length = used_length(inputs["input_mask"])
+    if "masked_lm_positions" in inputs:
+        # A position read past the cut (the original reads padded positions
+        # too) keeps its column: cut, it would read another row's token.
+        positions = tf.reshape(tf.cast(inputs["masked_lm_positions"], length.dtype), [-1])
+        last = tf.reduce_max(tf.concat([positions, [-1]], axis=0))  # -1: no positions
+        width = tf.shape(tf.convert_to_tensor(inputs["input_mask"]), out_type=length.dtype)[1]
+        length = tf.minimum(tf.maximum(length, last + 1), width)
     return {
         name: tf.convert_to_tensor(value)[:, :length] if name in _SEQUENCE_INPUTS else value
         for name, value in inputs.items()

@@ -122,3 +122,17 @@ def test_encoder_output_positions_are_rows_of_the_full_output():
     np.testing.assert_allclose(
         probs[-1], np.take_along_axis(full_probs[-1].numpy(), positions[:, None, :, None], 2), atol=1e-6
     )
+
+
+def test_a_negative_id_is_an_error_as_in_the_original():
+    """`tf.gather` (the original's lookup) refuses it on a CPU; `ops.take`
+    read the last embedding row instead, silently."""
+    import tensorflow as tf
+
+    config = tiny_config()
+    model = BertModel(config)
+    for name in ("input_ids", "segment_ids"):
+        inputs = random_inputs(config, batch=2, seq=5, seed=1)
+        inputs[name][0, 1] = -1
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            model(inputs)

@@ -57,7 +57,9 @@ class WordEmbedding(keras.layers.Layer):
 
     def call(self, input_ids):
         # [batch_size, seq_length] -> [batch_size, seq_length, hidden_size]
-        return ops.take(self.embeddings, ops.cast(input_ids, "int32"), axis=0)
+        # tf.gather, as the original: `ops.take` would wrap a negative id
+        # around to the last rows instead of failing on it.
+        return tf.gather(ops.convert_to_tensor(self.embeddings), ops.cast(input_ids, "int32"))
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape) + (self.hidden_size,)
@@ -156,9 +158,7 @@ class EmbeddingPostprocessor(keras.layers.Layer):
             # [seq_length, hidden_size], broadcast over the batch.
             positions = self.position_embeddings[:seq_length]
         # [batch_size, seq_length, hidden_size]
-        token_types = ops.take(
-            self.token_type_embeddings, ops.cast(segment_ids, "int32"), axis=0
-        )
+        token_types = tf.gather(ops.convert_to_tensor(self.token_type_embeddings), ops.cast(segment_ids, "int32"))
         output = word_embeddings + token_types + positions
         output = self.layer_norm(output)
         return self.dropout(output, training=training)

@@ -51,6 +51,7 @@ from keras_bert_impl.data.tfrecords import (
     ExampleEncoder,
     TFRecordFileWriter,
     is_data_file,
+    manifest_progress,
 )
 from keras_bert_impl.errors import BertError, InputFileError
 from keras_bert_impl.io import remove_partials, write_text_atomically
@@ -474,9 +475,10 @@ def check_no_other_shards(output_prefix, paths, manifest, fingerprint):
     # The glob's `*` matches any text (`wiki-2019-00000-of-00002` for the
     # prefix `wiki`): only digits may follow the prefix's own name.
     shard_name = re.compile(re.escape(filesystem.basename(output_prefix)) + r"-\d+-of-\d+$")
+    ours = set(paths)
     others = sorted(
         path for path in filesystem.glob(pattern)
-        if shard_name.match(filesystem.basename(path)) and is_data_file(path) and path not in set(paths)
+        if shard_name.match(filesystem.basename(path)) and is_data_file(path) and path not in ours
     )
     if others:
         raise OutputConflictError(
@@ -623,18 +625,19 @@ def sharded_fingerprint(settings, files_and_sizes, num_shards, chunk_bytes, task
 def manifest_finished(manifest):
     """Whether a manifest records every shard of its run."""
     try:
-        return len(manifest["shards"]) >= int(manifest["settings"]["num_shards"])
+        done, total = manifest_progress(manifest)
     except (KeyError, TypeError, ValueError):
         return False
+    return done >= total
 
 
 def _recorded_shard_paths(output_prefix, manifest):
     """The existing shard files of the layout a manifest's run wrote."""
     try:
-        count = int(manifest["settings"]["num_shards"])
+        _, total = manifest_progress(manifest)
     except (KeyError, TypeError, ValueError):
         return []
-    return [path for path in shard_paths(output_prefix, count) if filesystem.exists(path)]
+    return [path for path in shard_paths(output_prefix, total) if filesystem.exists(path)]
 
 
 def read_manifest(path):

@@ -674,6 +674,15 @@ def count_records(files, compressions=None):
 _SHARD_NAME = re.compile(r"^(?P<prefix>.+)-\d+-of-(?P<count>\d+)$")
 
 
+def manifest_progress(manifest):
+    """`(shards done, shards in the run)` of a sharded run's manifest.
+
+    Raises:
+        KeyError, TypeError, ValueError: not a manifest of that form.
+    """
+    return len(manifest["shards"]), int(manifest["settings"]["num_shards"])
+
+
 def check_shard_sets_finished(files):
     """Refuses shards whose generator run has not finished.
 
@@ -700,7 +709,7 @@ def check_shard_sets_finished(files):
         try:
             with filesystem.open_file(manifest_path) as f:
                 manifest = json.load(f)
-            done, total = len(manifest["shards"]), int(manifest["settings"]["num_shards"])
+            done, total = manifest_progress(manifest)
         except FileNotFoundError:
             continue  # Shards from elsewhere.
         except (OSError, ValueError, KeyError, TypeError):

@@ -113,16 +113,26 @@ def _read_by(response, deadline):
         chunks.append(chunk)
 
 
-def _check_batch(url, outputs, inputs):
-    """Each list output has one row per example of the batched `inputs`."""
-    sizes = {len(value) for value in inputs.values() if isinstance(value, (list, tuple))}
-    if len(sizes) != 1:
+def _check_batch(where, output_rows, input_rows):
+    """Each batched output has one row per example where every batched input
+    has the same number of them.
+
+    Args:
+        where: The server, for the message.
+        output_rows: `{name: row count, or None for an unbatched output}`.
+        input_rows: Row counts of the inputs (None: unbatched).
+    """
+    sizes = set(input_rows)
+    if len(sizes) != 1 or None in sizes:
         return
     (batch,) = sizes
-    named = outputs.items() if isinstance(outputs, dict) else [("outputs", outputs)]
-    for name, value in named:
-        if isinstance(value, list) and len(value) != batch:
-            raise ServingError(f"{url}: output {name!r} has {len(value)} rows for {batch} examples")
+    for name, rows in output_rows.items():
+        if rows is not None and rows != batch:
+            raise ServingError(f"{where}: output {name!r} has {rows} rows for {batch} examples")
+
+
+def _list_rows(value):
+    return len(value) if isinstance(value, (list, tuple)) else None
 
 
 class RestClient:
@@ -254,7 +264,9 @@ class RestClient:
                 output without one row per example of the inputs.
         """
         outputs = self._predict({"signature_name": signature_name, "inputs": inputs}, "outputs")
-        _check_batch(self.url, outputs, inputs)
+        named = outputs if isinstance(outputs, dict) else {"outputs": outputs}
+        _check_batch(self.url, {name: _list_rows(value) for name, value in named.items()},
+                     [_list_rows(value) for value in inputs.values()])
         return outputs
 
 
@@ -396,12 +408,8 @@ class GrpcClient:
             request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
         response = call_with_retries(lambda: self._call_once("Predict", request), self.retries, self.backoff)
         outputs = {name: tensor_proto_to_array(name, proto) for name, proto in response.outputs.items()}
-        batches = {len(np.asarray(value)) if np.ndim(value) else None for value in inputs.values()}
-        if len(batches) == 1 and None not in batches:
-            (batch,) = batches
-            for name, value in outputs.items():
-                if value.ndim and len(value) != batch:
-                    raise ServingError(f"{self.target}: output {name!r} has {len(value)} rows for {batch} examples")
+        _check_batch(self.target, {name: len(value) if value.ndim else None for name, value in outputs.items()},
+                     [len(np.asarray(value)) if np.ndim(value) else None for value in inputs.values()])
         return outputs
 
     def _call_with_examples(self, method, request, examples, signature_name):

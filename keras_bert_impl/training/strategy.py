@@ -15,7 +15,12 @@ class StrategyError(BertError, ValueError):
     """An unknown strategy name, or a batch size the replicas cannot share."""
 
 
-def get_strategy(name="default", tpu_address=None):
+# Seconds a `grpc://` TPU address has to answer before TensorFlow is handed it
+# (TensorFlow's own connect waits without end on a closed or silent port).
+TPU_CONNECT_TIMEOUT_S = 30.0
+
+
+def get_strategy(name="default", tpu_address=None, connect_timeout=TPU_CONNECT_TIMEOUT_S):
     """Builds the named distribution strategy.
 
     Args:
@@ -23,12 +28,14 @@ def get_strategy(name="default", tpu_address=None):
             devices), `multi_worker_mirrored` (cluster from `TF_CONFIG`), or
             `tpu`.
         tpu_address: TPU name or grpc address for `tpu` (optional on a TPU VM).
+        connect_timeout: Seconds a `grpc://` address has to answer.
 
     Returns:
         A `tf.distribute.Strategy`.
 
     Raises:
-        StrategyError: unknown name or a malformed `TF_CONFIG`.
+        StrategyError: unknown name, a malformed `TF_CONFIG`, or no TPU to
+            connect to.
 
     Example:
     >>> get_strategy("default").num_replicas_in_sync
@@ -51,16 +58,34 @@ def get_strategy(name="default", tpu_address=None):
             raise StrategyError(f"TF_CONFIG is not valid JSON ({e.msg})") from None
         return tf.distribute.MultiWorkerMirroredStrategy()
     if name == "tpu":
+        for address in (tpu_address or "").split(","):
+            if address.startswith("grpc://"):
+                _check_grpc_answers(address, connect_timeout)
         try:
             resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address or "")
             tf.config.experimental_connect_to_cluster(resolver)
             tf.tpu.experimental.initialize_tpu_system(resolver)
-        except (ValueError, tf.errors.OpError) as error:
+        except (ValueError, OSError, tf.errors.OpError) as error:  # OSError: a name the metadata server cannot look up
             where = f"--tpu_name={tpu_address}" if tpu_address else "no --tpu_name (and not on a TPU VM)"
             raise StrategyError(f"--strategy=tpu (or --use_tpu): no TPU to connect to with {where}: "
                                 f"{str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
         return tf.distribute.TPUStrategy(resolver)
     raise StrategyError(f"--strategy {name!r} is unknown; choose one of {', '.join(STRATEGIES)}")
+
+
+def _check_grpc_answers(address, timeout):
+    """Raises `StrategyError` unless a gRPC server answers at `address`
+    (`grpc://host:port`) within `timeout` seconds."""
+    import grpc  # The TF Serving client's dependency; only a TPU run needs it here.
+
+    channel = grpc.insecure_channel(address[len("grpc://"):])
+    try:
+        grpc.channel_ready_future(channel).result(timeout=timeout)
+    except grpc.FutureTimeoutError:
+        raise StrategyError(f"--strategy=tpu (or --use_tpu): --tpu_name={address}: "
+                            f"no gRPC server answered within {timeout:g} s") from None
+    finally:
+        channel.close()
 
 
 def check_batch_size(batch_size, strategy, flag="--train_batch_size"):

@@ -124,15 +124,44 @@ def test_encoder_output_positions_are_rows_of_the_full_output():
     )
 
 
-def test_a_negative_id_is_an_error_as_in_the_original():
-    """`tf.gather` (the original's lookup) refuses it on a CPU; `ops.take`
-    read the last embedding row instead, silently."""
+def test_an_id_outside_the_tables_is_an_error():
+    """Word ids: `tf.gather` (the original's lookup) refuses a negative one on
+    a CPU; `ops.take` read the last embedding row instead, silently. Segment
+    ids: the original's one-hot rows would be zero; ours name the fault."""
     import tensorflow as tf
 
     config = tiny_config()
     model = BertModel(config)
-    for name in ("input_ids", "segment_ids"):
+    for name, bad, message in (
+        ("input_ids", -1, "indices"),
+        ("segment_ids", -1, "segment_ids holds a negative id"),
+        ("segment_ids", config.type_vocab_size, f"segment_ids holds an id >= type_vocab_size {config.type_vocab_size}"),
+    ):
         inputs = random_inputs(config, batch=2, seq=5, seed=1)
-        inputs[name][0, 1] = -1
-        with pytest.raises(tf.errors.InvalidArgumentError):
+        inputs[name][0, 1] = bad
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
             model(inputs)
+
+
+def test_token_type_gradient_is_dense_as_the_originals():
+    """The original adds token types by a one-hot product, whose gradient is
+    one dense [type_vocab_size, H] tensor: row t is the sum, over the
+    positions of segment t, of the gradient at the embedding sum (which is the
+    gradient at the word embeddings). Clipping by global norm measures that
+    tensor; a gather's one-row-per-token IndexedSlices measured another norm."""
+    import tensorflow as tf
+
+    layer = EmbeddingPostprocessor(hidden_size=4, type_vocab_size=3, max_position_embeddings=8, dropout_rate=0.0)
+    rng = np.random.default_rng(0)
+    word = tf.constant(rng.normal(size=(2, 5, 4)), "float32")
+    segments = np.array([[0, 0, 1, 1, 2], [0, 1, 1, 1, 0]], "int32")
+    upstream = tf.constant(rng.normal(size=(2, 5, 4)), "float32")
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(word)
+        loss = tf.reduce_sum(layer(word, segments) * upstream)
+    table_gradient = tape.gradient(loss, layer.token_type_embeddings)
+    at_sum = tape.gradient(loss, word).numpy()  # [2, 5, 4]
+    expected = np.stack([at_sum[segments == t].sum(axis=0) for t in range(3)])  # [3, 4]
+    assert isinstance(table_gradient, tf.Tensor) and not isinstance(table_gradient, tf.IndexedSlices)
+    np.testing.assert_allclose(table_gradient.numpy(), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(float(tf.linalg.global_norm([table_gradient])), np.linalg.norm(expected), rtol=1e-5)

@@ -157,11 +157,31 @@ class EmbeddingPostprocessor(keras.layers.Layer):
         with tf.control_dependencies(checks):
             # [seq_length, hidden_size], broadcast over the batch.
             positions = self.position_embeddings[:seq_length]
-        # [batch_size, seq_length, hidden_size]
-        token_types = tf.gather(ops.convert_to_tensor(self.token_type_embeddings), ops.cast(segment_ids, "int32"))
-        output = word_embeddings + token_types + positions
+        output = word_embeddings + self._token_types(segment_ids) + positions
         output = self.layer_norm(output)
         return self.dropout(output, training=training)
+
+    def _token_types(self, segment_ids):
+        """The token-type rows of `segment_ids`, by the original's one-hot
+        product: its gradient is one dense [type_vocab_size, H] tensor, so
+        clipping by global norm measures what the original's does (a gather's
+        gradient holds one row per token, whose squares sum to another norm).
+        An id outside [0, type_vocab_size) is an error (the original's one-hot
+        rows would be silently zero)."""
+        ids = ops.cast(segment_ids, "int32")
+        checks = [
+            tf.debugging.assert_non_negative(ids, message="segment_ids holds a negative id"),
+            tf.debugging.assert_less(
+                ids, self.type_vocab_size, message=f"segment_ids holds an id >= type_vocab_size {self.type_vocab_size}"
+            ),
+        ]
+        table = ops.convert_to_tensor(self.token_type_embeddings)
+        with tf.control_dependencies(checks):
+            # [batch_size * seq_length, type_vocab_size]
+            one_hot = tf.one_hot(tf.reshape(ids, [-1]), self.type_vocab_size, dtype=table.dtype)
+        # [batch_size * seq_length, hidden_size] -> [batch_size, seq_length, hidden_size]
+        flat = tf.matmul(one_hot, table)
+        return tf.reshape(flat, tf.concat([tf.shape(ids), [self.hidden_size]], axis=0))
 
     def compute_output_shape(self, word_embeddings_shape, segment_ids_shape=None):
         return word_embeddings_shape

@@ -136,3 +136,45 @@ def test_overflow_under_gradient_accumulation(overflowing, expected_update):
     assert int(optimizer.iterations.numpy()) == 2
     assert float(optimizer.dynamic_scale.numpy()) == 0.5
     np.testing.assert_allclose(variable.numpy(), [-expected_update])
+
+
+def test_overflow_on_any_replica_skips_the_step_on_all():
+    """MirroredStrategy over 2 logical CPUs, a non-finite gradient on one
+    replica: no weight moves, the scale halves, the step counts. Keras 3.15
+    read replica 0's gradients only, so an overflow on replica 1 put NaN in the
+    weights for good. In a child process: logical devices are set before
+    TensorFlow starts."""
+    import subprocess
+    import sys
+
+    code = (
+        "import tensorflow as tf\n"
+        "cpu = tf.config.list_physical_devices('CPU')[0]\n"
+        "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)\n"
+        "import keras, numpy as np\n"
+        "from keras_bert_impl.training.optimization import StepCountingLossScaleOptimizer\n"
+        "for bad in (None, 0, 1):\n"
+        "    strategy = tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])\n"
+        "    with strategy.scope():\n"
+        "        variable = keras.Variable(np.ones(2, 'float32'))\n"
+        "        optimizer = StepCountingLossScaleOptimizer(keras.optimizers.SGD(0.5), initial_scale=1.0)\n"
+        "        optimizer.build([variable])\n"
+        "    @tf.function\n"
+        "    def step():\n"
+        "        def on_replica():\n"
+        "            replica = tf.distribute.get_replica_context().replica_id_in_sync_group\n"
+        "            fault = tf.constant([np.inf, 1.0]) if bad is not None else tf.constant([1.0, 1.0])\n"
+        "            gradient = tf.where(tf.equal(replica, bad if bad is not None else -1), fault, tf.constant([1.0, 3.0]))\n"
+        "            optimizer.apply_gradients([(gradient, variable)])\n"
+        "        strategy.run(on_replica)\n"
+        "    step()\n"
+        "    print(bad, variable.numpy().tolist(), float(optimizer.dynamic_scale.numpy()), int(optimizer.iterations.numpy()))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    # Finite on both: the summed gradient [2, 6] times 0.5 (Keras sums replicas' gradients of loss / replicas).
+    assert result.stdout.splitlines() == [
+        "None [0.0, -2.0] 1.0 1",
+        "0 [1.0, 1.0] 0.5 1",
+        "1 [1.0, 1.0] 0.5 1",
+    ]

@@ -202,7 +202,8 @@ def run_pretraining(
             learning_rate, num_train_steps, num_warmup_steps,
             gradient_accumulation_steps=gradient_accumulation_steps if gradient_accumulation_steps > 1 else None,
             # Under a strategy, Keras clips each replica's gradient before the
-            # all-reduce, as the original's TPU code clipped per core.
+            # all-reduce; the original's TPU code also clipped per core, but
+            # the gradient of the core's whole loss (docs/FINDINGS.md).
             global_clipnorm=clip_norm or None,
         )
         if mixed_precision == "float16":

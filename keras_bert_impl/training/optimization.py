@@ -200,6 +200,11 @@ class StepCountingLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
     skipped as a whole and its accumulated gradients dropped (Keras would
     carry them into the next window's update).
 
+    Under a strategy with more than one replica, a gradient that is not
+    finite on any replica skips the step on all of them. (Keras 3.15 decides
+    on the first replica's gradients, before they are summed: an overflow on
+    another replica reached the update, and its NaN stayed in the weights.)
+
     Args:
         inner_optimizer: The optimizer whose updates are scaled.
         **kwargs: As `keras.optimizers.LossScaleOptimizer`.
@@ -211,6 +216,35 @@ class StepCountingLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
     >>> int(optimizer.iterations.numpy()), float(optimizer.dynamic_scale.numpy()), float(variable.numpy()[0])
     (1, 16384.0, 1.0)
     """
+
+    def _tf_apply(self, grads, trainable_variables=None):
+        context = tf.distribute.get_replica_context()
+        if context is None or context.num_replicas_in_sync == 1:
+            return super()._tf_apply(grads, trainable_variables)
+        # [] float32: how many replicas hold a non-finite gradient, the same on every replica.
+        non_finite = context.all_reduce(
+            tf.distribute.ReduceOp.SUM, tf.cast(ops.logical_not(self.check_finite(grads)), "float32")
+        )
+        finite = ops.equal(non_finite, 0.0)
+        if tf.__internal__.distribute.strategy_supports_no_merge_call():
+            ops.cond(
+                finite,
+                lambda: self._stateful_handle_finite_grads(grads, trainable_variables),
+                self._stateful_handle_non_finite_grads,
+            )
+            return None
+
+        def apply_or_skip(distribution, finite, grads, trainable_variables):
+            # In a cross-replica context, as Keras': the finite branch's update calls `merge_call`.
+            def apply():
+                distribution.extended.call_for_each_replica(
+                    self._stateful_handle_finite_grads, args=(grads, trainable_variables)
+                )
+
+            ops.cond(distribution.experimental_local_results(finite)[0], apply, self._stateful_handle_non_finite_grads)
+
+        context.merge_call(apply_or_skip, args=(finite, grads, trainable_variables))
+        return None
 
     def _stateful_handle_non_finite_grads(self):
         super()._stateful_handle_non_finite_grads()

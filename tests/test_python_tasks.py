@@ -175,3 +175,44 @@ def test_keras_file_round_trip(task, tiny_release, tmp_path):
         texts = ["good film", "bad film."]
         np.testing.assert_array_equal(loaded.predict(texts, verbose=0), model.predict(texts, verbose=0))
 
+
+
+def test_one_string_one_pair_and_no_texts_on_every_task(tiny_release):
+    """One string is a batch of one and a tuple of two strings one pair, as
+    keras-hub reads them; no texts give no rows. Were: one row per character
+    of a string; a tuple of two strings read as two single texts; Keras'
+    `UnboundLocalError` or an `AxisError` for no texts."""
+    from keras_bert_impl.tasks.text_classifier import TextClassifier
+
+    classifier = TextClassifier.from_release(tiny_release, num_classes=3, max_seq_length=MAX_SEQ_LENGTH)
+    embedder = TextEmbedder.from_release(tiny_release, max_seq_length=MAX_SEQ_LENGTH)
+    next_sentence = NextSentencePredictor.from_release(tiny_release, max_seq_length=MAX_SEQ_LENGTH)
+    masked_lm = MaskedLM.from_release(tiny_release, max_seq_length=MAX_SEQ_LENGTH)
+    a, b = "the man went to the store .", "he bought a gallon of milk ."
+    for model in (classifier, embedder):
+        np.testing.assert_array_equal(model.predict(a, verbose=0), model.predict([a], verbose=0))
+        pair = model.predict((a, b), verbose=0)
+        np.testing.assert_array_equal(pair, model.predict(([a], [b]), verbose=0))
+        assert pair.shape[0] == 1 and np.abs(pair - model.predict([a], verbose=0)).max() > 1e-4
+        assert model.predict([], verbose=0).shape == (0, 3 if model is classifier else 16)
+        assert model.predict([], verbose=0).dtype == np.float32
+    np.testing.assert_array_equal(next_sentence.predict(a, b, verbose=0), next_sentence.predict([a], [b], verbose=0))
+    assert next_sentence.predict([], [], verbose=0).shape == (0,)
+    assert masked_lm.predict("the man [MASK] to the store .") == masked_lm.predict(["the man [MASK] to the store ."])
+    assert masked_lm.predict([]) == []
+    with pytest.raises(ValueError, match="a text pair needs as many second texts as first ones: 2 and 1"):
+        next_sentence.predict([a, a], [b])
+
+
+def test_texts_that_are_not_a_list_of_strings_are_named(tiny_release):
+    """A one-column table ([n, 1]) is read as [n]; other shapes and non-strings
+    are one `TypeError` (were: a shape error deep in TensorFlow, or "Can't
+    convert Python sequence with mixed types" in predict)."""
+    embedder = TextEmbedder.from_release(tiny_release, max_seq_length=MAX_SEQ_LENGTH)
+    texts = ["good film", "bad film", "the film"]
+    column = np.array(texts, dtype=object)[:, None]  # [3, 1], as df[["text"]].values
+    np.testing.assert_array_equal(embedder.predict(column, verbose=0), embedder.predict(texts, verbose=0))
+    with pytest.raises(TypeError, match=r"texts must be a list of strings .* got an array of shape \(1, 3\)"):
+        embedder.predict([texts], verbose=0)
+    with pytest.raises(TypeError, match="text 1 is None"):
+        embedder.predict(["good film", None], verbose=0)

@@ -126,8 +126,8 @@ def test_preprocessor_config_round_trip():
         BertPreprocessor(["[PAD]", "[UNK]", "[SEP]"])
 
 
-def _tiny_release(tmp_path, vocab):
-    config = tiny_config(vocab_size=len(vocab), max_position_embeddings=64)
+def _tiny_release(tmp_path, vocab, **config_overrides):
+    config = tiny_config(vocab_size=len(vocab), max_position_embeddings=64, **config_overrides)
     model = BertClassifier(config, num_labels=2)
     randomize(model, seed=3, scale=0.1)
     release = tmp_path / "release"
@@ -155,13 +155,14 @@ def test_keras_file_keeps_the_compiled_optimizer_and_training_continues_the_same
     """A model fit with the original optimizer, saved and loaded, has the same
     optimizer (schedule, step, slots) and trains on exactly as the one that
     was not saved (was: loaded uncompiled, with a warning, and `save_release`
-    then failed)."""
-    release = _tiny_release(tmp_path, VOCAB)
+    then failed). Dropout off: `.keras` files do not keep Keras' dropout
+    random state, so with dropout the two would draw other masks."""
+    release = _tiny_release(tmp_path, VOCAB, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     texts, labels = ["good film", "bad film", "the plot is good", "not good"] * 4, [1, 0, 1, 0] * 4
-    model = TextClassifier.from_release(release, num_classes=2, max_seq_length=12, seed=1)
+    model = TextClassifier.from_release(release, num_classes=2, max_seq_length=12, seed=1, dropout_rate=0.0)
     model.save_release(tmp_path / "uncompiled")  # No optimizer yet: no step recorded.
     assert "global_step" not in dict(tf.train.list_variables(str(tmp_path / "uncompiled" / "model.ckpt")))
-    model.compile()
+    model.compile(num_train_steps=8)  # Two fits of 4 steps: the second still trains.
     model.fit(texts, labels, batch_size=4, epochs=1, verbose=0)
     model.save(tmp_path / "model.keras")
     loaded = keras.saving.load_model(tmp_path / "model.keras")
@@ -169,12 +170,40 @@ def test_keras_file_keeps_the_compiled_optimizer_and_training_continues_the_same
     assert loaded.optimizer.get_config() == model.optimizer.get_config()
     for theirs, ours in zip(model.optimizer.variables, loaded.optimizer.variables, strict=True):
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    before = model.get_weights()
     model.fit(texts, labels, batch_size=4, epochs=1, verbose=0)
     loaded.fit(texts, labels, batch_size=4, epochs=1, verbose=0)
+    assert max(np.abs(a - b).max() for a, b in zip(model.get_weights(), before)) > 1e-4  # it trained on
     for theirs, ours in zip(model.get_weights(), loaded.get_weights(), strict=True):
         np.testing.assert_allclose(ours, theirs, atol=1e-6)
     assert loaded.save_release(tmp_path / "fitted").endswith("model.ckpt")
     assert tf.train.load_checkpoint(str(tmp_path / "fitted" / "model.ckpt")).get_tensor("global_step") == 8
+
+
+def test_one_schedule_over_several_fits_and_none_past_its_end(tmp_path):
+    """`compile(num_train_steps=8)` then two fits of 4 steps is one fit of 8
+    (the original's schedule over both). With `compile()` the schedule is the
+    first fit's: a second fit would run at learning rate 0 and change nothing,
+    so it is refused (it trained nothing, silently)."""
+    release = _tiny_release(tmp_path, VOCAB)
+    texts, labels = ["good film", "bad film", "the plot is good", "not good"] * 4, [1, 0, 1, 0] * 4
+    weights = {}
+    for calls in (1, 2):
+        keras.utils.set_random_seed(3)
+        model = TextClassifier.from_release(release, num_classes=2, max_seq_length=12, seed=1, dropout_rate=0.0)
+        model.compile(num_train_steps=8)
+        for _ in range(calls):
+            model.fit(texts, labels, batch_size=4, epochs=2 // calls, shuffle=False, verbose=0)
+        assert int(model.optimizer.iterations.numpy()) == 8
+        weights[calls] = model.get_weights()
+    for one, two in zip(weights[1], weights[2], strict=True):
+        np.testing.assert_allclose(two, one, atol=1e-6)
+    with pytest.raises(ValueError, match="the optimizer's schedule ended at step 8 and this model is at step 8"):
+        model.fit(texts, labels, batch_size=4, epochs=1, verbose=0)
+    model.compile()
+    model.fit(texts, labels, batch_size=4, epochs=1, verbose=0)  # sized by this fit
+    with pytest.raises(ValueError, match=r"decayed to 0.*compile\(\) again"):
+        model.fit(texts, labels, batch_size=4, epochs=1, verbose=0)
 
 
 def test_mixed_float16_trains_with_loss_scaling(tmp_path):
@@ -332,3 +361,62 @@ def test_fit_on_raw_text_matches_run_classifier_and_serves(sentiment, tmp_path):
     np.testing.assert_allclose(output["p"], probabilities[:16], atol=2e-5)
     assert output["labels"] == [labels[i] for i in probabilities[:16].argmax(axis=1)]
 
+
+
+def test_labels_and_datasets_are_checked_as_keras_would(tmp_path):
+    """Were: string labels failed with "None values not supported" (and left
+    the model unable to fit again), or a dataset of (text, label name) was
+    read as text pairs; `y` and `sample_weight` beside a dataset were dropped
+    silently; no texts trained on nothing (or evaluated to [])."""
+    release = _tiny_release(tmp_path, VOCAB)
+    model = TextClassifier.from_release(release, num_classes=2, max_seq_length=12, seed=1)
+    model.compile()
+    texts = ["good film", "bad film"] * 2
+    with pytest.raises(TypeError, match=r"y 0 is .*'good'.*not a number \(map class names to ids"):
+        model.fit(texts, ["good", "bad"] * 2, batch_size=2, verbose=0)
+    with pytest.raises(ValueError, match="y has 3 values for 4 texts"):
+        model.fit(texts, [1, 0, 1], batch_size=2, verbose=0)
+    with pytest.raises(ValueError, match="sample_weight has 2 values for 4 texts"):
+        model.evaluate(texts, [1, 0, 1, 0], sample_weight=[1.0, 1.0], verbose=0)
+    named = tf.data.Dataset.from_tensor_slices((texts, ["good", "bad"] * 2))
+    with pytest.raises(ValueError, match=r"fit needs labels, but each element of the dataset is two strings"):
+        model.fit(named, verbose=0)
+    unlabelled = tf.data.Dataset.from_tensor_slices(texts)
+    with pytest.raises(ValueError, match=r"fit: y and sample_weight cannot be given with a dataset"):
+        model.fit(unlabelled, y=[1, 0, 1, 0], sample_weight=[0.0] * 4, verbose=0)
+    with pytest.raises(ValueError, match=r"evaluate needs labels: give a dataset of \(texts, labels\)"):
+        model.evaluate(unlabelled.batch(2), verbose=0)
+    with pytest.raises(ValueError, match="fit needs at least one text"):
+        model.fit([], [], verbose=0)
+    with pytest.raises(ValueError, match="evaluate needs at least one text"):
+        model.evaluate([], [], verbose=0)
+    history = model.fit(texts, [1, 0, 1, 0], batch_size=2, verbose=0)  # still fits after the refusals
+    assert len(history.history["loss"]) == 1
+
+
+def test_validation_split_holds_out_the_last_texts_as_keras(tmp_path):
+    """Keras takes the last part of the arrays, before shuffling; it failed
+    here, naming a dataset the user never made."""
+    release = _tiny_release(tmp_path, VOCAB)
+    texts = ["good film", "bad film", "the plot is good", "not good", "good plot", "bad plot", "the film", "not bad"]
+    labels = [1, 0, 1, 0, 1, 0, 1, 0]
+    histories = []
+    for options in (dict(validation_split=0.25), dict(validation_data=(texts[6:], labels[6:]))):
+        keras.utils.set_random_seed(2)
+        model = TextClassifier.from_release(release, num_classes=2, max_seq_length=12, seed=1, dropout_rate=0.0)
+        model.compile()
+        x, y = (texts, labels) if "validation_split" in options else (texts[:6], labels[:6])
+        histories.append(model.fit(x, y, batch_size=2, epochs=2, verbose=0, **options).history)
+        assert int(model.optimizer.iterations.numpy()) == 6  # 3 batches of the 6 training texts, twice
+    np.testing.assert_allclose(histories[0]["val_loss"], histories[1]["val_loss"], rtol=1e-5)
+    np.testing.assert_allclose(histories[0]["loss"], histories[1]["loss"], rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["mixed_bfloat16", "mixed_float16"])
+def test_regression_scores_are_float32_under_mixed_precision(tmp_path, dtype):
+    """Probabilities and embeddings were float32 already; regression scores
+    came back in the compute dtype."""
+    release = _tiny_release(tmp_path, VOCAB)
+    model = TextClassifier.from_release(release, num_classes=1, max_seq_length=12, dtype=dtype)
+    scores = model.predict(["good film", "bad film"], verbose=0)
+    assert scores.shape == (2,) and scores.dtype == np.float32

@@ -23,6 +23,7 @@ from keras_bert_impl.models.pretraining import BertPretrainingModel
 from keras_bert_impl.probabilities import softmax
 from keras_bert_impl.tasks.fill_mask import mask_positions
 from keras_bert_impl.tasks.text_classifier import load_from_release
+from keras_bert_impl.tasks.text_data import num_texts, text_tensor
 
 _PACKAGE = "keras_bert_impl"
 
@@ -101,8 +102,8 @@ class MaskedLM(_PretrainingHeadTask):
         """The `top_k` word pieces for each "[MASK]" of each text, best first.
 
         Args:
-            x: Texts (a list of strings). A mask cut off by `max_seq_length`
-                gets no prediction.
+            x: Texts (a list of strings, or one string). A mask cut off by
+                `max_seq_length` gets no prediction.
             top_k: Word pieces per mask.
             batch_size: Texts per forward pass (default 32).
 
@@ -111,7 +112,10 @@ class MaskedLM(_PretrainingHeadTask):
             `(token, probability)` pairs. A text without "[MASK]" gives `[]`.
         """
         vocabulary, mask_id, batch_size = self.preprocessor.vocabulary, self.preprocessor.mask_id, batch_size or 32
-        inputs = self.preprocessor(x)  # [num_texts, max_seq_length] each
+        texts = text_tensor(x)
+        if num_texts(texts) == 0:
+            return []
+        inputs = self.preprocessor(texts)  # [num_texts, max_seq_length] each
         counts = np.sum(inputs["input_ids"].numpy() == mask_id, axis=1)  # [num_texts]
         num_positions = max(1, int(counts.max(initial=0)))
         # [num_texts, num_positions]: the masks of each text, then zeros.
@@ -163,7 +167,8 @@ class NextSentencePredictor(_PretrainingHeadTask):
         """P(B follows A) for each pair: float32 [num_pairs].
 
         Args:
-            x: The first texts, with `texts_b`; or a tuple `(texts_a, texts_b)`.
+            x: The first texts, with `texts_b`; or a tuple `(texts_a, texts_b)`
+                (each a list of strings, or one string for one pair).
             texts_b: The second texts.
             batch_size: Pairs per forward pass (default 32).
             **kwargs: Passed to Keras `predict` (e.g. `verbose=0`).
@@ -171,6 +176,9 @@ class NextSentencePredictor(_PretrainingHeadTask):
         pairs = x if texts_b is None else (x, texts_b)
         if not (isinstance(pairs, tuple) and len(pairs) == 2):
             raise ValueError("predict takes texts_a and texts_b, or a tuple (texts_a, texts_b)")
+        pairs = text_tensor(pairs)
+        if num_texts(pairs) == 0:
+            return np.zeros((0,), np.float32)
         inputs = self.preprocessor(pairs)  # [num_pairs, max_seq_length] each
         # The model always runs its masked-LM head too: give it one position
         # ([CLS]), the least it takes. [num_pairs, 1]

@@ -18,7 +18,7 @@ import numpy as np
 
 from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.tasks.classifier import CLASSIFIER, REGRESSION
-from keras_bert_impl.tasks.text_data import text_dataset
+from keras_bert_impl.tasks.text_data import check_labelled, num_texts, text_dataset, text_tensor
 from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
 
 _PACKAGE = "keras_bert_impl"
@@ -135,19 +135,32 @@ class TextClassifier(BertClassifier):
 
     # -- Keras --------------------------------------------------------------
 
-    def compile(self, optimizer=None, loss=None, metrics=None, **kwargs):
-        """Keras `compile`; with no optimizer, the original's, sized by `fit`.
+    def compile(self, optimizer=None, loss=None, metrics=None, num_train_steps=None, **kwargs):
+        """Keras `compile`; with no optimizer, the original's.
+
+        Its learning rate warms up, then decays to zero over `num_train_steps`
+        (default: the steps of the first `fit`; give it to spread one schedule
+        over several `fit` calls). A `fit` after the schedule has ended is
+        refused: it would not change a weight.
 
         With no loss: sparse categorical cross-entropy on the logits (the
         original's), or mean squared error for regression; with no metrics:
-        accuracy (none for regression).
+        accuracy of class ids or one-hot labels, as the loss takes them (none
+        for regression).
         """
+        if num_train_steps is not None and optimizer is not None:
+            raise ValueError("num_train_steps sizes the original optimizer: give it without an optimizer")
         if loss is None:
             loss = (keras.losses.MeanSquaredError() if self.num_classes == 1
                     else keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         if metrics is None:
-            metrics = [] if self.num_classes == 1 else [keras.metrics.SparseCategoricalAccuracy("accuracy")]
+            # Keras' "accuracy" follows the labels: class ids, or one-hot rows for a categorical loss.
+            metrics = [] if self.num_classes == 1 else ["accuracy"]
         self._original_recipe = None
+        if optimizer is None and num_train_steps is not None:
+            self._original_recipe = dict(loss=loss, metrics=metrics, **kwargs)
+            self._compile_original_optimizer(num_train_steps)
+            return
         if optimizer is None:
             # The schedule needs the number of steps, which only `fit` knows.
             self._original_recipe = dict(loss=loss, metrics=metrics, **kwargs)
@@ -175,6 +188,8 @@ class TextClassifier(BertClassifier):
         from keras_bert_impl.training.optimization import StepCountingLossScaleOptimizer, create_optimizer
 
         recipe, self._original_recipe = self._original_recipe, None
+        if int(num_train_steps) < 1:
+            raise ValueError(f"num_train_steps must be at least 1, got {num_train_steps}")
         num_warmup_steps = int(num_train_steps * self.warmup_proportion)
         logger.info("original optimizer: %d steps (%d warmup)", num_train_steps, num_warmup_steps)
         optimizer = create_optimizer(self.learning_rate, num_train_steps, num_warmup_steps)
@@ -195,21 +210,31 @@ class TextClassifier(BertClassifier):
         return cut_padding(dataset, self._bucket_size()) if self.real_tokens_only else dataset
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
-            validation_data=None, shuffle=True, sample_weight=None, steps_per_epoch=None, **kwargs):
+            validation_data=None, shuffle=True, sample_weight=None, steps_per_epoch=None, validation_split=0.0,
+            **kwargs):
         """Keras `fit` on raw texts (a list, a pair of lists, or a dataset of strings).
 
         Arrays are shuffled with the model's `seed`, repeated and cut into
         full batches, as the original's input function; `steps_per_epoch`
-        defaults to one pass.
+        defaults to one pass. `validation_split` holds out the last part of
+        the arrays, before shuffling, as Keras does.
         """
         in_memory = not _is_dataset(x)
         if in_memory:
-            texts = x[0] if isinstance(x, tuple) else x
+            texts = text_tensor(x)
+            count = num_texts(texts)
+            if validation_split and validation_data is None:
+                x, y, sample_weight, validation_data = _split_off(texts, y, sample_weight, validation_split)
+                texts, count = x, num_texts(x)
+            if count == 0:
+                raise ValueError("fit needs at least one text")
             batch_size = batch_size or 32
-            steps_per_epoch = steps_per_epoch or max(1, len(texts) // batch_size)
+            steps_per_epoch = steps_per_epoch or max(1, count // batch_size)
             x = self._dataset(x, y, sample_weight, batch_size, shuffle=shuffle, repeat=True, drop_remainder=True)
             y = sample_weight = None
         else:
+            _check_no_arrays_beside(x, y, sample_weight, validation_split, "fit")
+            check_labelled(x, "fit")
             x = self._dataset(x, batch_size=batch_size, shuffle=shuffle)
         if validation_data is not None:
             validation_data = self._dataset(*_unpack(validation_data), batch_size=batch_size)
@@ -218,33 +243,62 @@ class TextClassifier(BertClassifier):
             if steps < 1:
                 raise ValueError("fit with the original optimizer needs a dataset of known length or steps_per_epoch")
             self._compile_original_optimizer(steps * (epochs - kwargs.get("initial_epoch", 0)))
+        self._check_schedule_left()
         return super().fit(x, epochs=epochs, verbose=verbose, callbacks=callbacks, validation_data=validation_data,
                            steps_per_epoch=steps_per_epoch, shuffle=False, **kwargs)  # `_dataset` shuffled it
+
+    def _check_schedule_left(self):
+        """Raises where the optimizer's warmup-and-decay schedule has ended."""
+        from keras_bert_impl.training.optimization import WarmupLinearDecay
+
+        optimizer = getattr(self.optimizer, "inner_optimizer", self.optimizer)
+        schedule = getattr(optimizer, "_learning_rate", None)
+        if not isinstance(schedule, WarmupLinearDecay) or not optimizer.built:
+            return
+        step = int(optimizer.iterations.numpy())
+        if step >= schedule.num_train_steps:
+            raise ValueError(
+                f"the learning rate has decayed to 0: the optimizer's schedule ended at step "
+                f"{schedule.num_train_steps} and this model is at step {step}, so this fit would not change a "
+                "weight. compile() again to fine-tune over this fit's steps, or compile(num_train_steps=N) "
+                "before the first fit to spread one schedule over several fit calls")
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
         """Keras `evaluate` on raw texts."""
         if kwargs.get("_use_cached_eval_dataset"):  # fit's validation: already preprocessed
             return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight, **kwargs)
+        if _is_dataset(x):
+            _check_no_arrays_beside(x, y, sample_weight, 0.0, "evaluate")
+            check_labelled(x, "evaluate")
+        elif num_texts(text_tensor(x)) == 0:
+            raise ValueError("evaluate needs at least one text")
         return super().evaluate(self._dataset(x, y, sample_weight, batch_size), **kwargs)
 
     def predict(self, x, batch_size=None, **kwargs):
-        """Class probabilities [num_texts, num_classes] (the score [num_texts] for regression)."""
+        """Class probabilities, float32 [num_texts, num_classes] (the score
+        [num_texts] for regression). `x`: a list of texts, one text, a tuple
+        `(texts_a, texts_b)` of pairs, or a dataset."""
         from keras_bert_impl.probabilities import softmax
 
         if _is_dataset(x):
             logits = super().predict(self._dataset(x, batch_size=batch_size), **kwargs)
-        elif self.real_tokens_only and not kwargs.get("callbacks"):
-            # Tokenized once, eagerly (mapping in tf.data would rebuild the
-            # tokenizer graph per call), then predicted batch by batch, each
-            # cut after its longest row.
-            from keras_bert_impl.training.real_tokens import predict_on_real_tokens
-
-            inputs = {key: value.numpy() for key, value in self.preprocessor(_as_texts(x)).items()}
-            logits = predict_on_real_tokens(self, inputs, batch_size or 32, self._bucket_size(), description="texts")
         else:
-            logits = super().predict(self.preprocessor(_as_texts(x)), batch_size=batch_size or 32, **kwargs)
+            texts = text_tensor(x)
+            if num_texts(texts) == 0:
+                logits = np.zeros((0, self.num_classes), np.float32)
+            elif self.real_tokens_only and not kwargs.get("callbacks"):
+                # Tokenized once, eagerly (mapping in tf.data would rebuild the
+                # tokenizer graph per call), then predicted batch by batch, each
+                # cut after its longest row.
+                from keras_bert_impl.training.real_tokens import predict_on_real_tokens
+
+                inputs = {key: value.numpy() for key, value in self.preprocessor(texts).items()}
+                logits = predict_on_real_tokens(self, inputs, batch_size or 32, self._bucket_size(),
+                                                description="texts")
+            else:
+                logits = super().predict(self.preprocessor(texts), batch_size=batch_size or 32, **kwargs)
         if self.num_classes == 1:
-            return np.asarray(logits)[:, 0]
+            return np.asarray(logits, np.float32)[:, 0]
         return softmax(logits).astype(np.float32)
 
     def get_config(self):
@@ -267,8 +321,37 @@ def _is_dataset(x):
     return isinstance(x, tf.data.Dataset)
 
 
-def _as_texts(x):
-    return tuple(list(texts) for texts in x) if isinstance(x, tuple) else list(x)
+def _split_off(texts, y, sample_weight, validation_split):
+    """`(texts, y, sample_weight)` less their last `validation_split`, and that part as validation data."""
+    import math
+
+    if not 0.0 < validation_split < 1.0:
+        raise ValueError(f"validation_split must lie in (0, 1), got {validation_split}")
+    if y is None:
+        raise ValueError("validation_split needs y")
+    count = num_texts(texts)
+    at = int(math.ceil(count * (1.0 - validation_split)))  # As Keras: the last samples, before shuffling.
+
+    def part(value, piece):
+        if value is None:
+            return None
+        if isinstance(value, tuple):
+            return tuple(part(v, piece) for v in value)
+        return value[:at] if piece == 0 else value[at:]
+
+    y, sample_weight = np.asarray(y), None if sample_weight is None else np.asarray(sample_weight)
+    validation = tuple(v for v in (part(texts, 1), part(y, 1), part(sample_weight, 1)) if v is not None)
+    return part(texts, 0), part(y, 0), part(sample_weight, 0), validation
+
+
+def _check_no_arrays_beside(dataset, y, sample_weight, validation_split, method):
+    """A dataset carries its labels and weights itself, as in Keras."""
+    given = [name for name, value in (("y", y), ("sample_weight", sample_weight)) if value is not None]
+    if validation_split:
+        given.append("validation_split")
+    if given:
+        raise ValueError(f"{method}: {' and '.join(given)} cannot be given with a dataset; the dataset's elements "
+                         "carry labels and weights: (texts, labels[, sample_weights])")
 
 
 def _unpack(data):

@@ -17,24 +17,83 @@ import numpy as np
 import tensorflow as tf
 
 
-def _as_text_tensor(texts):
-    """[n] strings (`str`, or UTF-8 `bytes`) as a string tensor; a pair as two.
+def text_tensor(texts):
+    """What the task models take as texts, as a [n] string tensor (a pair as two).
+
+    Args:
+        texts: A list or array of strings (`str`, or UTF-8 `bytes`); an
+            [n, 1] array (a one-column table) is read as [n]; one string is a
+            batch of one; a tuple `(texts_a, texts_b)` is a batch of pairs
+            (two strings: one pair), as keras-hub's preprocessors read a tuple.
 
     Raises:
         TypeError: naming the first value that is not a string (a `None` or a
-            number would otherwise be trained on as the text "None" or "3").
+            number would otherwise be read as the text "None" or "3"), or an
+            array of another shape.
+        ValueError: the two sides of a pair differ in length.
     """
     if isinstance(texts, tuple) and len(texts) == 2:
-        return tuple(_as_text_tensor(t) for t in texts)
+        first, second = (text_tensor(part) for part in texts)
+        if first.shape[0] != second.shape[0]:
+            raise ValueError(f"a text pair needs as many second texts as first ones: {first.shape[0]} and "
+                             f"{second.shape[0]}")
+        return first, second
+    if isinstance(texts, (str, bytes)):
+        texts = [texts]
     values = np.asarray(texts, dtype=object)
-    for index, value in enumerate(values.flat):
+    if values.ndim == 2 and values.shape[1] == 1:
+        values = values[:, 0]
+    if values.ndim != 1:
+        raise TypeError(f"texts must be a list of strings (or a tuple of two lists for pairs); got an array "
+                        f"of shape {values.shape}")
+    for index, value in enumerate(values):
         if not isinstance(value, (str, bytes)):
             raise TypeError(f"text {index} is {value!r} ({type(value).__name__}), not a string")
-    return tf.constant(values.tolist(), tf.string)
+    return tf.constant(values.tolist(), tf.string, shape=[len(values)])
 
 
-def _num_examples(texts):
+def num_texts(texts):
+    """How many examples `text_tensor`'s result holds."""
     return int(texts[0].shape[0]) if isinstance(texts, tuple) else int(texts.shape[0])
+
+
+def label_array(values, count, name="y"):
+    """Labels (or sample weights) as a NumPy array of numbers, one per text.
+
+    Raises:
+        TypeError: a value is not a number (class names must be mapped to ids).
+        ValueError: not one value per text.
+    """
+    array = np.asarray(values)
+    if array.dtype.kind not in "biuf":
+        for index, value in enumerate(array.reshape(-1)):
+            if not isinstance(value, (int, float, np.number)) or isinstance(value, bool):
+                raise TypeError(f"{name} {index} is {value!r} ({type(value).__name__}), not a number"
+                                + (" (map class names to ids 0..num_classes-1)" if name == "y" else ""))
+        array = array.astype(np.float64)
+    if array.ndim == 0 or array.shape[0] != count:
+        have = "a scalar" if array.ndim == 0 else f"{array.shape[0]} values"
+        raise ValueError(f"{name} has {have} for {count} texts")
+    return array
+
+
+def check_labelled(dataset, method):
+    """Raises unless `dataset`'s elements can carry labels: an element of two
+    strings is a text pair without labels.
+
+    Raises:
+        ValueError: naming `method` and how to give the labels.
+    """
+    spec = dataset.element_spec
+    if isinstance(spec, tuple) and len(spec) == 2 and all(_is_text_spec(part) for part in spec):
+        raise ValueError(f"{method} needs labels, but each element of the dataset is two strings, which is read "
+                         "as a text pair: give ((texts_a, texts_b), labels), with labels as numbers")
+    if not isinstance(spec, tuple) or _is_text_spec(spec):
+        raise ValueError(f"{method} needs labels: give a dataset of (texts, labels)")
+
+
+def _is_text_spec(spec):
+    return isinstance(spec, tf.TensorSpec) and spec.dtype == tf.string
 
 
 def text_dataset(x, y=None, sample_weight=None, batch_size=32, preprocess=None, shuffle=False, seed=None,
@@ -65,12 +124,14 @@ def text_dataset(x, y=None, sample_weight=None, batch_size=32, preprocess=None, 
         elif repeat:
             dataset = dataset.repeat()
     else:
-        texts = _as_text_tensor(x)
-        parts = [texts] + [np.asarray(v) for v in (y, sample_weight) if v is not None]
+        texts = text_tensor(x)
         if sample_weight is not None and y is None:
             raise ValueError("sample_weight needs y")
+        count = num_texts(texts)
+        parts = [texts] + [label_array(v, count, name) for v, name in ((y, "y"), (sample_weight, "sample_weight"))
+                           if v is not None]
         dataset = tf.data.Dataset.from_tensor_slices(tuple(parts) if len(parts) > 1 else texts)
-        dataset = _shuffled(dataset, shuffle, seed, _num_examples(texts), repeat)
+        dataset = _shuffled(dataset, shuffle, seed, count, repeat)
         dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
     if preprocess is not None:
         dataset = dataset.map(lambda *item: _preprocessed(preprocess, item), num_parallel_calls=tf.data.AUTOTUNE)

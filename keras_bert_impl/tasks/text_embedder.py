@@ -14,6 +14,7 @@ from keras_bert_impl.models.base import BertConfigModel, sequence_inputs
 from keras_bert_impl.models.bert_model import BertModel, as_bert_config
 from keras_bert_impl.tasks.embeddings import mean_over_tokens
 from keras_bert_impl.tasks.text_classifier import load_from_release
+from keras_bert_impl.tasks.text_data import num_texts, text_tensor
 
 _PACKAGE = "keras_bert_impl"
 POOLINGS = ("mean", "pooled")
@@ -107,11 +108,15 @@ class TextEmbedder(BertConfigModel):
         """Embeddings float32 [num_texts, hidden_size].
 
         Args:
-            x: Texts (a list of strings), or a tuple `(texts_a, texts_b)`.
+            x: Texts (a list of strings, or one string), or a tuple
+                `(texts_a, texts_b)` of pairs.
             batch_size: Texts per forward pass (default 32).
             **kwargs: Passed to Keras `predict` (e.g. `verbose=0`).
         """
-        inputs = self.preprocessor(x)  # [num_texts, max_seq_length] each, tokenized eagerly as in `MaskedLM`
+        texts = text_tensor(x)
+        if num_texts(texts) == 0:
+            return np.zeros((0, self.bert_config.hidden_size), np.float32)
+        inputs = self.preprocessor(texts)  # [num_texts, max_seq_length] each, tokenized eagerly as in `MaskedLM`
         return np.asarray(super().predict(inputs, batch_size=batch_size or 32, **kwargs), np.float32)
 
     def get_config(self):

@@ -199,8 +199,10 @@ class BertPreprocessor(keras.layers.Layer):
 
     Call arguments:
         inputs: A string tensor [batch] (or a list of strings), or a tuple
-            `(texts, texts_b)` of two; a single string (rank 0) gives outputs
-            of shape [max_seq_length], without the batch axis.
+            `(texts, texts_b)` of two (a tuple is always a pair, as in
+            keras-hub: `("a", "b")` is one pair); a single string or pair of
+            strings (rank 0) gives outputs of shape [max_seq_length], without
+            the batch axis.
 
     Example:
     >>> preprocessor = BertPreprocessor(
@@ -239,14 +241,14 @@ class BertPreprocessor(keras.layers.Layer):
 
     def __call__(self, inputs, **kwargs):
         # Keras takes only tensors positionally; strings and lists become tensors here.
-        if isinstance(inputs, tuple) and len(inputs) == 2 and not isinstance(inputs[0], str):
+        if isinstance(inputs, tuple) and len(inputs) == 2:  # A pair, as keras-hub reads a tuple: ("a", "b") is one.
             inputs = tuple(_as_strings(texts) for texts in inputs)
         else:
             inputs = _as_strings(inputs)
         return super().__call__(inputs, **kwargs)
 
     def call(self, inputs):
-        if isinstance(inputs, (tuple, list)) and len(inputs) == 2 and not isinstance(inputs[0], str):
+        if isinstance(inputs, (tuple, list)) and len(inputs) == 2 and not isinstance(inputs[0], str):  # tensors
             texts, texts_b = inputs
         else:
             texts, texts_b = inputs, None

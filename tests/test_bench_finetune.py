@@ -28,6 +28,27 @@ def test_padded_batches_follow_the_texts_in_order(bench):
     assert bench.padded_batch_shapes(lengths, 0, 3, 2, 128) == [(128, 30), (128, 70), (128, 110)]
 
 
+def test_cut_batches_are_as_wide_as_their_longest_row_rounded_up(bench):
+    lengths = np.array([10, 20, 30, 41, 50, 60])
+    # Batches 1 and 2 of 2: longest rows 41 and 60 -> 48 and 64 columns at buckets of 8.
+    assert bench.cut_batch_widths(lengths, 1, 2, 2) == [(48, 71), (64, 110)]
+
+
+def test_tf_models_cut_batches_are_cut_in_the_pipeline(bench):
+    """The like-for-like peer's batches: the same ids, columns past the longest row (rounded up
+    to 8) dropped, labels alongside."""
+    peer = bench.TfModelsCut.__new__(bench.TfModelsCut)
+    peer.batch_size = 2
+    mask = np.zeros((3, 32), "int32")
+    for row, length in enumerate([5, 11, 3]):
+        mask[row, :length] = 1
+    features = {"input_word_ids": mask * 7, "input_mask": mask, "input_type_ids": np.zeros_like(mask)}
+    batches = list(peer.batches(features, np.array([0, 1, 0])))
+    assert [tuple(x["input_mask"].shape) for x, _ in batches] == [(2, 16), (1, 8)]
+    np.testing.assert_array_equal(batches[0][0]["input_word_ids"], features["input_word_ids"][:2, :16])
+    assert [list(y.numpy()) for _, y in batches] == [[0, 1], [0]]
+
+
 def test_measurement_rates(bench):
     m = bench.Measurement("x", train_intervals=[(2.0, 4.0), (2.0, 4.0)], timed_batches=[(64, 100), (32, 60)])
     assert m.train_rate(batch_size=8) == 4.0

@@ -552,3 +552,16 @@ def test_masked_lm_without_nsp_head_converts(tmp_path, capsys):
     np.testing.assert_array_equal(reader.get_tensor("cls/predictions/output_bias"), mlm["cls.predictions.bias"])
     np.testing.assert_array_equal(reader.get_tensor("cls/predictions/transform/dense/kernel"),
                                   mlm["cls.predictions.transform.dense.weight"].T)
+
+
+def test_a_release_path_that_does_not_exist_is_named(tmp_path):
+    """Was: "<its parent>: not a release, it has no bert_config.json", naming
+    a directory the user never gave."""
+    from keras_bert_impl.checkpoints.release import find_release
+    from keras_bert_impl.errors import CheckpointError
+
+    for missing in (tmp_path / "relase", tmp_path / "release" / "bert_model.ckpt"):
+        with pytest.raises(CheckpointError, match=f"^{re.escape(str(missing))}: no such release directory or checkpoint$"):
+            find_release(missing)
+    with pytest.raises(CheckpointError, match=f"^{re.escape(str(tmp_path))}: not a release, it has no bert_config.json$"):
+        find_release(tmp_path)

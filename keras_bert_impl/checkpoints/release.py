@@ -46,6 +46,8 @@ def find_release(path):
     path = os.fspath(path)
     if filesystem.isdir(path):
         directory, prefix = path, None
+    elif not filesystem.exists(path + ".index"):
+        raise CheckpointError(f"{path}: no such release directory or checkpoint")
     else:
         directory, prefix = filesystem.dirname(path) or ".", path
     config_file = filesystem.join(directory, "bert_config.json")

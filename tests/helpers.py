@@ -87,6 +87,17 @@ X86_ONLY = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"),
                               reason="TensorFlow's oneDNN graph rewrites are an x86 build's")
 
 
+def run_python(code, timeout=300):
+    """Runs Python `code` from the repository root in a fresh process (for
+    what must happen before TensorFlow starts, or would change this process's
+    TensorFlow state); returns its stdout lines, asserting it exited 0."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, "-c", code], cwd=BENCHMARKS.parent, env=env,
+                            capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout.splitlines()
+
+
 def run_with_onednn_rewrites(code, setting):
     """Runs Python `code` from the repository root in a fresh process with
     `TF_ENABLE_ONEDNN_OPTS=setting` (read once, when TensorFlow loads) and

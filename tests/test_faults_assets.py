@@ -565,3 +565,91 @@ def test_a_release_path_that_does_not_exist_is_named(tmp_path):
             find_release(missing)
     with pytest.raises(CheckpointError, match=f"^{re.escape(str(tmp_path))}: not a release, it has no bert_config.json$"):
         find_release(tmp_path)
+
+
+@pytest.mark.parametrize("flag", ["is_decoder", "add_cross_attention"])
+def test_a_decoder_config_is_refused(tmp_path, capsys, flag):
+    """BertLMHeadModel and cross-attending BERTs compute what the original's
+    bidirectional encoder cannot (was: converted into an encoder, exit 0)."""
+    write_tiny_hf_dir(tmp_path / "hf")
+    config_path = tmp_path / "hf" / "config.json"
+    config_path.write_text(json.dumps(dict(json.loads(config_path.read_text()), **{flag: True})))
+    code, lines = convert(capsys, f"--hf_model_dir={tmp_path / 'hf'}", f"--output_dir={tmp_path / 'out'}")
+    assert code == 1 and lines == [
+        f"bert-convert-hf: error: {config_path}: {flag} is true: a decoder (causal or cross-attending) BERT, "
+        "which the original's bidirectional encoder cannot compute"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_layers_beyond_the_config_are_refused(tmp_path, capsys):
+    """A file of 2 layers under a config of 1 (was: the second layer dropped
+    silently, a different model written with exit 0)."""
+    write_tiny_hf_dir(tmp_path / "hf")
+    config_path = tmp_path / "hf" / "config.json"
+    config_path.write_text(json.dumps(dict(json.loads(config_path.read_text()), num_hidden_layers=1)))
+    code, lines = convert(capsys, f"--hf_model_dir={tmp_path / 'hf'}", f"--output_dir={tmp_path / 'out'}")
+    assert code == 1 and lines == [
+        f"bert-convert-hf: error: {tmp_path / 'hf'}: model.safetensors holds layer(s) 1 beyond the "
+        "num_hidden_layers 1 of config.json: the config and the weights disagree"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_untied_decoder_and_a_head_without_a_place_are_named(tmp_path, capsys):
+    """The original ties the MLM decoder to the word embeddings: a decoder of
+    other values cannot be kept, and a classifier head beside the
+    pre-training heads has no place in a pre-training model. Both were
+    dropped without a word. A tied decoder is not named."""
+    weights = write_tiny_hf_dir(tmp_path / "hf")
+    h, v = TINY["hidden_size"], TINY["vocab_size"]
+    rng = np.random.default_rng(1)
+    heads = {
+        "cls.predictions.transform.dense.weight": rng.normal(size=(h, h)).astype(np.float32),
+        "cls.predictions.transform.dense.bias": np.zeros(h, np.float32),
+        "cls.predictions.transform.LayerNorm.weight": np.ones(h, np.float32),
+        "cls.predictions.transform.LayerNorm.bias": np.zeros(h, np.float32),
+        "cls.predictions.bias": np.zeros(v, np.float32),
+        "cls.seq_relationship.weight": rng.normal(size=(2, h)).astype(np.float32),
+        "cls.seq_relationship.bias": np.zeros(2, np.float32),
+    }
+    tied = weights["bert/embeddings/word_embeddings"]
+    rewrite_hf_tensors(tmp_path / "hf", add=dict(heads, **{"cls.predictions.decoder.weight": tied}))
+    code, lines = convert(capsys, f"--hf_model_dir={tmp_path / 'hf'}", f"--output_dir={tmp_path / 'tied'}")
+    assert code == 0 and not any("not converted" in line for line in lines), lines
+    rewrite_hf_tensors(tmp_path / "hf", add={"cls.predictions.decoder.weight": np.full((v, h), 7.0, np.float32),
+                                             "classifier.weight": np.ones((3, h), np.float32),
+                                             "classifier.bias": np.zeros(3, np.float32)})
+    code, lines = convert(capsys, f"--hf_model_dir={tmp_path / 'hf'}", f"--output_dir={tmp_path / 'untied'}")
+    assert code == 0
+    assert ("convert_hf_checkpoint: 3 tensors with no place in the original layout, not converted: "
+            "cls.predictions.decoder.weight (not tied to the word embeddings), "
+            "output_bias (no place in a bert_pretraining), output_weights (no place in a bert_pretraining)") in lines
+
+
+def test_a_checkpoint_whose_data_file_is_cut_short_is_named(tmp_path):
+    """Was: `IndexError: Read less bytes than requested`, from every tool that loads one."""
+    import tensorflow as tf
+
+    from keras_bert_impl.checkpoints.original import load_original_checkpoint
+    from keras_bert_impl.checkpoints.release import write_release
+    from keras_bert_impl.errors import CheckpointError
+    from keras_bert_impl.models.bert_model import BertModel
+
+    config = BertConfig(**TINY)
+    prefix = write_release(BertModel(config), tmp_path, config, [f"[unused{k}]" for k in range(TINY["vocab_size"])])
+    (data,) = tf.io.gfile.glob(prefix + ".data-*")
+    with open(data, "r+b") as f:
+        f.truncate(100)
+    with pytest.raises(CheckpointError, match=rf"^{re.escape(prefix)}: tensor \S+ cannot be read \(.*\): "
+                                              r"the checkpoint's data file is damaged or cut short$"):
+        load_original_checkpoint(BertModel(config), prefix)
+
+
+def test_activation_change_is_measured_for_a_single_segment_model():
+    """`--original_compatible_config` on a model with type_vocab_size 1 (as
+    RoBERTa-like BERTs have): its probe batch used segment id 1 (was: an
+    InvalidArgumentError traceback)."""
+    from keras_bert_impl.checkpoints.hf import activation_change_difference
+    from keras_bert_impl.models.bert_model import BertModel
+
+    model = BertModel(BertConfig(**dict(TINY, type_vocab_size=1, hidden_act="gelu_exact")))
+    assert 0.0 < activation_change_difference(model, "gelu") < 0.1

@@ -10,6 +10,7 @@ reads with keras-hub's outputs.
 import json
 import os
 import re
+import shutil
 
 import keras
 import keras_hub
@@ -116,7 +117,8 @@ def test_preset_loads_in_keras_hub_and_computes_what_we_compute(tanh_preset):
     assert backbone.max_sequence_length == config.max_position_embeddings
     assert backbone.num_segments == config.type_vocab_size
 
-    # The classifier gets the same encoder and a fresh head, and tokenizes as FullTokenizer does.
+    # The classifier gets the same encoder and a fresh head, and tokenizes this text as FullTokenizer
+    # does (not all text: docs/FINDINGS.md, "TF Text's BertTokenizer is not the original tokenizer").
     classifier = keras_hub.models.BertTextClassifier.from_preset(preset_dir, num_classes=3)
     for mine, theirs in zip(backbone.weights, classifier.backbone.weights):
         np.testing.assert_array_equal(mine, theirs)
@@ -138,6 +140,11 @@ def test_release_without_heads_is_a_backbone_preset(tmp_path):
     inputs = random_inputs(config)
     backbone = keras_hub.models.BertBackbone.from_preset(str(preset_dir))
     assert_same_at_real_tokens(_ours(config, prefix)(inputs), backbone(_keras_hub_inputs(inputs)), inputs)
+    # A classifier from the preset pads to the backbone's 24 positions (keras-hub's default 512
+    # failed on the first predict), and computes on the same encoder as ours.
+    classifier = keras_hub.models.BertTextClassifier.from_preset(str(preset_dir), num_classes=2)
+    assert classifier.preprocessor.sequence_length == config.max_position_embeddings == 24
+    assert classifier.predict(["the cafe is open"], verbose=0).shape == (1, 2)
 
 
 def test_masked_lm_head_loads_with_keras_hubs_formula(tanh_preset):
@@ -189,6 +196,13 @@ def test_round_trip_is_bit_identical_and_exact_gelu_is_measured(tmp_path, capsys
         with open(os.path.join(release, filename), "rb") as f, open(again / filename, "rb") as g:
             assert f.read() == g.read(), filename
 
+    # A masked-LM preset keeps BertMaskedLM's preprocessor: other tasks must be told the length.
+    assert f"give them a preprocessor of sequence_length={config.max_position_embeddings}" in to_preset_stderr
+    preprocessor = keras_hub.models.BertTextClassifierPreprocessor.from_preset(
+        str(preset_dir), sequence_length=config.max_position_embeddings)
+    classifier = keras_hub.models.BertTextClassifier.from_preset(str(preset_dir), num_classes=2,
+                                                                 preprocessor=preprocessor)
+    assert classifier.predict(["the cafe is open"], verbose=0).shape == (1, 2)
     # keras-hub runs the tanh GELU: the tool says so, with a measured size.
     for stderr in (to_preset_stderr, from_preset_stderr):
         match = GELU_MESSAGE.search(stderr)
@@ -275,3 +289,29 @@ def test_bad_inputs_are_one_line_and_write_nothing(tmp_path, capsys):
     assert run_tool(tool_main, not_a_preset) == EXIT_BAD_INPUT
     assert "not a keras-hub preset (it has no config.json)" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "out")
+
+
+def test_a_damaged_preset_is_one_line_with_keras_hubs_reason(tmp_path, capsys):
+    """A `model.weights.h5` cut short was an h5py traceback; a weight of
+    another shape kept only "A total of 2 objects could not be loaded"."""
+    _, release, _ = _release(tmp_path / "release", heads=False)
+    preset_dir = tmp_path / "preset"
+    assert run_tool(tool_main, _to_preset_flags(release, preset_dir)) == 0
+    capsys.readouterr()
+    shaped = tmp_path / "shaped"
+    shutil.copytree(preset_dir, shaped)
+    shutil.rmtree(shaped / "original")  # else our own check names the mismatch first
+    config_path = shaped / "config.json"
+    config = json.loads(config_path.read_text())
+    config["config"]["intermediate_dim"] += 16
+    config_path.write_text(json.dumps(config))
+    weights = preset_dir / "model.weights.h5"
+    weights.write_bytes(weights.read_bytes()[:3000])
+    for preset, reason in ((preset_dir, "OSError: Unable to synchronously open file (truncated file"),
+                           (shaped, "variable.shape=(16, 48), Received: value.shape=(16, 32)")):
+        flags = ["--from_preset", f"--preset_dir={preset}", f"--output_dir={tmp_path / 'out'}"]
+        assert run_tool(tool_main, flags) == EXIT_BAD_INPUT
+        stderr = capsys.readouterr().err.strip().splitlines()
+        assert len(stderr) == 1 and f"{preset}: keras-hub cannot load the preset (" in stderr[0], stderr
+        assert reason in stderr[0], stderr
+        assert not os.path.exists(tmp_path / "out")

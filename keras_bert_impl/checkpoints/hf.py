@@ -254,6 +254,10 @@ def bert_config_from_hf(config_path):
         raise ConfigError(f"{config_path}: position_embedding_type must be 'absolute'")
     if abs(values.get("layer_norm_eps", 1e-12) - 1e-12) > 1e-15:
         raise ConfigError(f"{config_path}: layer_norm_eps must be 1e-12 as in the original BERT")
+    for flag in ("is_decoder", "add_cross_attention"):
+        if values.get(flag):
+            raise ConfigError(f"{config_path}: {flag} is true: a decoder (causal or cross-attending) BERT, which "
+                              "the original's bidirectional encoder cannot compute")
     act = values.get("hidden_act", "gelu")
     if act not in HF_ACTIVATIONS:
         raise ConfigError(f"{config_path}: 'hidden_act' {act!r} has no BERT equivalent")
@@ -279,20 +283,28 @@ def read_hf_weights(model_dir_or_file):
     Returns:
         The weights under their original names, and the sorted HF names of
         the tensors that have no place in the original layout (buffers and
-        tied copies, `HF_SKIPPED`, are not among them).
+        tied copies, `HF_SKIPPED`, are not among them; an MLM decoder that
+        differs from the word embeddings is, marked as not tied).
     """
     path = os.fspath(model_dir_or_file)
     if filesystem.isdir(path):
         path = filesystem.join(path, "model.safetensors")
-    weights, unconverted = {}, []
+    weights, unconverted, decoders = {}, [], {}
     for hf_name, array in read_safetensors(path).items():
         mapped = hf_to_original_name(hf_name)
         if mapped is None:
             if not HF_SKIPPED.search(hf_name):
                 unconverted.append(hf_name)
+            elif hf_name.endswith("cls.predictions.decoder.weight"):
+                decoders[hf_name] = array
             continue
         name, transpose = mapped
         weights[name] = np.ascontiguousarray(array.T) if transpose else array
+    embeddings = weights.get("bert/embeddings/word_embeddings")
+    for hf_name, decoder in decoders.items():
+        # The original ties the MLM decoder to the word embeddings: an untied one has no place.
+        if embeddings is not None and not (decoder.shape == embeddings.shape and np.array_equal(decoder, embeddings)):
+            unconverted.append(f"{hf_name} (not tied to the word embeddings)")
     return weights, sorted(unconverted)
 
 
@@ -371,9 +383,17 @@ def load_hf_model(hf_dir):
         model = BertClassifier(config, num_labels=weights["output_weights"].shape[0])
     else:
         model = BertModel(config)
+    extra_layers = sorted({int(m.group(1)) for m in map(re.compile(r"bert/encoder/layer_(\d+)/").match, weights)
+                           if m and int(m.group(1)) >= config.num_hidden_layers})
+    if extra_layers:
+        raise CheckpointError(
+            f"{hf_dir}: model.safetensors holds layer(s) {', '.join(map(str, extra_layers))} beyond the "
+            f"num_hidden_layers {config.num_hidden_layers} of config.json: the config and the weights disagree")
     shapes = {name: array.shape for name, array in weights.items()}
     report = assign_original_weights(model, weights.__getitem__, shapes, source=hf_dir, allow_fresh=_MAY_BE_ABSENT)
-    return HfModel(config, model, tuple(sorted(report.fresh)), tuple(unconverted))
+    # Tensors with original names that this model has no place for (a classifier head beside pre-training heads).
+    unplaced = [f"{name} (no place in a {model.name})" for name in report.unexpected]
+    return HfModel(config, model, tuple(sorted(report.fresh)), tuple(sorted(unconverted + unplaced)))
 
 
 def activation_change_difference(model, hidden_act, inputs=None, batch_size=2, seq_length=16, seed=0):
@@ -405,7 +425,7 @@ def activation_change_difference(model, hidden_act, inputs=None, batch_size=2, s
         seq_length = min(seq_length, config.max_position_embeddings)
         rng = np.random.default_rng(seed)
         segment_ids = np.zeros((batch_size, seq_length), "int32")
-        segment_ids[:, seq_length // 2:] = 1
+        segment_ids[:, seq_length // 2:] = min(1, config.type_vocab_size - 1)
         inputs = {
             "input_ids": rng.integers(0, config.vocab_size, (batch_size, seq_length)).astype("int32"),
             "input_mask": np.ones((batch_size, seq_length), "int32"),

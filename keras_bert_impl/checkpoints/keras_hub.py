@@ -481,7 +481,13 @@ def write_preset(keras_hub_model, tokenizer, bert_config_file, extra_variables, 
     try:
         keras_hub_model.save_to_preset(staging)
         if getattr(keras_hub_model, "preprocessor", None) is None:
-            tokenizer.save_to_preset(staging)
+            # A backbone: the classifier's preprocessor (with the tokenizer), so that
+            # `BertTextClassifier.from_preset` pads to a length the backbone takes
+            # (keras-hub's default is 512, past a shorter `max_position_embeddings`).
+            keras_hub = extras.import_extra("keras_hub", "keras-hub", "bert-convert-keras-hub")
+            keras_hub.models.BertTextClassifierPreprocessor(
+                tokenizer=tokenizer, sequence_length=min(512, keras_hub_model.max_sequence_length)
+            ).save_to_preset(staging)
         original = os.path.join(staging, ORIGINAL_DIR)
         os.makedirs(original)
         copy_atomically(bert_config_file, os.path.join(original, "bert_config.json"))
@@ -582,11 +588,20 @@ def release_to_preset(bert_config_file, init_checkpoint, vocab_file, preset_dir,
     differences = keras_hub_differences(model, keras_hub_model, config)
     names = keras_hub_variable_map(config.num_hidden_layers, masked_lm)
     extra = {name: value for name, value in tensors.items() if name not in names}
-    notes = ()
+    notes = ("keras-hub's BertTokenizer (TF Text) gives the original's ids on most text but not all: uncased, it "
+             "case-folds (ß -> ss); it splits at NUL and zero-width spaces (docs/FINDINGS.md)",)
     if config.attention_probs_dropout_prob != config.hidden_dropout_prob:
-        notes = (
+        notes += (
             f"keras-hub has one dropout rate, hidden_dropout_prob {config.hidden_dropout_prob}; "
             f"attention_probs_dropout_prob {config.attention_probs_dropout_prob} is kept in {ORIGINAL_DIR}/ only",
+        )
+    if masked_lm and config.max_position_embeddings < 512:
+        notes += (
+            f"the preset's preprocessor is BertMaskedLM's; other keras-hub tasks default to sequence_length 512, "
+            f"past max_position_embeddings {config.max_position_embeddings}: give them a preprocessor of "
+            f"sequence_length={config.max_position_embeddings} (e.g. BertTextClassifier.from_preset(..., "
+            f"preprocessor=BertTextClassifierPreprocessor.from_preset(..., "
+            f"sequence_length={config.max_position_embeddings})))",
         )
     path = write_preset(keras_hub_model, tokenizer, bert_config_file, extra, preset_dir)
     return Conversion(
@@ -638,8 +653,10 @@ def _load_keras_hub_preset(preset_dir, masked_lm):
             return model, model.preprocessor.tokenizer
         backbone = keras_hub.models.BertBackbone.from_preset(preset_dir)
         return backbone, keras_hub.models.BertTokenizer.from_preset(preset_dir)
-    except ValueError as e:
-        raise CheckpointError(f"{preset_dir}: keras-hub cannot load the preset ({str(e).splitlines()[0]})") from None
+    except (ValueError, OSError) as e:  # OSError: h5py on a damaged model.weights.h5
+        detail = " ".join(str(e).split())  # keras-hub's reason is past its first line (e.g. the shapes)
+        detail = detail if len(detail) <= 600 else detail[:600] + " ..."
+        raise CheckpointError(f"{preset_dir}: keras-hub cannot load the preset ({type(e).__name__}: {detail})") from None
 
 
 def preset_to_release(preset_dir, output_dir):

@@ -145,9 +145,29 @@ def open_checkpoint(checkpoint_prefix):
     if not filesystem.exists(prefix + ".index"):
         raise CheckpointError(f"{prefix}: checkpoint not found (no {filesystem.basename(prefix)}.index)")
     try:
-        return prefix, tf.compat.v1.train.NewCheckpointReader(prefix)
+        return prefix, _CheckedReader(prefix, tf.compat.v1.train.NewCheckpointReader(prefix))
     except (tf.errors.OpError, ValueError) as e:
         raise CheckpointError(f"{prefix}: unreadable checkpoint ({e.message if hasattr(e, 'message') else e})") from None
+
+
+class _CheckedReader:
+    """A checkpoint reader whose `get_tensor` names the checkpoint and tensor
+    when the data file is damaged or cut short (TensorFlow raises a bare
+    `IndexError: Read less bytes than requested`, or a `DataLossError`)."""
+
+    def __init__(self, prefix, reader):
+        self._prefix, self._reader = prefix, reader
+
+    def get_tensor(self, name):
+        try:
+            return self._reader.get_tensor(name)
+        except (IndexError, tf.errors.OpError) as e:
+            detail = (getattr(e, "message", None) or str(e)).splitlines()[0]
+            raise CheckpointError(f"{self._prefix}: tensor {name} cannot be read ({detail}): the checkpoint's "
+                                  "data file is damaged or cut short") from None
+
+    def __getattr__(self, name):  # get_variable_to_shape_map, has_tensor, ...
+        return getattr(self._reader, name)
 
 
 def list_original_variables(checkpoint_prefix):

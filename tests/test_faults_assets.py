@@ -653,3 +653,17 @@ def test_activation_change_is_measured_for_a_single_segment_model():
 
     model = BertModel(BertConfig(**dict(TINY, type_vocab_size=1, hidden_act="gelu_exact")))
     assert 0.0 < activation_change_difference(model, "gelu") < 0.1
+
+
+def test_hf_gelu_python_is_the_exact_gelu(tmp_path):
+    """transformers' "gelu_python" computes x/2 (1 + erf(x / sqrt 2)), its "gelu" written in Python
+    (was refused as having no BERT equivalent)."""
+    from keras_bert_impl.checkpoints.hf import bert_config_from_hf
+    from keras_bert_impl.layers.activations import get_activation
+    from tests.numpy_bert import gelu_erf
+
+    write_tiny_hf_dir(tmp_path, hidden_act="gelu_python")
+    config = bert_config_from_hf(tmp_path / "config.json")
+    x = np.linspace(-4, 4, 17).astype(np.float32)
+    assert config.hidden_act == "gelu_exact"
+    np.testing.assert_allclose(get_activation(config.hidden_act)(x), gelu_erf(x), rtol=1e-5, atol=1e-6)

@@ -39,6 +39,7 @@ _SAFETENSORS_DTYPES = {
 # HF activation names -> ours. HF's "gelu" is the exact erf form.
 HF_ACTIVATIONS = {
     "gelu": "gelu_exact",
+    "gelu_python": "gelu_exact",  # the same erf GELU, written in Python
     "gelu_new": "gelu",
     "gelu_pytorch_tanh": "gelu",
     "relu": "relu",

@@ -567,30 +567,24 @@ def test_a_release_path_that_does_not_exist_is_named(tmp_path):
         find_release(tmp_path)
 
 
-@pytest.mark.parametrize("flag", ["is_decoder", "add_cross_attention"])
-def test_a_decoder_config_is_refused(tmp_path, capsys, flag):
-    """BertLMHeadModel and cross-attending BERTs compute what the original's
-    bidirectional encoder cannot (was: converted into an encoder, exit 0)."""
+@pytest.mark.parametrize("change, message", [
+    ({"is_decoder": True}, "{config}: is_decoder is true: a decoder (causal or cross-attending) BERT, which the "
+                           "original's bidirectional encoder cannot compute"),
+    ({"add_cross_attention": True}, "{config}: add_cross_attention is true: a decoder (causal or cross-attending) "
+                                    "BERT, which the original's bidirectional encoder cannot compute"),
+    ({"num_hidden_layers": 1}, "{hf}: model.safetensors holds layer(s) 1 beyond the num_hidden_layers 1 of "
+                               "config.json: the config and the weights disagree"),
+])
+def test_a_config_the_weights_do_not_fit_is_refused(tmp_path, capsys, change, message):
+    """A decoder BERT (BertLMHeadModel, cross-attention) computes what the
+    original's bidirectional encoder cannot; a file of 2 layers under a
+    config of 1 is another model. Were: converted with exit 0 (the decoder
+    into an encoder, the extra layer dropped silently)."""
     write_tiny_hf_dir(tmp_path / "hf")
     config_path = tmp_path / "hf" / "config.json"
-    config_path.write_text(json.dumps(dict(json.loads(config_path.read_text()), **{flag: True})))
+    config_path.write_text(json.dumps(dict(json.loads(config_path.read_text()), **change)))
     code, lines = convert(capsys, f"--hf_model_dir={tmp_path / 'hf'}", f"--output_dir={tmp_path / 'out'}")
-    assert code == 1 and lines == [
-        f"bert-convert-hf: error: {config_path}: {flag} is true: a decoder (causal or cross-attending) BERT, "
-        "which the original's bidirectional encoder cannot compute"]
-    assert not (tmp_path / "out").exists()
-
-
-def test_layers_beyond_the_config_are_refused(tmp_path, capsys):
-    """A file of 2 layers under a config of 1 (was: the second layer dropped
-    silently, a different model written with exit 0)."""
-    write_tiny_hf_dir(tmp_path / "hf")
-    config_path = tmp_path / "hf" / "config.json"
-    config_path.write_text(json.dumps(dict(json.loads(config_path.read_text()), num_hidden_layers=1)))
-    code, lines = convert(capsys, f"--hf_model_dir={tmp_path / 'hf'}", f"--output_dir={tmp_path / 'out'}")
-    assert code == 1 and lines == [
-        f"bert-convert-hf: error: {tmp_path / 'hf'}: model.safetensors holds layer(s) 1 beyond the "
-        "num_hidden_layers 1 of config.json: the config and the weights disagree"]
+    assert code == 1 and lines == ["bert-convert-hf: error: " + message.format(config=config_path, hf=tmp_path / "hf")]
     assert not (tmp_path / "out").exists()
 
 

@@ -219,10 +219,14 @@ class LoopbackServingFixture:
             inputs = {key: [row[key] for row in instances] for key in instances[0]}
             outputs = self.run_signature(signature, inputs)
             rows = [{name: _jsonable(np.asarray(value[i])) for name, value in outputs.items()} for i in range(len(instances))]
+            if len(outputs) == 1:  # TF Serving's rows are bare values then (json_tensor.cc: elements_are_objects)
+                rows = [next(iter(row.values())) for row in rows]
             return 200, {"predictions": rows}
         if "inputs" not in request:
             return 400, {"error": "Missing 'inputs' or 'instances' key"}
         outputs = self.run_signature(signature, request["inputs"])
+        if len(outputs) == 1:  # and the columnar "outputs" the bare value
+            return 200, {"outputs": _jsonable(next(iter(outputs.values())))}
         return 200, {"outputs": {name: _jsonable(value) for name, value in outputs.items()}}
 
     def _handle_rest_examples(self, method, request):

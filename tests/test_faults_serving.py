@@ -8,6 +8,7 @@ Every server here listens on 127.0.0.1 on an ephemeral port.
 import http.server
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -542,6 +543,33 @@ def test_predict_saved_model_tool_names_a_malformed_request(exported, requests, 
     )
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 1 and len(lines) == 1 and fragment in lines[0], result.stderr[-2000:]
+
+
+def test_predict_saved_model_tool_refuses_an_export_whose_warmup_fails(exported, tmp_path):
+    """TF Serving replays `assets.extra/tf_serving_warmup_requests` before it
+    serves a version, and a failing request fails the load: so does the tool
+    that stands in for it (an export whose weights TF Serving could not
+    restore failed exactly so)."""
+    from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
+
+    path, _ = exported
+    copy = tmp_path / "1"
+    shutil.copytree(path, copy)
+    request = predict_pb2.PredictRequest()
+    request.model_spec.signature_name = "serving_default"
+    request.inputs["text"].CopyFrom(tf.make_tensor_proto(np.array([b"fine", b"too"], dtype=object)[:, None]))
+    with tf.io.TFRecordWriter(str(copy / "assets.extra" / "tf_serving_warmup_requests")) as writer:
+        writer.write(prediction_log_pb2.PredictionLog(
+            predict_log=prediction_log_pb2.PredictLog(request=request)).SerializeToString())
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO, "tools", "predict_saved_model.py"), str(copy)],
+        input="[]", capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd="/",
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1, result.stderr[-2000:]
+    assert lines[0].startswith("predict_saved_model: error: ValueError: warmup request 0 (serving_default) fails, "
+                               "so TF Serving would not load this version: "), lines
 
 
 def test_predict_saved_model_tool_writes_strict_json():

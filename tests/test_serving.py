@@ -346,6 +346,9 @@ def test_versions_warmup_and_models_config(exports, bert_vocab_file, tables):
     with pytest.raises(ExportError, match="version 1 already exists"):
         export_saved_model(models["embeddings"], "embeddings", bert_vocab_file, root / "classifier", version=1,
                            max_seq_length=SEQ, tables=tables)
+    with pytest.raises(ExportError, match="version -1: a version is a non-negative integer"):
+        export_saved_model(models["embeddings"], "embeddings", bert_vocab_file, root / "classifier", version=-1,
+                           max_seq_length=SEQ, tables=tables)  # TF Serving would load "-1"; nothing else here lists it
     os.makedirs(root / "embeddings" / "7")
     assert next_version(root / "embeddings") == 8
 

@@ -251,10 +251,30 @@ def test_export_tool_precision_flag(tmp_path, bert_vocab_file):
 
 
 def saved_variable_dtypes(saved_model_dir):
-    """{floating-point variable in the SavedModel's checkpoint: dtype name}."""
+    """{floating-point variable of the SavedModel (its name): the dtype its checkpoint holds}."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel()
+    with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
+        saved_model.ParseFromString(f.read())
     reader = tf.train.load_checkpoint(os.path.join(saved_model_dir, "variables", "variables"))
-    return {name: dtype.name for name, dtype in reader.get_variable_to_dtype_map().items()
-            if name.endswith("/.ATTRIBUTES/VARIABLE_VALUE") and dtype.is_floating}
+    stored = reader.get_variable_to_dtype_map()
+    graph = saved_model.meta_graphs[0].object_graph_def
+    dtypes = {}
+    for node_id, node in enumerate(graph.nodes):
+        if node.WhichOneof("kind") == "variable":
+            (key,) = [k for k in stored if k.endswith("/.ATTRIBUTES/VARIABLE_VALUE") and _node_of(graph, k) == node_id]
+            if stored[key].is_floating:
+                dtypes[node.variable.name] = stored[key].name
+    return dtypes
+
+
+def _node_of(graph, checkpoint_key):
+    """The object-graph node that a checkpoint key's path of attribute names leads to from the root."""
+    node = 0
+    for part in checkpoint_key.split("/.ATTRIBUTES/")[0].split("/"):
+        node = next(child.node_id for child in graph.nodes[node].children if child.local_name == part)
+    return node
 
 
 def weight_casts_per_function(saved_model_dir):
@@ -279,8 +299,7 @@ def test_bfloat16_export_holds_its_weights_rounded_once(exports, model):
     stored = {precision: saved_variable_dtypes(path) for precision, path in exports.items()}
     assert sorted(stored["float32"].values()) == ["float32"] * len(weights)
     float32 = sorted(name for name, dtype in stored["bfloat16"].items() if dtype == "float32")
-    # (The SavedModel names variables by attribute: `.../output_layer_norm/gamma`.)
-    assert len(float32) == len(layer_norm) and all("layer_norm/" in name for name in float32)
+    assert len(float32) == len(layer_norm) and all("LayerNorm/" in name for name in float32)
     assert len(stored["bfloat16"]) == len(weights)
     # Under mixed_bfloat16, each of those is read and converted on every
     # call; no function of the export converts a weight.

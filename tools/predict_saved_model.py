@@ -1,7 +1,9 @@
 #!/usr/bin/env python
 """Calls a SavedModel's signatures the way TF Serving runs them: with only
 TensorFlow and TF Text's C++ kernels, in a process where keras_bert_impl, Keras
-and the peers cannot be imported. Deliberately imports nothing of ours (so its
+and the peers cannot be imported, the SavedModel loaded into a graph by its
+own restore and init ops (as TF Serving's C++ loader does, not by Python
+objects) and its warmup requests replayed first. Deliberately imports nothing of ours (so its
 absl flags are defined here, not with keras_bert_impl.cli).
 
 Usage:
@@ -29,6 +31,7 @@ for _name in BLOCKED:
 sys.path = [p for p in sys.path if p not in ("", os.getcwd())]
 
 import base64  # noqa: E402
+import contextlib  # noqa: E402
 import glob  # noqa: E402
 import importlib.util  # noqa: E402
 
@@ -78,7 +81,14 @@ def parse_flags(argv):
 
 
 def predict(saved_model_dir, requests):
-    """`{"blocked_modules_loaded": [...], "results": [outputs or {"error": ...}, ...]}`."""
+    """`{"blocked_modules_loaded": [...], "results": [outputs or {"error": ...}, ...]}`.
+
+    The SavedModel is loaded as TF Serving's C++ loader loads it: into a
+    graph whose variables are set by the SavedModel's own restore op (not by
+    Python objects, as `tf.saved_model.load` would), its warmup requests
+    replayed first (a failing one fails the load there), and each signature
+    run by its tensor names.
+    """
     import numpy as np
     import tensorflow as tf
 
@@ -88,39 +98,114 @@ def predict(saved_model_dir, requests):
     for library in sorted(glob.glob(os.path.join(package_dir, "python", "ops", "*.so"))):
         tf.load_op_library(library)
 
-    def to_tensor(value, spec):
+    def to_array(value, dtype):
         if isinstance(value, dict):  # {"b64": [...]}: raw bytes, e.g. invalid UTF-8 or protos
-            return tf.constant([base64.b64decode(v) for v in value["b64"]], tf.string)
-        return tf.constant(np.array(value, dtype=object if spec.dtype == tf.string else spec.dtype.as_numpy_dtype))
+            return np.array([base64.b64decode(v) for v in value["b64"]], dtype=object)
+        if dtype == tf.string:
+            return np.array(value, dtype=object)
+        return np.array(value, dtype=dtype.as_numpy_dtype)
 
-    loaded = tf.saved_model.load(saved_model_dir)
     if not isinstance(requests, list):
         raise ValueError(f"the requests are a JSON {type(requests).__name__}, not a list")
-    results = []
-    for index, request in enumerate(requests):
-        if not (isinstance(request, dict) and isinstance(request.get("signature"), str)
-                and isinstance(request.get("inputs"), dict)):
-            raise ValueError(f"request {index} is not {{\"signature\": name, \"inputs\": {{name: values}}}}")
-        if request["signature"] not in loaded.signatures:
-            raise KeyError(f"request {index}: no signature {request['signature']!r}; "
-                           f"the SavedModel has {sorted(loaded.signatures)}")
-        function = loaded.signatures[request["signature"]]
-        specs = function.structured_input_signature[1]
-        unknown = sorted(set(request["inputs"]) - set(specs))
-        if unknown:
-            raise KeyError(f"request {index}: signature {request['signature']!r} has no input {unknown[0]!r}; "
-                           f"its inputs are {sorted(specs)}")
-        inputs = {name: to_tensor(value, specs[name]) for name, value in request["inputs"].items()}
-        try:
-            outputs = function(**inputs)
-        except tf.errors.InvalidArgumentError as e:
-            results.append({"error": e.message})  # all of it: the first line is "Graph execution error:"
-            continue
-        results.append({
-            name: (np.char.decode(t.numpy().astype(bytes), "utf-8") if t.dtype == tf.string else t.numpy()).tolist()
-            for name, t in outputs.items()
-        })
+    tf.get_logger().setLevel("ERROR")  # the TF1 loader's deprecation notice
+    warmup = _warmup_requests(saved_model_dir)
+    graph = tf.Graph()
+    with _native_stderr_quiet(), tf.compat.v1.Session(graph=graph) as session:
+        signatures = tf.compat.v1.saved_model.loader.load(session, ["serve"], saved_model_dir).signature_def
+
+        def run(signature, arrays):
+            fetches = {name: info.name for name, info in signature.outputs.items()}
+            return session.run(fetches, {signature.inputs[name].name: array for name, array in arrays.items()})
+
+        _replay_warmup(warmup, signatures, run)
+        results = []
+        for index, request in enumerate(requests):
+            if not (isinstance(request, dict) and isinstance(request.get("signature"), str)
+                    and isinstance(request.get("inputs"), dict)):
+                raise ValueError(f"request {index} is not {{\"signature\": name, \"inputs\": {{name: values}}}}")
+            if request["signature"] not in signatures:
+                raise KeyError(f"request {index}: no signature {request['signature']!r}; "
+                               f"the SavedModel has {sorted(signatures)}")
+            signature = signatures[request["signature"]]
+            unknown = sorted(set(request["inputs"]) - set(signature.inputs))
+            if unknown:
+                raise KeyError(f"request {index}: signature {request['signature']!r} has no input {unknown[0]!r}; "
+                               f"its inputs are {sorted(signature.inputs)}")
+            arrays = {name: to_array(value, tf.as_dtype(signature.inputs[name].dtype))
+                      for name, value in request["inputs"].items()}
+            try:
+                outputs = run(signature, arrays)
+            except tf.errors.InvalidArgumentError as e:
+                results.append({"error": e.message})  # all of it: the first line is "Graph execution error:"
+                continue
+            results.append({
+                name: (np.char.decode(np.asarray(value).astype(bytes), "utf-8")
+                       if np.asarray(value).dtype == object else np.asarray(value)).tolist()
+                for name, value in outputs.items()
+            })
     return {"blocked_modules_loaded": [n for n in BLOCKED if sys.modules.get(n) is not None], "results": results}
+
+
+@contextlib.contextmanager
+def _native_stderr_quiet():
+    """File descriptor 2 to /dev/null for the block: TensorFlow's C++ logs an
+    INFO line for each graph session whatever TF_CPP_MIN_LOG_LEVEL says, and
+    its errors reach us as exceptions anyway."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _warmup_requests(saved_model_dir):
+    """`[(signature name, {input: array})]` of the predict requests in
+    `assets.extra/tf_serving_warmup_requests`, which TF Serving runs before
+    it serves a version."""
+    import tensorflow as tf
+
+    path = os.path.join(saved_model_dir, "assets.extra", "tf_serving_warmup_requests")
+    if not tf.io.gfile.exists(path):
+        return []
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    requests = []
+    for record in tf.data.TFRecordDataset(path).as_numpy_iterator():
+        log = prediction_log_pb2.PredictionLog.FromString(record)
+        if log.HasField("predict_log"):
+            request = log.predict_log.request
+            requests.append((request.model_spec.signature_name or "serving_default",
+                             {key: tf.make_ndarray(value) for key, value in request.inputs.items()}))
+    return requests
+
+
+def _replay_warmup(requests, signatures, run):
+    """Runs the warmup `requests` (`_warmup_requests`) as TF Serving does.
+
+    Raises:
+        ValueError: a request fails (TF Serving would not load the version).
+    """
+    import tensorflow as tf
+
+    for index, (name, arrays) in enumerate(requests):
+        try:
+            run(signatures[name], arrays)
+        except (KeyError, ValueError, tf.errors.OpError) as e:  # ValueError: a feed of another shape
+            raise ValueError(f"warmup request {index} ({name}) fails, so TF Serving would not load this version: "
+                             f"{_reason(e)}") from None
+
+
+def _reason(error):
+    """The line of a TensorFlow error that says what went wrong (not where)."""
+    for line in (getattr(error, "message", None) or str(error)).splitlines():
+        line = line.strip()
+        if line and line != "Graph execution error:" and not line.startswith(("Detected at node", "File ", "[[")):
+            return line
+    return type(error).__name__
 
 
 def main(argv=None):

@@ -345,6 +345,8 @@ def export_saved_model(
     model_name = filesystem.basename(export_dir)
     if version is not None:
         version = int(version)
+        if version < 0:  # TF Serving would read "-1" as a version; our own scans would not
+            raise ExportError(f"version {version}: a version is a non-negative integer")
         final = filesystem.join(export_dir, str(version))
         if filesystem.exists(final):  # before any work; `publish_version` decides a race
             raise ExportError(f"{final}: version {version} already exists; versions are never overwritten")

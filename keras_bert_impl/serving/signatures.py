@@ -61,7 +61,15 @@ class BertServingModule(tf.Module):
         self.spec = get_task(task)
         if self.spec.serving_outputs is None:
             raise ValueError(f"task {task!r} has no serving outputs; export one of {', '.join(exported_task_names())}")
-        self.model = model
+        # The model's TensorFlow variables are what the SavedModel tracks, not
+        # the Keras model: tracked through Keras' variable objects, the restore
+        # op wrote to handles of its own that the signatures never read, so TF
+        # Serving's C++ loader (which restores by graph, not by Python object)
+        # served uninitialised weights and failed every request. Keras' own
+        # exporter tracks them the same way. The model itself is left
+        # untracked, so each weight is saved once.
+        object.__setattr__(self, "model", model)
+        self.tf_variables = [variable.value for variable in model.variables]
         self.task = task
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length

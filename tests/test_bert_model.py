@@ -210,3 +210,25 @@ def test_inference_is_deterministic_and_training_uses_dropout(model_and_weights)
     np.testing.assert_array_equal(a, b)
     c = model(inputs, training=True)["sequence_output"]
     assert np.abs(np.asarray(a) - np.asarray(c)).max() > 1e-3
+
+
+@pytest.mark.parametrize("padding_free", [False, True])
+def test_compiled_inference_checks_ids_that_xla_would_not(padding_free):
+    """XLA drops assertions and clamps gather indices: an id outside the
+    embedding tables gave finite outputs from the wrong rows (the eager model
+    and the plain graph refuse it)."""
+    import tensorflow as tf
+
+    config = tiny_config()
+    forward = BertModel(config).make_inference_function(padding_free=padding_free)
+    inputs = random_inputs(config, batch=2, seq=6)
+    assert np.isfinite(forward(inputs)["pooled_output"].numpy()).all()
+    for key, bad, message in (
+        ("input_ids", config.vocab_size, f"input_ids holds an id >= vocab_size {config.vocab_size}"),
+        ("input_ids", -3, "input_ids holds a negative id"),
+        ("segment_ids", config.type_vocab_size, f"segment_ids holds an id >= type_vocab_size {config.type_vocab_size}"),
+    ):
+        broken = {name: value.copy() for name, value in inputs.items()}
+        broken[key][1, 2] = bad
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+            forward(broken)

@@ -165,3 +165,21 @@ def test_token_type_gradient_is_dense_as_the_originals():
     assert isinstance(table_gradient, tf.Tensor) and not isinstance(table_gradient, tf.IndexedSlices)
     np.testing.assert_allclose(table_gradient.numpy(), expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(float(tf.linalg.global_norm([table_gradient])), np.linalg.norm(expected), rtol=1e-5)
+
+
+def test_ids_and_positions_are_read_as_given():
+    """Float ids are not rounded to a bfloat16/float16 compute dtype first
+    (30001 read row 29952, as Keras' own Embedding avoids); a negative masked
+    position is an error as in the original (`ops.take` read the last token of
+    another example)."""
+    import tensorflow as tf
+
+    ids = np.array([[30001.0, 257.0, 5.0]])
+    for policy in ("float32", "mixed_bfloat16", "mixed_float16"):
+        layer = WordEmbedding(vocab_size=30522, hidden_size=4, dtype=policy)
+        layer.build((None, None))
+        expected = keras.ops.cast(keras.ops.take(layer.embeddings, [30001, 257, 5], axis=0), layer.compute_dtype)
+        np.testing.assert_array_equal(np.asarray(layer(ids)[0], "float32"), np.asarray(expected, "float32"))
+    x = np.arange(12, dtype="float32").reshape(2, 3, 2)
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        gather_indexes(x, np.array([[-1], [0]]))

@@ -300,3 +300,34 @@ def test_prediction_traces_once_per_model_sees_new_weights_and_lets_the_model_go
     del model, call
     gc.collect()
     assert model_ref() is None
+
+
+def test_real_tokens_only_keeps_xla_off_and_is_decided_where_a_model_is_loaded(tmp_path, monkeypatch):
+    """The real-token row count changes per batch, which XLA cannot compile. Was:
+    no layer said so, so Keras' jit_compile="auto" chose XLA on a GPU and `fit`
+    failed ("must be a compile-time constant"); and a TextClassifier saved on a
+    CPU turned it back on when loaded on a GPU, where a new one has it off."""
+    from keras.src.trainers.trainer import model_supports_jit  # what jit_compile="auto" consults
+
+    from keras_bert_impl.models.padding_free import set_real_tokens_only
+    from keras_bert_impl.tasks.text_classifier import TextClassifier
+    from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
+
+    model = BertClassifier(tiny_config(), num_labels=2)
+    assert model_supports_jit(model)
+    set_real_tokens_only(model)
+    assert not model_supports_jit(model)
+    model.save(tmp_path / "classifier.keras")
+    assert not model_supports_jit(keras.saving.load_model(tmp_path / "classifier.keras"))
+    set_real_tokens_only(model, False)
+    assert model_supports_jit(model)
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + [f"w{i}" for i in range(46)]
+    on_cpu = TextClassifier(tiny_config(), 2, BertPreprocessor(vocab, max_seq_length=8))
+    assert on_cpu.bert.encoder.real_tokens_only  # this CPU machine
+    on_cpu.save(tmp_path / "text.keras")
+    visible = tf.config.list_logical_devices
+    monkeypatch.setattr(tf.config, "list_logical_devices",
+                        lambda kind=None: ["/GPU:0"] if kind == "GPU" else visible(kind))
+    on_gpu = keras.saving.load_model(tmp_path / "text.keras")
+    assert not on_gpu.bert.encoder.real_tokens_only and model_supports_jit(on_gpu)

@@ -44,6 +44,10 @@ class WordEmbedding(keras.layers.Layer):
 
     def __init__(self, vocab_size, hidden_size, initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
+        # Ids are looked up as they come: Keras would cast float ids to a
+        # bfloat16/float16 compute dtype first (30001 -> 29952), as
+        # `keras.layers.Embedding` also prevents.
+        self.autocast = False
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.initializer_range = initializer_range
@@ -59,7 +63,8 @@ class WordEmbedding(keras.layers.Layer):
         # [batch_size, seq_length] -> [batch_size, seq_length, hidden_size]
         # tf.gather, as the original: `ops.take` would wrap a negative id
         # around to the last rows instead of failing on it.
-        return tf.gather(ops.convert_to_tensor(self.embeddings), ops.cast(input_ids, "int32"))
+        table = ops.cast(self.embeddings, self.compute_dtype)  # autocast is off: cast here, as Keras' Embedding
+        return tf.gather(table, ops.cast(input_ids, "int32"))
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape) + (self.hidden_size,)

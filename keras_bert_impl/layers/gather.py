@@ -1,5 +1,6 @@
 """The original `gather_indexes`: the hidden states at chosen positions."""
 
+import tensorflow as tf
 from keras import ops
 
 
@@ -30,6 +31,7 @@ def gather_indexes(sequence_output, positions):
     offsets = ops.expand_dims(ops.arange(batch_size, dtype="int32") * seq_length, 1)
     # [batch_size * num_positions]
     flat_positions = ops.reshape(positions + offsets, (-1,))
-    # [batch_size * seq_length, H] -> [batch_size * num_positions, H]
-    rows = ops.take(ops.reshape(sequence_output, (-1, width)), flat_positions, axis=0)
+    # [batch_size * seq_length, H] -> [batch_size * num_positions, H]; `tf.gather`, as the
+    # original: `ops.take` wraps a negative index around to another example's rows.
+    rows = tf.gather(ops.reshape(sequence_output, (-1, width)), flat_positions)
     return ops.reshape(rows, (batch_size, ops.shape(positions)[1], width))

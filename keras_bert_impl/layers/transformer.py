@@ -263,7 +263,7 @@ class TransformerEncoder(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.real_tokens_only = real_tokens_only
+        self.real_tokens_only = real_tokens_only  # (a property: it also sets `supports_jit`)
         self.num_hidden_layers = num_hidden_layers
         self.hidden_size = hidden_size
         self.num_attention_heads = num_attention_heads
@@ -290,6 +290,17 @@ class TransformerEncoder(keras.layers.Layer):
     def build(self, hidden_states_shape, input_mask_shape=None):
         for block in self.blocks:
             block.build(hidden_states_shape)
+
+    @property
+    def real_tokens_only(self):
+        return self._real_tokens_only
+
+    @real_tokens_only.setter
+    def real_tokens_only(self, enabled):
+        # The real-token row count changes from batch to batch, which XLA cannot
+        # compile: Keras' `jit_compile="auto"` (XLA on a GPU) then leaves XLA off.
+        self._real_tokens_only = bool(enabled)
+        self.supports_jit = not enabled
 
     def call(self, hidden_states, input_mask=None, training=None, output_positions=None):
         mask_adder = None

@@ -201,16 +201,18 @@ class BertModel(BertConfigModel):
             )
             copy_weights(self, model)
         if padding_free:
-            return make_padding_free_function(
+            function = make_padding_free_function(
                 model, jit_compile=jit_compile, bucket_size=bucket_size, freeze_kernels=freeze_kernels and jit_compile
             )
-        # No autograph: nothing here needs it, and errors raised while tracing
-        # (SequenceLengthError) then reach the caller as they are.
-        return tf.function(
-            lambda inputs: model(inputs, training=False),
-            jit_compile=jit_compile,
-            autograph=False,
-        )
+        else:
+            # No autograph: nothing here needs it, and errors raised while tracing
+            # (SequenceLengthError) then reach the caller as they are.
+            function = tf.function(
+                lambda inputs: model(inputs, training=False),
+                jit_compile=jit_compile,
+                autograph=False,
+            )
+        return with_id_checks(function, self.bert_config) if jit_compile else function
 
     def get_config(self):
         return {
@@ -219,3 +221,40 @@ class BertModel(BertConfigModel):
             "output_attention_probs": self.output_attention_probs,
         }
 
+
+def with_id_checks(function, config):
+    """`function` of an inputs dict behind the id checks XLA leaves out.
+
+    XLA drops `tf.debugging` assertions and clamps a gather's indices, so a
+    compiled forward pass would read the wrong rows of the embedding tables
+    for an id outside them; these checks run first, in a plain graph.
+
+    Args:
+        function: A function of `{"input_ids", "input_mask", "segment_ids"}`.
+        config: The `BertConfig` whose `vocab_size` and `type_vocab_size` bound the ids.
+
+    Example:
+    >>> from keras_bert_impl.config import BertConfig
+    >>> config = BertConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1,
+    ...                     num_attention_heads=2, intermediate_size=16)
+    >>> checked = with_id_checks(lambda inputs: inputs["input_ids"] * 2, config)
+    >>> checked({"input_ids": tf.constant([[3]]), "segment_ids": tf.constant([[0]])}).numpy().tolist()
+    [[6]]
+    """
+    bounds = {"input_ids": ("vocab_size", config.vocab_size), "segment_ids": ("type_vocab_size", config.type_vocab_size)}
+
+    @tf.function(autograph=False)
+    def checked(inputs):
+        checks = []
+        for key, (name, size) in bounds.items():
+            if key in inputs:
+                ids = tf.cast(inputs[key], tf.int32)
+                checks += [
+                    tf.debugging.assert_non_negative(ids, message=f"{key} holds a negative id"),
+                    tf.debugging.assert_less(ids, size, message=f"{key} holds an id >= {name} {size}"),
+                ]
+        with tf.control_dependencies(checks):
+            inputs = {key: tf.identity(value) for key, value in inputs.items()}
+        return function(inputs)
+
+    return checked

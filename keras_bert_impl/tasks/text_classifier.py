@@ -304,6 +304,9 @@ class TextClassifier(BertClassifier):
     def get_config(self):
         config = super().get_config()
         config.pop("num_labels")
+        # `real_tokens_only` below decides on the machine that loads the model
+        # (off where a GPU is seen), as the constructor does.
+        config.pop("real_tokens_only_layers", None)
         return {
             **config,
             "num_classes": self.num_classes,

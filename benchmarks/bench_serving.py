@@ -5,7 +5,7 @@ after the batch's longest row (what our export computes on after its own cut).
 
 Same architecture for both (the real all-MiniLM-L6-v2 encoder, 2-class head),
 same `max_seq_length`, same CPU. Each SavedModel is loaded with
-`tf.saved_model.load` (what TF Serving's runtime does in C++), warmed up, then
+`tf.saved_model.load` (the graphs TF Serving runs, which it loads in C++), warmed up, then
 timed in interleaved rounds (one request to each variant in turn): p50/p99
 latency of single requests, and sequences/s at batch 32. The
 raw-text overhead is the in-graph tokenization's share of a request. Each

@@ -157,14 +157,12 @@ class TextClassifier(BertClassifier):
             # Keras' "accuracy" follows the labels: class ids, or one-hot rows for a categorical loss.
             metrics = [] if self.num_classes == 1 else ["accuracy"]
         self._original_recipe = None
-        if optimizer is None and num_train_steps is not None:
-            self._original_recipe = dict(loss=loss, metrics=metrics, **kwargs)
-            self._compile_original_optimizer(num_train_steps)
-            return
         if optimizer is None:
-            # The schedule needs the number of steps, which only `fit` knows.
             self._original_recipe = dict(loss=loss, metrics=metrics, **kwargs)
-            optimizer = "adam"
+            if num_train_steps is not None:
+                self._compile_original_optimizer(num_train_steps)
+                return
+            optimizer = "adam"  # A stand-in: the schedule needs the steps, which only `fit` knows.
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
     def get_compile_config(self):
@@ -224,13 +222,13 @@ class TextClassifier(BertClassifier):
             texts = text_tensor(x)
             count = num_texts(texts)
             if validation_split and validation_data is None:
-                x, y, sample_weight, validation_data = _split_off(texts, y, sample_weight, validation_split)
-                texts, count = x, num_texts(x)
+                texts, y, sample_weight, validation_data = _split_off(texts, y, sample_weight, validation_split)
+                count = num_texts(texts)
             if count == 0:
                 raise ValueError("fit needs at least one text")
             batch_size = batch_size or 32
             steps_per_epoch = steps_per_epoch or max(1, count // batch_size)
-            x = self._dataset(x, y, sample_weight, batch_size, shuffle=shuffle, repeat=True, drop_remainder=True)
+            x = self._dataset(texts, y, sample_weight, batch_size, shuffle=shuffle, repeat=True, drop_remainder=True)
             y = sample_weight = None
         else:
             _check_no_arrays_beside(x, y, sample_weight, validation_split, "fit")

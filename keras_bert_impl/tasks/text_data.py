@@ -32,6 +32,8 @@ def text_tensor(texts):
             array of another shape.
         ValueError: the two sides of a pair differ in length.
     """
+    if isinstance(texts, tf.Tensor) and texts.dtype == tf.string and texts.shape.rank == 1:
+        return texts  # Already [n] strings (this function's own result, or a part of one).
     if isinstance(texts, tuple) and len(texts) == 2:
         first, second = (text_tensor(part) for part in texts)
         if first.shape[0] != second.shape[0]:

@@ -11,8 +11,9 @@ latency of single requests, and sequences/s at batch 32. The
 raw-text overhead is the in-graph tokenization's share of a request. Each
 side is exported in float32 and in bfloat16 (bfloat16 products; ours holds
 its weights in bfloat16, keras-hub's keeps float32 variables and converts
-them on every call): bfloat16 pays only on CPUs with bf16 matrix units
-(Intel AMX), which the header's CPU line says whether this one has.
+them on every call): bfloat16 pays only on CPUs with bf16 instructions
+(Intel AMX, AVX-512 bf16), which the header's CPU line says whether this
+one has.
 
     .venv/bin/python benchmarks/bench_serving.py [--seq_length 128] [--requests 200]
         [--batches 20] [--precisions float32,bfloat16]

@@ -37,8 +37,10 @@ def cpuinfo_text(model_name, flags):
 @pytest.mark.parametrize("flags, expected, isa", [
     (("fpu", "avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"), "bfloat16",
      "avx2, avx512f, avx512_bf16, amx_bf16"),  # Sapphire Rapids
-    (("fpu", "avx2", "avx512f", "avx512_bf16"), "float32",
-     "avx2, avx512f, avx512_bf16; no amx_bf16"),  # Cooper Lake, Zen 4: not measured
+    (("fpu", "avx2", "avx512f", "avx512_bf16"), "bfloat16",
+     "avx2, avx512f, avx512_bf16; no amx_bf16"),  # Cooper Lake, Zen 4
+    (("fpu", "avx2", "avx512f", "avx512_vnni"), "float32",
+     "avx2, avx512f; no avx512_bf16, amx_bf16"),  # Cascade Lake, Ice Lake: int8 units only
     (("fpu", "avx2"), "float32", "avx2; no avx512f, avx512_bf16, amx_bf16"),  # Zen 2/3, older Intel
 ])
 def test_precision_follows_the_cpus_matrix_units(tmp_path, monkeypatch, flags, expected, isa):
@@ -234,10 +236,11 @@ def test_export_tool_precision_flag(tmp_path, bert_vocab_file):
                "--max_seq_length=16", f"--export_dir={tmp_path}/saved_models/tiny"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     with open("/proc/cpuinfo") as f:
-        amx = " amx_bf16" in f.read()
-    # TensorFlow turns its oneDNN rewrites on by default on AMX CPUs; only the variable turns them off there.
+        flags = f.read().split()
+    bf16_units = "amx_bf16" in flags or "avx512_bf16" in flags
+    # TensorFlow turns its oneDNN rewrites on by default on CPUs with bf16 units; only the variable turns them off.
     onednn_off = env.get("TF_ENABLE_ONEDNN_OPTS", "").lower() in ("0", "false")
-    by_default = "bfloat16" if amx and not onednn_off else "float32"
+    by_default = "bfloat16" if bf16_units and not onednn_off else "float32"
     for version, flags in (("1", []), ("2", ["--precision=bfloat16"])):
         result = subprocess.run(command + flags, capture_output=True, text=True, cwd=REPO, env=env)
         assert result.returncode == 0, result.stderr

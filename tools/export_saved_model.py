@@ -9,7 +9,7 @@ classifier `classify` and for a regression `regress` (TF Serving's `:classify`
 and `:regress` methods), warmup requests in `assets.extra/`, and rewrites
 `models.config` in the parent of --export_dir listing every model there, each
 at `<serving_base_path>/<name>`. `--precision` (default: bfloat16 on a CPU with
-Intel AMX that TensorFlow's oneDNN kernels run, else float32) is what the
+Intel AMX or AVX-512 bf16 that TensorFlow's oneDNN kernels run, else float32) is what the
 graph computes in, recorded in `assets.extra/export_metadata.json`.
 
 Example:
@@ -51,8 +51,9 @@ def define_flags(fv):
     flags.DEFINE_enum(
         "precision", "auto", list(PRECISION_CHOICES),
         "What the export computes in: bfloat16 (weights held in bfloat16 but the LayerNorms', bfloat16 "
-        "products; fast on CPUs with Intel AMX, slower than float32 without bf16 units) or float32. auto: "
-        "bfloat16 where this CPU has amx_bf16 and TensorFlow's oneDNN rewrites are on (its default there; "
+        "products; faster on CPUs with Intel AMX or AVX-512 bf16, slower than float32 without them) or float32. "
+        "auto: bfloat16 where this CPU has amx_bf16 or avx512_bf16 and TensorFlow's oneDNN rewrites are on (its "
+        "default there; "
         "TF_ENABLE_ONEDNN_OPTS=0 turns them off), else float32; export on (or name the precision of) the CPU that "
         "will serve. The choice is written to assets.extra/export_metadata.json.", **define,
     )

@@ -314,8 +314,8 @@ def export_saved_model(
         serving_base_path: Where TF Serving sees the export base, for
             `models.config` (see `write_models_config`).
         precision: "float32", "bfloat16" or "auto" (`hardware.
-            default_precision`: bfloat16 on an AMX CPU that TensorFlow's
-            oneDNN kernels run); a model in another precision is rebuilt in
+            default_precision`: bfloat16 on a CPU with AMX or AVX-512 bf16
+            that TensorFlow's oneDNN kernels run); a model in another precision is rebuilt in
             this one (`in_precision`). Default: the model's own.
 
     Returns:
@@ -429,8 +429,9 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
         log: `log(message)`.
         serving_base_path: Where TF Serving sees the export base
             (`models.config`).
-        precision: "auto" (`hardware.default_precision`: bfloat16 on an AMX
-            CPU with TensorFlow's oneDNN rewrites on, else float32),
+        precision: "auto" (`hardware.default_precision`: bfloat16 on a CPU
+            with AMX or AVX-512 bf16 and TensorFlow's oneDNN rewrites on, else
+            float32),
             "float32" or "bfloat16": what the export computes in.
 
     Returns:

@@ -220,7 +220,7 @@ def test_compiled_inference_checks_ids_that_xla_would_not(padding_free):
     import tensorflow as tf
 
     config = tiny_config()
-    forward = BertModel(config).make_inference_function(padding_free=padding_free)
+    forward = BertModel(config).make_inference_function(jit_compile=True, padding_free=padding_free)
     inputs = random_inputs(config, batch=2, seq=6)
     assert np.isfinite(forward(inputs)["pooled_output"].numpy()).all()
     for key, bad, message in (
@@ -232,3 +232,42 @@ def test_compiled_inference_checks_ids_that_xla_would_not(padding_free):
         broken[key][1, 2] = bad
         with pytest.raises(tf.errors.InvalidArgumentError, match=message):
             forward(broken)
+
+
+@pytest.mark.parametrize("dtype, accelerator, onednn_rewrites, xla", [
+    ("float32", True, None, True),        # a GPU or TPU: XLA
+    ("bfloat16", True, None, True),
+    ("float32", False, False, True),      # AVX2 CPU, rewrites off: XLA fused 10 % faster
+    ("float32", False, True, False),      # rewrites on: oneDNN's products, XLA gained nothing
+    ("bfloat16", False, True, False),     # AVX-512 bf16 / AMX: XLA has no bf16 products (0.56x)
+    ("bfloat16", False, False, False),    # emulated bfloat16 either way: the plain graph
+])
+def test_xla_is_chosen_where_it_pays_for_inference(dtype, accelerator, onednn_rewrites, xla):
+    from keras_bert_impl import hardware
+
+    assert hardware.xla_pays_for_inference(dtype, accelerator=accelerator, onednn_rewrites=onednn_rewrites) is xla
+
+
+@pytest.mark.parametrize("onednn_rewrites", [True, False])
+def test_inference_function_compiles_by_the_machine(monkeypatch, onednn_rewrites):
+    """`jit_compile="auto"`: on this CPU (no accelerator in CI) the float32
+    model is compiled only with the oneDNN rewrites off. An id outside the
+    vocabulary tells which function ran: the XLA path's own check names
+    `vocab_size`, the plain graph's embedding lookup names the index."""
+    import tensorflow as tf
+
+    from keras_bert_impl import hardware
+
+    if tf.config.list_logical_devices("GPU"):
+        pytest.skip("the CPU's choice; an accelerator always compiles")
+    monkeypatch.setattr(hardware, "onednn_graph_rewrites", lambda: onednn_rewrites)
+    config = tiny_config()
+    model = BertModel(config)
+    forward = model.make_inference_function()
+    inputs = random_inputs(config, batch=2, seq=6)
+    np.testing.assert_allclose(forward(inputs)["pooled_output"], model(inputs)["pooled_output"], atol=TOLERANCE)
+    inputs["input_ids"][0, 1] = config.vocab_size
+    compiled = not onednn_rewrites
+    message = "holds an id >= vocab_size" if compiled else r"indices\[.*\] = \d+ is not in"
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+        forward(inputs)

@@ -223,7 +223,7 @@ def test_frozen_kernels_under_mixed_bfloat16_are_as_accurate_as_the_full_model(h
     full = model.make_inference_function(jit_compile=True)(inputs)
     full_error = _max_error(full, reference, inputs["input_mask"])
     assert 0 < full_error < 0.05
-    made = model.make_inference_function(padding_free=True, bucket_size=4, freeze_kernels=True)
+    made = model.make_inference_function(jit_compile=True, padding_free=True, bucket_size=4, freeze_kernels=True)
     for frozen in (forward(inputs, *real_token_rows(inputs["input_mask"], bucket_size=4)), made(inputs)):
         _assert_equal_at_real_positions(frozen, full, inputs["input_mask"], atol=3e-2)
         assert _max_error(frozen, reference, inputs["input_mask"]) <= 1.25 * full_error
@@ -260,3 +260,24 @@ def test_an_empty_batch_gives_empty_outputs_on_every_path():
     for outputs in results:
         assert tuple(outputs["sequence_output"].shape) == (0, 4, model.bert_config.hidden_size)
         assert tuple(outputs["pooled_output"].shape) == (0, model.bert_config.hidden_size)
+
+
+@pytest.mark.parametrize("own_setting", [False, True])
+def test_skipping_padding_takes_the_real_token_path_only_where_there_is_padding(own_setting):
+    """The serving graph's choice (`call_skipping_padding`): a padded batch
+    runs on its real tokens (zeros at padded positions, the model's values at
+    real ones), a batch without padding runs every position, bit for bit the
+    model's own graph; the model's own setting is left as it was."""
+    from keras_bert_impl.models.padding_free import call_skipping_padding, set_real_tokens_only
+
+    model, padded = _model_and_inputs()
+    full = {name: np.ones_like(value) if name == "input_mask" else value for name, value in padded.items()}
+    set_real_tokens_only(model, own_setting)
+    forward = tf.function(lambda inputs: call_skipping_padding(model, inputs), autograph=False)
+    skipping, unpadded = forward(padded), forward(full)  # each call traces both paths
+    assert model.encoder.real_tokens_only is own_setting
+    set_real_tokens_only(model, False)
+    _assert_equal_at_real_positions(skipping, model(padded), padded["input_mask"], atol=2e-5)
+    plain = tf.function(lambda inputs: model(inputs, training=False), autograph=False)(full)
+    for name in ("sequence_output", "pooled_output"):
+        np.testing.assert_array_equal(unpadded[name], plain[name])

@@ -425,3 +425,37 @@ def test_cased_in_graph_tokenizer(bert_vocab_file, tables):
     in_graph = InGraphTokenizer([python.inv_vocab[i] for i in range(len(python.inv_vocab))], do_lower_case=False, tables=tables)
     texts = ["Hello World", "ΣΟΦΟΣ straße", "Ünïcödé", "東京", "a\u2028b", "x" * 201]
     assert in_graph.tokenize(tf.constant(texts)).to_list() == [python.convert_tokens_to_ids(python.tokenize(t)) for t in texts]
+
+
+def test_a_padded_batch_is_served_on_its_real_tokens(tmp_path, bert_vocab_file, tables, tokenizers):
+    """On a CPU an export skips the padding a batch keeps after its cut
+    (`skip_padding`, in the metadata): its graph chooses per batch, with
+    stock ops that TF Serving's loader runs, and answers as the export that
+    computes every position and as the Keras model."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    python, _ = tokenizers
+    model = BertClassifier(tiny_config(vocab_size=30522, max_position_embeddings=64), num_labels=3)
+    randomize(model, seed=11, scale=0.2)
+    paths = {skip: export_saved_model(model, "classifier", bert_vocab_file, tmp_path / f"skip_{skip}", max_seq_length=SEQ,
+                                      tables=tables, skip_padding=skip) for skip in (None, False)}
+    features = python_features(python, SENTENCES)  # unequal lengths: padding after the cut
+    assert features["input_mask"].sum(axis=1).min() < features["input_mask"].sum(axis=1).max()
+    request = [{"signature": "serve_ids", "inputs": {key: value.tolist() for key, value in features.items()}},
+               {"signature": "serving_default", "inputs": {"text": SENTENCES[:1]}}]
+    answers = {skip: probe(path, request) for skip, path in paths.items()}
+    expected = tf.nn.softmax(model(features)).numpy()
+    skips = not tf.config.list_logical_devices("GPU")
+    conditionals = {}
+    for skip, (ids_call, text_call) in answers.items():
+        np.testing.assert_allclose(ids_call["probabilities"], expected, atol=1e-5)
+        np.testing.assert_allclose(text_call["probabilities"][0], expected[0], atol=1e-5)
+        with open(os.path.join(paths[skip], "assets.extra", "export_metadata.json")) as f:
+            assert json.load(f)["skips_padding"] is (skip is None and skips)
+        saved = saved_model_pb2.SavedModel()
+        with open(os.path.join(paths[skip], "saved_model.pb"), "rb") as f:
+            saved.ParseFromString(f.read())
+        conditionals[skip] = sum(node.op in ("If", "StatelessIf") for graph in saved.meta_graphs
+                                 for function in graph.graph_def.library.function for node in function.node_def)
+    # The choice per batch is one conditional more in each signature that runs the model.
+    assert (conditionals[None] > conditionals[False]) is skips

@@ -3,6 +3,7 @@
 import keras
 import tensorflow as tf
 
+from keras_bert_impl import hardware
 from keras_bert_impl.config import BertConfig
 from keras_bert_impl.layers.embeddings import EmbeddingPostprocessor, WordEmbedding
 from keras_bert_impl.layers.pooler import Pooler
@@ -136,14 +137,16 @@ class BertModel(BertConfigModel):
         self.encoder = encoder
         self.pooler = pooler
 
-    def make_inference_function(self, jit_compile=True, padding_free=False, bucket_size=16, freeze_kernels=False):
+    def make_inference_function(self, jit_compile="auto", padding_free=False, bucket_size=16, freeze_kernels=False):
         """The forward pass for inference, `self(inputs, training=False)`, as a `tf.function`.
 
-        Keras turns XLA off on machines without an accelerator (its
-        `jit_compile="auto"`), so `predict()` on a CPU runs the plain
-        TensorFlow graph. Compiled with XLA, the element-wise work between the
-        matrix products (GELU, softmax, LayerNorm, residual adds) is fused,
-        which pays on a CPU too (measurements: docs/BENCHMARKS.md). The
+        Compiled with XLA, the element-wise work between the matrix products
+        (GELU, softmax, LayerNorm, residual adds) is fused; on a CPU, though,
+        XLA's own products use neither TensorFlow's oneDNN kernels nor
+        bfloat16 instructions, so `jit_compile="auto"` compiles only where
+        that pays (`hardware.xla_pays_for_inference`: on a GPU or TPU, and
+        on a CPU for float32 with the oneDNN rewrites off; on an AVX-512 bf16
+        CPU the plain bfloat16 graph ran 1.8x XLA's, docs/BENCHMARKS.md). The
         outputs agree with the eager model to fp32 rounding. Build the
         function once and call it many times: each new input shape is traced
         (and compiled) once, and a sequence longer than
@@ -162,7 +165,9 @@ class BertModel(BertConfigModel):
         batches before choosing it on a GPU.
 
         Args:
-            jit_compile: Compile with XLA; False gives the plain graph.
+            jit_compile: True compiles with XLA, False gives the plain graph,
+                "auto" (the default) chooses by the machine and the
+                model's compute dtype, as above.
             padding_free: Skip the padded positions
                 (`padding_free.make_padding_free_function`).
             bucket_size: With `padding_free` and `jit_compile`, the real-token
@@ -186,6 +191,8 @@ class BertModel(BertConfigModel):
             A function of the inputs dict (as for calling the model) that
             returns the outputs dict.
         """
+        if jit_compile == "auto":
+            jit_compile = hardware.xla_pays_for_inference(model_precision(self))
         model = self
         if freeze_kernels:
             # A copy: the function reads none of this model's weights later.
@@ -234,7 +241,8 @@ def with_id_checks(function, config):
         config: The `BertConfig` whose `vocab_size` and `type_vocab_size` bound the ids.
 
     Example:
-    >>> from keras_bert_impl.config import BertConfig
+    >>> from keras_bert_impl import hardware
+from keras_bert_impl.config import BertConfig
     >>> config = BertConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1,
     ...                     num_attention_heads=2, intermediate_size=16)
     >>> checked = with_id_checks(lambda inputs: inputs["input_ids"] * 2, config)

@@ -24,6 +24,7 @@ the compute dtype on every call. `frozen_kernels` does that rounding once,
 for functions that serve fixed weights (see `make_padding_free_function`).
 """
 
+import contextlib
 import functools
 
 import tensorflow as tf
@@ -356,3 +357,68 @@ def set_real_tokens_only(model, enabled=True):
     for encoder in encoders:
         encoder.real_tokens_only = enabled
     return len(encoders)
+
+
+@contextlib.contextmanager
+def real_tokens_only_set_to(model, enabled):
+    """Within the block, every `TransformerEncoder` of `model` has `real_tokens_only` = `enabled`.
+
+    Each encoder gets its own setting back afterwards. For tracing one graph
+    on each path (`call_skipping_padding`) without changing the model.
+
+    Args:
+        model: As for `set_real_tokens_only`.
+        enabled: On or off within the block.
+    """
+    layers = [model] + list(model._flatten_layers(include_self=False, recursive=True))
+    encoders = [layer for layer in layers if isinstance(layer, TransformerEncoder)]
+    before = [encoder.real_tokens_only for encoder in encoders]
+    for encoder in encoders:
+        encoder.real_tokens_only = enabled
+    try:
+        yield
+    finally:
+        for encoder, setting in zip(encoders, before):
+            encoder.real_tokens_only = setting
+
+
+def call_skipping_padding(model, inputs):
+    """`model(inputs, training=False)`, with the per-token work on real tokens only where the batch has padding.
+
+    A graph that holds both paths and picks one per batch (`tf.cond`, stock
+    ops): a batch with padding runs the encoders with `real_tokens_only`,
+    one without (a single request cut to its length) the padded path, which
+    skips the gathers that would gain nothing there. The outputs at real
+    positions are the model's within float rounding; padded positions of a
+    sequence output are zeros on the first path. The model's own setting is
+    left as it was.
+
+    Args:
+        model: A Keras model holding `BertModel`s, called with `inputs`.
+        inputs: Its inputs dict, with an `input_mask` [batch, seq].
+
+    Returns:
+        The model's outputs.
+
+    Example:
+    >>> from keras_bert_impl.config import BertConfig
+    >>> from keras_bert_impl.models.bert_model import BertModel
+    >>> model = BertModel(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
+    ...                              num_attention_heads=2, intermediate_size=16))
+    >>> inputs = {"input_ids": [[5, 6, 7], [8, 9, 0]], "input_mask": [[1, 1, 1], [1, 1, 0]],
+    ...           "segment_ids": [[0, 0, 0], [0, 0, 0]]}
+    >>> inputs = {name: tf.constant(value) for name, value in inputs.items()}
+    >>> outputs = tf.function(lambda x: call_skipping_padding(model, x))(inputs)
+    >>> float(tf.reduce_max(tf.abs(outputs["sequence_output"][1, 2])))  # a padded position
+    0.0
+    """
+
+    def branch(real_tokens_only):
+        def call():
+            with real_tokens_only_set_to(model, real_tokens_only):
+                return model(inputs, training=False)
+
+        return call
+
+    padded = tf.reduce_any(tf.equal(tf.convert_to_tensor(inputs["input_mask"]), 0))
+    return tf.cond(padded, branch(True), branch(False))

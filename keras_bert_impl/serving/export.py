@@ -261,7 +261,7 @@ def in_precision(model, spec, precision):
     return copy
 
 
-def export_metadata(task, precision, max_seq_length, do_lower_case):
+def export_metadata(task, precision, max_seq_length, do_lower_case, skip_padding):
     """What `assets.extra/export_metadata.json` says of an export (a dict)."""
     from keras_bert_impl import __version__
 
@@ -271,6 +271,7 @@ def export_metadata(task, precision, max_seq_length, do_lower_case):
         "precision": precision,
         "dtype_policy": hardware.DTYPE_POLICIES[precision],
         "weights_dtype": precision if precision == "float32" else "bfloat16 (LayerNorm float32)",
+        "skips_padding": skip_padding,
         "max_seq_length": max_seq_length,
         "do_lower_case": do_lower_case,
         "exported_on_cpu": name,
@@ -294,6 +295,7 @@ def export_saved_model(
     tables=None,
     serving_base_path=DEFAULT_SERVING_BASE_PATH,
     precision=None,
+    skip_padding=None,
 ):
     """Exports `model` as `export_dir/<version>/` for TF Serving, and lists
     it in the export base's `models.config`.
@@ -317,6 +319,12 @@ def export_saved_model(
             default_precision`: bfloat16 on a CPU with AMX or AVX-512 bf16
             that TensorFlow's oneDNN kernels run); a model in another precision is rebuilt in
             this one (`in_precision`). Default: the model's own.
+        skip_padding: Whether a batch with padding runs the encoder's
+            per-token work on its real tokens only (`BertServingModule`);
+            default: on a CPU (1.2x the batch-32 throughput of a bfloat16
+            export, docs/BENCHMARKS.md), not where a GPU is visible, where
+            the gathers can cost more than the padding. Written to the
+            export's metadata.
 
     Returns:
         The path of the version directory written.
@@ -338,6 +346,9 @@ def export_saved_model(
         precision = hardware.resolve_precision(precision) if precision else model_precision(model)
     except ValueError as error:
         raise ExportError(str(error)) from None
+    if skip_padding is None:
+        skip_padding = not tf.config.list_logical_devices("GPU")
+    skip_padding = bool(skip_padding)
     export_dir = os.fspath(export_dir).rstrip("/")
     remote = filesystem.is_remote(export_dir)
     if not remote:
@@ -375,7 +386,7 @@ def export_saved_model(
         module = BertServingModule(
             in_precision(model, spec, precision), task, tokenizer, max_seq_length,
             {"cls": vocab["[CLS]"], "sep": vocab["[SEP]"], "mask": vocab.get("[MASK]", 0)},
-            labels_path=labels_path,
+            labels_path=labels_path, skip_padding=skip_padding,
         )
         tf.saved_model.save(module, staging, signatures=module.signatures())
         if task in SIGNATURE_METHODS:
@@ -387,7 +398,7 @@ def export_saved_model(
             for record in warmup_requests(model_name, texts, text_b=texts if spec.warmup_pairs else None):
                 writer.write(record)
         with filesystem.open_file(filesystem.join(extra, METADATA_FILE), "w") as f:
-            json.dump(export_metadata(task, precision, max_seq_length, do_lower_case), f, indent=2)
+            json.dump(export_metadata(task, precision, max_seq_length, do_lower_case, skip_padding), f, indent=2)
             f.write("\n")
         final = publish_version(staging, export_dir, version)
     finally:

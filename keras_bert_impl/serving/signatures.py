@@ -18,7 +18,7 @@ predict: the export sets it from `SIGNATURE_METHODS` afterwards.
 
 import tensorflow as tf
 
-from keras_bert_impl.models.padding_free import drop_unused_padding
+from keras_bert_impl.models.padding_free import call_skipping_padding, drop_unused_padding, real_tokens_only_set_to
 from keras_bert_impl.tasks.registry import exported_task_names, get_task
 from keras_bert_impl.tokenization.in_graph import InGraphTokenizer
 from keras_bert_impl.tokenization.preprocessor import pack_inputs, token_ids_with_masks
@@ -51,11 +51,15 @@ class BertServingModule(tf.Module):
         top_k: Candidates per [MASK] (fill_mask).
         max_masks: [MASK] positions scored per text (fill_mask).
         max_answer_length: Longest answer in word pieces (span_qa).
+        skip_padding: Run the encoder's per-token work on real tokens only
+            when a batch has padding after its cut
+            (`padding_free.call_skipping_padding`); False: every position,
+            whatever the model's own `real_tokens_only`.
     """
 
     def __init__(
         self, model, task, tokenizer, max_seq_length, special_ids, labels_path=None,
-        top_k=5, max_masks=8, max_answer_length=30,
+        top_k=5, max_masks=8, max_answer_length=30, skip_padding=True,
     ):
         super().__init__(name=f"bert_{task}")
         self.spec = get_task(task)
@@ -71,6 +75,7 @@ class BertServingModule(tf.Module):
         object.__setattr__(self, "model", model)
         self.tf_variables = [variable.value for variable in model.variables]
         self.task = task
+        self.skip_padding = skip_padding
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
         self.cls_id, self.sep_id, self.mask_id = special_ids["cls"], special_ids["sep"], special_ids["mask"]
@@ -155,6 +160,19 @@ class BertServingModule(tf.Module):
         # The request's length, static where the signature fixes it.
         seq_length = inputs["input_ids"].shape[1] or tf.shape(inputs["input_ids"])[1]
         return self.spec.serving_outputs(self, drop_unused_padding(inputs), seq_length)
+
+    def forward(self, inputs):
+        """The model's outputs for `inputs` (a dict of its inputs), for inference.
+
+        With `skip_padding` a batch that still has padding runs the per-token
+        work on its real tokens only (the same outputs at real positions;
+        zeros at padded positions of a sequence output); otherwise, and for
+        a batch without padding, every position.
+        """
+        if self.skip_padding:
+            return call_skipping_padding(self.model, inputs)
+        with real_tokens_only_set_to(self.model, False):
+            return self.model(inputs, training=False)
 
     def outputs_from_examples(self, examples):
         """Task outputs for serialized tf.Examples with tf-models' feature names.

@@ -51,7 +51,7 @@ def classifier_serving_outputs(serving, inputs, padded_length):
     """`probabilities` [batch, num_labels], `label_ids` and `labels` [batch]."""
     import tensorflow as tf
 
-    logits = serving.model(inputs, training=False)
+    logits = serving.forward(inputs)
     probabilities = tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
     label_ids = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
     return {
@@ -65,7 +65,7 @@ def regression_serving_outputs(serving, inputs, padded_length):
     """`predictions` [batch]: the regression score."""
     import tensorflow as tf
 
-    return {"predictions": tf.cast(serving.model(inputs, training=False), tf.float32)[:, 0]}
+    return {"predictions": tf.cast(serving.forward(inputs), tf.float32)[:, 0]}
 
 
 CLASSIFIER = TaskSpec(

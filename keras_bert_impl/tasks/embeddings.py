@@ -30,7 +30,7 @@ def embeddings_serving_outputs(serving, inputs, padded_length):
     """`pooled_output` and `mean_pooled`, float32 [batch, hidden_size]."""
     import tensorflow as tf
 
-    outputs = serving.model(inputs, training=False)
+    outputs = serving.forward(inputs)
     sequence = tf.cast(outputs["sequence_output"], tf.float32)
     return {
         "pooled_output": tf.cast(outputs["pooled_output"], tf.float32),

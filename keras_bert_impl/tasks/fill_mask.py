@@ -40,7 +40,7 @@ def fill_mask_serving_outputs(serving, inputs, padded_length):
     import tensorflow as tf
 
     positions, mask_count = mask_positions(inputs["input_ids"], serving.mask_id, serving.max_masks)
-    outputs = serving.model({**inputs, "masked_lm_positions": positions}, training=False)
+    outputs = serving.forward({**inputs, "masked_lm_positions": positions})
     probabilities = tf.nn.softmax(tf.cast(outputs["masked_lm_logits"], tf.float32), axis=-1)
     scores, token_ids = tf.math.top_k(probabilities, k=serving.top_k)  # [batch, max_masks, k]
     valid = tf.sequence_mask(mask_count, serving.max_masks)[:, :, None]

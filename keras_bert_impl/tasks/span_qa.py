@@ -54,7 +54,7 @@ def span_qa_serving_outputs(serving, inputs, padded_length):
 
     from keras_bert_impl.layers.attention import MASK_ADDER
 
-    outputs = serving.model(inputs, training=False)
+    outputs = serving.forward(inputs)
     start = tf.cast(outputs["start_logits"], tf.float32)
     end = tf.cast(outputs["end_logits"], tf.float32)
     seq = tf.shape(start)[1]

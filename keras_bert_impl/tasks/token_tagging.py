@@ -51,7 +51,7 @@ def token_tagging_serving_outputs(serving, inputs, padded_length):
     of the row, so a row's answer does not depend on the rest of its batch."""
     import tensorflow as tf
 
-    logits = tf.cast(serving.model(inputs, training=False), tf.float32)  # [batch, seq, num_labels]
+    logits = tf.cast(serving.forward(inputs), tf.float32)  # [batch, seq, num_labels]
     real = inputs["input_mask"] > 0  # [batch, seq]
     probabilities = tf.where(real[:, :, None], tf.nn.softmax(logits, axis=-1), 0.0)
     label_ids = tf.where(real, tf.argmax(logits, axis=-1, output_type=tf.int32), -1)  # [batch, seq]

@@ -4,8 +4,9 @@ With its oneDNN graph rewrites on (TensorFlow's default on CPUs with
 AVX-512 VNNI, bf16 or AMX; `TF_ENABLE_ONEDNN_OPTS=1` elsewhere), TensorFlow
 fuses MatMul + bias + GELU into one kernel, but only when the GELU is built
 in the arrangement `tf.nn.gelu` builds (`0.5 x (1 + tanh(...))`); the
-original BERT's arrangement of the same formula (`x * cdf`, which our
-`layers.activations.gelu` keeps) stays as separate element-wise ops. This
+original BERT's arrangement of the same formula (`x * cdf`) stays as
+separate element-wise ops. (`layers.activations.gelu` takes `tf.nn.gelu`'s:
+the two give the same bits unfused.) This
 times BERT's intermediate layer, [tokens, H] x [H, I] + bias + GELU, in both
 arrangements and alone (MatMul + bias, the floor), as plain graphs,
 interleaved one call of each in turn, and says which ones ran fused (from

@@ -20,3 +20,33 @@ print(json.dumps({row["arrangement"]: row["fused"] for row in rows}))
 def test_only_tf_nn_gelus_arrangement_is_fused_and_only_with_the_rewrites(setting, tf_nn_gelu_fused):
     fused = run_with_onednn_rewrites(MEASURE, setting)
     assert fused == {"original (x * cdf)": False, "tf.nn.gelu": tf_nn_gelu_fused, "matmul + bias only": None}
+
+
+MODEL_OPS = """
+import json, sys
+sys.path.insert(0, "benchmarks")
+import numpy as np, tensorflow as tf
+import bench_forward, profile_forward
+from keras_bert_impl.config import BertConfig
+from keras_bert_impl.models.bert_model import BertModel
+
+config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+inputs = {k: tf.constant(v) for k, v in bench_forward.make_inputs(2, 12, np.random.default_rng(0)).items()}
+inputs["input_ids"] = inputs["input_ids"] % 50
+ran = {}
+for dtype in ("float32", "mixed_bfloat16"):
+    inference = BertModel(config, dtype=dtype).make_inference_function(jit_compile=False, freeze_kernels=True)
+    op_seconds, _ = profile_forward.profile(tf.function(lambda x: tuple(inference(x).values())), inputs, steps=1)
+    ran[dtype] = sorted({op_type for _, op_type in op_seconds} & {"Tanh", "Pow", "Square"})
+print(json.dumps(ran))
+"""
+
+
+@X86_ONLY
+@pytest.mark.parametrize("setting", ["1", "0"])
+def test_the_models_gelu_is_fused_with_the_rewrites(setting):
+    """Our `gelu` has the arrangement oneDNN fuses: with the rewrites on, no
+    GELU op of the model's intermediate layers runs on its own."""
+    ran = run_with_onednn_rewrites(MODEL_OPS, setting)
+    expected = [] if setting == "1" else ["Square", "Tanh"]  # pow(x, 3) runs as x * Square(x)
+    assert ran == {"float32": expected, "mixed_bfloat16": expected}

@@ -8,7 +8,11 @@ same `max_seq_length`, same CPU. Each SavedModel is loaded with
 `tf.saved_model.load` (the graphs TF Serving runs, which it loads in C++), warmed up, then
 timed in interleaved rounds (one request to each variant in turn): p50/p99
 latency of single requests, and sequences/s at batch 32. The
-raw-text overhead is the in-graph tokenization's share of a request. Each
+raw-text overhead is the in-graph tokenization's share of a request. Two
+more rows per precision: our export with `skip_padding=False` (every
+position of the cut batch: what skipping padding gains at batch 32), and
+the matmul floor (`bench_forward.MatmulFloor`: the encoder's products alone
+on the cut ids), whose time over each row's is that row's share of it. Each
 side is exported in float32 and in bfloat16 (bfloat16 products; ours holds
 its weights in bfloat16, keras-hub's keeps float32 variables and converts
 them on every call): bfloat16 pays only on CPUs with bf16 instructions
@@ -40,6 +44,34 @@ SENTENCES = [
     "He drove to the stadium, but the match had already been cancelled because of the storm.",
     "What a wonderful, moving film; I would gladly watch it again.",
 ]
+
+
+EVERY_POSITION = "serve_ids, every position (skip_padding=False)"
+FLOOR = "matmul floor"
+
+
+def matmul_floor(config, precision, make_inputs):
+    """`bench_forward.MatmulFloor` for `config`, called as a signature is.
+
+    Only the encoder's matrix products on the ids (no bias, softmax, GELU or
+    LayerNorm between them): what no implementation of this model can beat
+    on this machine. Traced for each of the requests' shapes before it is
+    timed.
+    """
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from bench_forward import MatmulFloor
+
+    floor = MatmulFloor(config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
+                        config.intermediate_size, "bf16" if precision == "bfloat16" else "fp32")
+
+    @tf.function(autograph=False, reduce_retracing=False)
+    def forward(input_ids, input_mask, segment_ids):
+        return floor({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids})
+
+    for batch in (1, 32):
+        for i in range(len(SENTENCES)):
+            forward(**make_inputs(batch, i))
+    return forward
 
 
 def percentile_ms(times, q):
@@ -126,6 +158,12 @@ def main():
         x = ids(batch, i)
         return {"token_ids": x["input_ids"], "segment_ids": x["segment_ids"], "padding_mask": x["input_mask"].astype(bool)}
 
+    def cut_ids(batch, i):
+        """Our ids cut after the batch's longest row, as our export cuts them."""
+        x = ids(batch, i)
+        width = int(x["input_mask"].sum(axis=1).max())
+        return {key: value[:, :width] for key, value in x.items()}
+
     def keras_hub_cut_ids(batch, i):
         """keras-hub's ids cut after the batch's longest row (its `serve` takes any length): the
         work our export does after its own cut, so the two compare like for like."""
@@ -137,6 +175,9 @@ def main():
     for precision in precisions:
         ours_path = export_saved_model(ours, "classifier", model_dir / "vocab.txt", work / f"ours_{precision}",
                                        max_seq_length=args.seq_length, precision=precision)
+        # The same export computing every position of the cut batch (what it did before it skipped padding).
+        every_path = export_saved_model(ours, "classifier", model_dir / "vocab.txt", work / f"every_{precision}",
+                                        max_seq_length=args.seq_length, precision=precision, skip_padding=False)
         backbone = keras_hub.models.BertBackbone.from_preset(str(model_dir), dtype=DTYPE_POLICIES[precision])
         theirs = keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=None,
                                                      dtype=DTYPE_POLICIES[precision])
@@ -149,17 +190,21 @@ def main():
             ("keras_bert_impl", precision, "serving_default (raw text)", loaded_ours.signatures["serving_default"],
              texts, ours_path),
             ("keras_bert_impl", precision, "serve_ids (token ids)", loaded_ours.signatures["serve_ids"], ids, ours_path),
+            ("keras_bert_impl", precision, EVERY_POSITION, tf.saved_model.load(every_path).signatures["serve_ids"],
+             ids, every_path),
             ("keras-hub BertTextClassifier", precision, f"serve (token ids at {args.seq_length})", serve,
              keras_hub_ids, theirs_path),
             ("keras-hub BertTextClassifier", precision, "serve (token ids cut to the longest row)", serve,
              keras_hub_cut_ids, theirs_path),
+            (FLOOR, precision, "the encoder's products on the cut ids", matmul_floor(config, precision, cut_ids),
+             cut_ids, None),
         ]
     calls = [(function, make_inputs) for _, _, _, function, make_inputs, _ in variants]
     latencies = time_interleaved(calls, args.requests, 1)
     throughputs = time_interleaved(calls, args.batches, 32)
     rows = [
         (name, precision, signature, percentile_ms(latency, 50), percentile_ms(latency, 99),
-         32 / float(np.median(throughput)), cold_load_seconds(path))
+         32 / float(np.median(throughput)), cold_load_seconds(path) if path else None)
         for (name, precision, signature, _, _, path), latency, throughput in zip(variants, latencies, throughputs)
     ]
 
@@ -170,14 +215,20 @@ def main():
     # The peer at each precision is keras-hub's best variant: its lowest p50, its highest throughput.
     peer_p50 = {p: min(row[3] for row in rows if row[0].startswith("keras-hub") and row[1] == p) for p in precisions}
     peer_rate = {p: max(row[5] for row in rows if row[0].startswith("keras-hub") and row[1] == p) for p in precisions}
+    # The floor's share: its time over the row's (a row that skips padding can pass 100 % at batch 32).
+    floor_p50 = {p: next(row[3] for row in rows if row[0] == FLOOR and row[1] == p) for p in precisions}
+    floor_rate = {p: next(row[5] for row in rows if row[0] == FLOOR and row[1] == p) for p in precisions}
     print("| model | precision | signature | p50 ms (batch 1) | p99 ms (batch 1) | seq/s (batch 32) "
-          "| p50 vs best keras-hub | seq/s vs best keras-hub | cold load s |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+          "| p50 vs best keras-hub | seq/s vs best keras-hub | share of floor, p50 / seq/s | cold load s |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, precision, signature, p50, p99, throughput, load in rows:
+        peer = "" if name == FLOOR else f"{peer_p50[precision] / p50:.2f}x | {throughput / peer_rate[precision]:.2f}x"
+        share = f"{floor_p50[precision] / p50:.0%} / {throughput / floor_rate[precision]:.0%}"
         print(f"| {name} | {precision} | {signature} | {p50:.1f} | {p99:.1f} | {throughput:.1f} "
-              f"| {peer_p50[precision] / p50:.2f}x | {throughput / peer_rate[precision]:.2f}x | {load:.1f} |")
+              f"| {peer or ' | '} | {share} | {'' if load is None else f'{load:.1f}'} |")
     for precision in precisions:
-        text, token_ids = [row[3] for row in rows if row[0] == "keras_bert_impl" and row[1] == precision]
+        text, token_ids = [row[3] for row in rows if row[0] == "keras_bert_impl" and row[1] == precision
+                           and row[2] != EVERY_POSITION]
         print(f"\n{precision}: raw-text overhead at batch 1 (p50): {100 * (text / token_ids - 1):+.1f} % "
               f"vs our ids signature")
 

@@ -5,7 +5,7 @@ oneDNN multiplies bfloat16 with Intel AMX (`amx_bf16`, Sapphire Rapids and
 later) several times faster than float32, and with AVX-512 bf16
 (`avx512_bf16`: Cooper Lake, AMD Zen 4 and later) about twice as fast
 (measured on a Zen 4 EPYC: 1.9x for BERT-base's products, 1.5x an
-export's batch throughput and 12 % off its single-request p50,
+export's batch throughput and 8-12 % off its single-request p50,
 docs/BENCHMARKS.md); without either, every bfloat16 product is converted
 and computed in float32, slower than float32 itself. Both are reached only
 through oneDNN's kernels, which TensorFlow runs only with its oneDNN graph
@@ -150,7 +150,7 @@ def xla_pays_for_inference(compute_dtype, accelerator=None, onednn_rewrites=None
 
     On a GPU or TPU, yes. On a CPU XLA compiles its own products, which use
     neither oneDNN's kernels nor bf16 instructions: measured on BERT-base
-    (docs/BENCHMARKS.md), in bfloat16 it ran at 0.56x the plain graph on a
+    (docs/BENCHMARKS.md), in bfloat16 it ran at 0.48-0.56x the plain graph on a
     Zen 4 EPYC (AVX-512 bf16, rewrites on), and in float32 it gained 10 %
     only where the oneDNN rewrites are off (AVX2), and nothing with them on.
 

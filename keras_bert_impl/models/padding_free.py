@@ -352,11 +352,16 @@ def set_real_tokens_only(model, enabled=True):
     >>> set_real_tokens_only(model)
     1
     """
-    layers = [model] + list(model._flatten_layers(include_self=False, recursive=True))
-    encoders = [layer for layer in layers if isinstance(layer, TransformerEncoder)]
+    encoders = _encoders(model)
     for encoder in encoders:
         encoder.real_tokens_only = enabled
     return len(encoders)
+
+
+def _encoders(model):
+    """Every `TransformerEncoder` in `model` (itself included)."""
+    layers = [model] + list(model._flatten_layers(include_self=False, recursive=True))
+    return [layer for layer in layers if isinstance(layer, TransformerEncoder)]
 
 
 @contextlib.contextmanager
@@ -370,8 +375,7 @@ def real_tokens_only_set_to(model, enabled):
         model: As for `set_real_tokens_only`.
         enabled: On or off within the block.
     """
-    layers = [model] + list(model._flatten_layers(include_self=False, recursive=True))
-    encoders = [layer for layer in layers if isinstance(layer, TransformerEncoder)]
+    encoders = _encoders(model)
     before = [encoder.real_tokens_only for encoder in encoders]
     for encoder in encoders:
         encoder.real_tokens_only = enabled

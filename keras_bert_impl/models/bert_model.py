@@ -241,8 +241,7 @@ def with_id_checks(function, config):
         config: The `BertConfig` whose `vocab_size` and `type_vocab_size` bound the ids.
 
     Example:
-    >>> from keras_bert_impl import hardware
-from keras_bert_impl.config import BertConfig
+    >>> from keras_bert_impl.config import BertConfig
     >>> config = BertConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1,
     ...                     num_attention_heads=2, intermediate_size=16)
     >>> checked = with_id_checks(lambda inputs: inputs["input_ids"] * 2, config)

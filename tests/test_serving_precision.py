@@ -241,13 +241,16 @@ def test_export_tool_precision_flag(tmp_path, bert_vocab_file):
     # TensorFlow turns its oneDNN rewrites on by default on CPUs with bf16 units; only the variable turns them off.
     onednn_off = env.get("TF_ENABLE_ONEDNN_OPTS", "").lower() in ("0", "false")
     by_default = "bfloat16" if bf16_units and not onednn_off else "float32"
-    for version, flags in (("1", []), ("2", ["--precision=bfloat16"])):
+    for version, flags in (("1", []), ("2", ["--precision=bfloat16", "--noskip_padding"])):
         result = subprocess.run(command + flags, capture_output=True, text=True, cwd=REPO, env=env)
         assert result.returncode == 0, result.stderr
         expected = "bfloat16" if flags else by_default
         assert f"computing in {expected} (CPU: " in result.stderr and "; oneDNN graph rewrites " in result.stderr
         with open(tmp_path / "saved_models" / "tiny" / version / "assets.extra" / METADATA_FILE) as f:
-            assert json.load(f)["precision"] == expected
+            metadata = json.load(f)
+        assert metadata["precision"] == expected
+        # Padding is skipped by default where no GPU is visible (none in CI).
+        assert metadata["skips_padding"] is (not flags and not tf.config.list_logical_devices("GPU"))
     bad = subprocess.run(command + ["--precision=fp16"], capture_output=True, text=True, cwd=REPO, env=env)
     assert bad.returncode != 0 and "--precision" in bad.stderr and "fp16" in bad.stderr
     assert sorted(os.listdir(tmp_path / "saved_models" / "tiny")) == ["1", "2"]

@@ -423,7 +423,7 @@ def release_files(model_dir, bert_config_file=None, vocab_file=None, init_checkp
 
 def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, export_dir, do_lower_case=True,
                       max_seq_length=128, num_labels=2, label_names=None, version=None, log=print,
-                      serving_base_path=DEFAULT_SERVING_BASE_PATH, precision="auto"):
+                      serving_base_path=DEFAULT_SERVING_BASE_PATH, precision="auto", skip_padding=None):
     """Builds the `task` model, loads an original-layout checkpoint and exports it.
 
     Args:
@@ -444,6 +444,7 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
             with AMX or AVX-512 bf16 and TensorFlow's oneDNN rewrites on, else
             float32),
             "float32" or "bfloat16": what the export computes in.
+        skip_padding: As for `export_saved_model` (default: on a CPU).
 
     Returns:
         The version directory written.
@@ -480,4 +481,5 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
     return export_saved_model(
         model, task, vocab_file, export_dir, do_lower_case=do_lower_case, max_seq_length=max_seq_length,
         label_names=label_names, version=version, serving_base_path=serving_base_path, precision=precision,
+        skip_padding=skip_padding,
     )

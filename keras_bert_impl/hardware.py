@@ -145,6 +145,13 @@ def resolve_precision(precision, flags=None, onednn_rewrites=None):
     return precision
 
 
+def accelerator_visible():
+    """Whether TensorFlow sees a GPU or TPU in this process (else the CPU computes)."""
+    import tensorflow as tf
+
+    return bool(tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
+
+
 def xla_pays_for_inference(compute_dtype, accelerator=None, onednn_rewrites=None):
     """Whether a BERT forward pass for inference should be compiled with XLA here.
 
@@ -164,9 +171,7 @@ def xla_pays_for_inference(compute_dtype, accelerator=None, onednn_rewrites=None
         oneDNN rewrites off; else False (the plain graph).
     """
     if accelerator is None:
-        import tensorflow as tf
-
-        accelerator = bool(tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
+        accelerator = accelerator_visible()
     if accelerator:
         return True
     if onednn_rewrites is None:

@@ -437,8 +437,8 @@ def test_a_padded_batch_is_served_on_its_real_tokens(tmp_path, bert_vocab_file, 
     python, _ = tokenizers
     model = BertClassifier(tiny_config(vocab_size=30522, max_position_embeddings=64), num_labels=3)
     randomize(model, seed=11, scale=0.2)
-    paths = {skip: export_saved_model(model, "classifier", bert_vocab_file, tmp_path / f"skip_{skip}", max_seq_length=SEQ,
-                                      tables=tables, skip_padding=skip) for skip in (None, False)}
+    paths = {skip: export_saved_model(model, "classifier", bert_vocab_file, tmp_path / f"skip_{skip}",
+                                      max_seq_length=SEQ, tables=tables, skip_padding=skip) for skip in (None, False)}
     features = python_features(python, SENTENCES)  # unequal lengths: padding after the cut
     assert features["input_mask"].sum(axis=1).min() < features["input_mask"].sum(axis=1).max()
     request = [{"signature": "serve_ids", "inputs": {key: value.tolist() for key, value in features.items()}},

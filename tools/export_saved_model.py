@@ -60,7 +60,7 @@ def define_flags(fv):
     flags.DEFINE_boolean(
         "skip_padding", None,
         "Run the encoder's per-token work on real tokens only when a batch has padding (a tf.cond per batch, "
-        "stock ops; 1.17x at batch 32 on a CPU, the same for one request). Default: on where no GPU is visible, "
+        "stock ops; 1.17x at batch 32 on a CPU, the same for one request). Default: on where no GPU or TPU is visible, "
         "where the gathers can cost more than the padding. Written to assets.extra/export_metadata.json.", **define,
     )
     flags.DEFINE_string(

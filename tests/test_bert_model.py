@@ -170,8 +170,10 @@ def test_inference_function_matches_numpy_reference(jit_compile):
 def test_frozen_inference_function_holds_the_weights_of_its_making(dtype):
     # freeze_kernels without padding_free: a copy holding the weights as
     # they are now, rounded once (under mixed_bfloat16 every weight but the
-    # LayerNorms' as bfloat16): outputs bit-identical to the model's own
-    # plain graph, and later changes to the model's weights ignored.
+    # LayerNorms' as bfloat16), its Dense kernels graph constants: the model's
+    # own outputs up to the summation order of another oneDNN kernel (float32
+    # rounding; a few roundings of the reduced precision), and later changes
+    # to the model's weights ignored.
     import tensorflow as tf
 
     config = tiny_config()
@@ -182,16 +184,18 @@ def test_frozen_inference_function_holds_the_weights_of_its_making(dtype):
     frozen = model.make_inference_function(jit_compile=False, freeze_kernels=True)
     expected, got = live(inputs), frozen(inputs)
     assert sorted(got) == sorted(expected) == ["encoder_outputs", "pooled_output", "sequence_output"]
+    tolerance = {None: dict(atol=1e-5), "mixed_bfloat16": dict(atol=3e-2, rtol=4 * 2**-7),
+                 "mixed_float16": dict(atol=4e-3, rtol=4 * 2**-10)}[dtype]
     for value, reference in zip(tf.nest.flatten(got), tf.nest.flatten(expected)):
         assert value.dtype == reference.dtype
-        np.testing.assert_array_equal(np.asarray(value, "float32"), np.asarray(reference, "float32"))
+        np.testing.assert_allclose(np.asarray(value, "float32"), np.asarray(reference, "float32"), **tolerance)
     # The conversions are gone from the graph: no weight is read and cast.
     assert weight_casts(frozen.get_concrete_function(inputs)) == []
     for weight in (model.pooler.dense.kernel, model.pooler.dense.bias):
         weight.assign(np.zeros(weight.shape, "float32"))
     assert np.abs(np.asarray(live(inputs)["pooled_output"], "float32")).max() == 0.0  # tanh(0)
-    np.testing.assert_array_equal(np.asarray(frozen(inputs)["pooled_output"], "float32"),
-                                  np.asarray(expected["pooled_output"], "float32"))
+    np.testing.assert_allclose(np.asarray(frozen(inputs)["pooled_output"], "float32"),
+                               np.asarray(expected["pooled_output"], "float32"), **tolerance)
 
 
 def test_sequence_longer_than_max_positions_is_a_clear_error():

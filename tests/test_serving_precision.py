@@ -27,42 +27,46 @@ SEQ = 24
 BF16_ATOL = 3e-2
 
 
-def cpuinfo_text(model_name, flags):
+def cpuinfo_text(model_name, flags, vendor="GenuineIntel"):
     """Two logical CPUs' blocks as Linux writes them."""
-    block = f"processor\t: {{}}\nvendor_id\t: GenuineIntel\nmodel name\t: {model_name}\nflags\t\t: {' '.join(flags)}\n\n"
+    block = f"processor\t: {{}}\nvendor_id\t: {vendor}\nmodel name\t: {model_name}\nflags\t\t: {' '.join(flags)}\n\n"
     return block.format(0) + block.format(1).replace(model_name, "a second, ignored name")
 
 
-@pytest.mark.parametrize("flags, expected, isa", [
-    (("fpu", "avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"), "bfloat16",
-     "avx2, avx512f, avx512_bf16, amx_bf16"),  # Sapphire Rapids
-    (("fpu", "avx2", "avx512f", "avx512_bf16"), "bfloat16",
-     "avx2, avx512f, avx512_bf16; no amx_bf16"),  # Cooper Lake, Zen 4
-    (("fpu", "avx2", "avx512f", "avx512_vnni"), "float32",
+@pytest.mark.parametrize("flags, vendor, expected, isa", [
+    (("fpu", "avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"), "GenuineIntel", "bfloat16",
+     "avx2, avx512f, avx512_bf16, amx_bf16"),  # Sapphire Rapids and later: 5.3x float32's products
+    (("fpu", "avx2", "avx512f", "avx512_bf16"), "AuthenticAMD", "bfloat16",
+     "avx2, avx512f, avx512_bf16; no amx_bf16"),  # Zen 4: 1.9x
+    # Cooper Lake, or a VM that hides AMX: bf16 dot products at float32's FMA rate, 0.6x measured.
+    (("fpu", "avx2", "avx512f", "avx512_bf16"), "GenuineIntel", "float32",
+     "avx2, avx512f, avx512_bf16; no amx_bf16"),
+    (("fpu", "avx2", "avx512f", "avx512_vnni"), "GenuineIntel", "float32",
      "avx2, avx512f; no avx512_bf16, amx_bf16"),  # Cascade Lake, Ice Lake: int8 units only
-    (("fpu", "avx2"), "float32", "avx2; no avx512f, avx512_bf16, amx_bf16"),  # Zen 2/3, older Intel
+    (("fpu", "avx2"), "AuthenticAMD", "float32", "avx2; no avx512f, avx512_bf16, amx_bf16"),  # Zen 2/3
 ])
-def test_precision_follows_the_cpus_matrix_units(tmp_path, monkeypatch, flags, expected, isa):
+def test_precision_follows_the_cpus_matrix_units(tmp_path, monkeypatch, flags, vendor, expected, isa):
     path = tmp_path / "cpuinfo"
-    path.write_text(cpuinfo_text("Intel(R) Xeon(R) Platinum 8480+", flags))
+    path.write_text(cpuinfo_text("Intel(R) Xeon(R) Platinum 8480+", flags, vendor))
     name, read_flags = hardware.read_cpuinfo(path)
     assert (name, read_flags) == ("Intel(R) Xeon(R) Platinum 8480+", frozenset(flags))
-    assert hardware.default_precision(read_flags, onednn_rewrites=True) == expected
-    assert hardware.resolve_precision("auto", read_flags, onednn_rewrites=True) == expected
+    assert hardware.read_cpu_vendor(path) == vendor
+    assert hardware.default_precision(read_flags, onednn_rewrites=True, vendor=vendor) == expected
+    assert hardware.resolve_precision("auto", read_flags, onednn_rewrites=True, vendor=vendor) == expected
     assert hardware.resolve_precision("float32", read_flags) == "float32"
     # AMX is reached only through oneDNN's kernels: without the rewrites, float32.
-    assert hardware.default_precision(read_flags, onednn_rewrites=False) == "float32"
+    assert hardware.default_precision(read_flags, onednn_rewrites=False, vendor=vendor) == "float32"
     # By default the state is this process's; where the build does not say, the flags decide.
     monkeypatch.setattr(hardware, "onednn_graph_rewrites", lambda: None)
-    assert hardware.default_precision(read_flags) == expected
+    assert hardware.default_precision(read_flags, vendor=vendor) == expected
     monkeypatch.setattr(hardware, "onednn_graph_rewrites", lambda: False)
-    assert hardware.default_precision(read_flags) == "float32"
+    assert hardware.default_precision(read_flags, vendor=vendor) == "float32"
     assert hardware.cpu_description(path) == f"Intel(R) Xeon(R) Platinum 8480+ ({isa}), {os.cpu_count()} logical cores"
 
 
 def test_no_cpuinfo_serves_float32(tmp_path):
     name, flags = hardware.read_cpuinfo(tmp_path / "absent")
-    assert name and flags == frozenset()
+    assert name and flags == frozenset() and hardware.read_cpu_vendor(tmp_path / "absent") == ""
     assert hardware.default_precision(flags) == "float32"
 
 
@@ -236,7 +240,8 @@ def test_export_tool_precision_flag(tmp_path, bert_vocab_file):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     with open("/proc/cpuinfo") as f:
         flags = f.read().split()
-    bf16_units = "amx_bf16" in flags or "avx512_bf16" in flags
+    # AMX anywhere; AVX-512 bf16 on AMD (on Intel it runs at float32's rate).
+    bf16_units = "amx_bf16" in flags or ("avx512_bf16" in flags and "AuthenticAMD" in flags)
     # TensorFlow turns its oneDNN rewrites on by default on CPUs with bf16 units; only the variable turns them off.
     onednn_off = env.get("TF_ENABLE_ONEDNN_OPTS", "").lower() in ("0", "false")
     by_default = "bfloat16" if bf16_units and not onednn_off else "float32"
@@ -298,20 +303,38 @@ def test_bfloat16_export_holds_its_weights_rounded_once(exports, model):
     # it reads them; the export holds them rounded instead: every weight but
     # the LayerNorms' is stored as bfloat16 (half the bytes), and the
     # float32 export holds no bfloat16.
+    from keras_bert_impl.models.constant_kernels import dense_kernels
+
     weights = {v.path for v in model.weights if v.dtype == "float32"}
     layer_norm = {path for path in weights if "LayerNorm" in path}
     assert len(layer_norm) == 2 * (2 * model.bert_config.num_hidden_layers + 1)  # gamma, beta; 2 per layer + embeddings
+    # On a CPU the Dense kernels are constants of the graph (models.constant_kernels), one copy per
+    # path of skip_padding, and not variables: in the precision's dtype too.
+    kernels = len(dense_kernels(model))
     stored = {precision: saved_variable_dtypes(path) for precision, path in exports.items()}
-    assert sorted(stored["float32"].values()) == ["float32"] * len(weights)
+    assert sorted(stored["float32"].values()) == ["float32"] * (len(weights) - kernels)
     float32 = sorted(name for name, dtype in stored["bfloat16"].items() if dtype == "float32")
     assert len(float32) == len(layer_norm) and all("LayerNorm/" in name for name in float32)
-    assert len(stored["bfloat16"]) == len(weights)
+    assert len(stored["bfloat16"]) == len(weights) - kernels
+    for precision, path in exports.items():
+        assert matrix_constant_dtypes(path) == {precision: 2 * kernels}
     # Under mixed_bfloat16, each of those is read and converted on every
     # call; no function of the export converts a weight.
     assert weight_casts_mixed(model) >= len(weights) - len(layer_norm)
     assert set(weight_casts_per_function(exports["bfloat16"]).values()) == {0}
     with open(os.path.join(exports["bfloat16"], "assets.extra", METADATA_FILE)) as f:
         assert json.load(f)["weights_dtype"] == "bfloat16 (LayerNorm float32)"
+
+
+def matrix_constant_dtypes(saved_model_dir):
+    """{dtype: count} of the two-dimensional floating-point constants in a SavedModel's functions."""
+    graph = saved_graph_def(saved_model_dir)
+    counts = {}
+    for node in (node for function in graph.library.function for node in function.node_def):
+        dtype = tf.dtypes.as_dtype(node.attr["dtype"].type) if node.op == "Const" else None
+        if dtype is not None and dtype.is_floating and len(node.attr["value"].tensor.tensor_shape.dim) == 2:
+            counts[dtype.name] = counts.get(dtype.name, 0) + 1
+    return counts
 
 
 def weight_casts_mixed(model):

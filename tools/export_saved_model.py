@@ -9,7 +9,7 @@ classifier `classify` and for a regression `regress` (TF Serving's `:classify`
 and `:regress` methods), warmup requests in `assets.extra/`, and rewrites
 `models.config` in the parent of --export_dir listing every model there, each
 at `<serving_base_path>/<name>`. `--precision` (default: bfloat16 on a CPU with
-Intel AMX or AVX-512 bf16 that TensorFlow's oneDNN kernels run, else float32) is what the
+Intel AMX, or AMD's AVX-512 bf16, that TensorFlow's oneDNN kernels run, else float32) is what the
 graph computes in, recorded in `assets.extra/export_metadata.json`.
 
 Example:
@@ -51,8 +51,8 @@ def define_flags(fv):
     flags.DEFINE_enum(
         "precision", "auto", list(PRECISION_CHOICES),
         "What the export computes in: bfloat16 (weights held in bfloat16 but the LayerNorms', bfloat16 "
-        "products; faster on CPUs with Intel AMX or AVX-512 bf16, slower than float32 without them) or float32. "
-        "auto: bfloat16 where this CPU has amx_bf16 or avx512_bf16 and TensorFlow's oneDNN rewrites are on (its "
+        "products; faster on CPUs with Intel AMX or AMD's AVX-512 bf16, slower than float32 without them, Intel's AVX-512 bf16 without AMX included) or float32. "
+        "auto: bfloat16 where this CPU has amx_bf16 (or avx512_bf16 on AMD) and TensorFlow's oneDNN rewrites are on (its "
         "default there; "
         "TF_ENABLE_ONEDNN_OPTS=0 turns them off), else float32; export on (or name the precision of) the CPU that "
         "will serve. The choice is written to assets.extra/export_metadata.json.", **define,
@@ -62,6 +62,13 @@ def define_flags(fv):
         "Run the encoder's per-token work on real tokens only when a batch has padding (a tf.cond per batch, "
         "stock ops; 1.17x at batch 32 on a CPU, the same for one request). Default: on where no GPU or TPU is visible, "
         "where the gathers can cost more than the padding. Written to assets.extra/export_metadata.json.", **define,
+    )
+    flags.DEFINE_boolean(
+        "constant_kernels", None,
+        "Hold the Dense kernels as constants of the graph: oneDNN then packs them once and multiplies with its "
+        "blocked kernels, on AMX tiles where the CPU has them (a larger saved_model.pb: the kernels, twice with "
+        "--skip_padding). Default: on where no GPU or TPU is visible and they take at most 1 GiB. Written to "
+        "assets.extra/export_metadata.json.", **define,
     )
     flags.DEFINE_string(
         "serving_base_path", "/models",
@@ -88,6 +95,7 @@ def main(argv=None):
     path = export_checkpoint(log=log, **flag_values(fv, (
         "task", "bert_config_file", "init_checkpoint", "vocab_file", "export_dir", "do_lower_case",
         "max_seq_length", "num_labels", "label_names", "version", "serving_base_path", "precision", "skip_padding",
+        "constant_kernels",
     )))
     log(f"wrote {path}")
 

@@ -49,8 +49,8 @@ def define_flags(fv):
     flags.DEFINE_enum(
         "precision", "float32", list(PRECISION_CHOICES),
         "float32: the original's values. bfloat16: bfloat16 products with the weights held rounded, values within "
-        "bfloat16 rounding of those; faster only on CPUs with bf16 instructions (amx_bf16, avx512_bf16) or a GPU. "
-        "auto: bfloat16 where this CPU has amx_bf16 or avx512_bf16 and TensorFlow's oneDNN rewrites are on, else "
+        "bfloat16 rounding of those; faster only on CPUs with AMX (amx_bf16), AMD's AVX-512 bf16 or a GPU. "
+        "auto: bfloat16 where this CPU has amx_bf16 (or avx512_bf16 on AMD) and TensorFlow's oneDNN rewrites are on, else "
         "float32.", **define,
     )
     flags.DEFINE_boolean("use_tpu", False, TPU_FLAG_HELP, **define)

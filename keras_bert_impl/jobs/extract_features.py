@@ -75,7 +75,7 @@ def extract_features(
     `precision` "float32" (the default) gives the original's values;
     "bfloat16" computes in bfloat16 with the weights held rounded
     (`models.precision`): values within bfloat16 rounding of those, faster
-    only on a CPU with bf16 instructions (Intel AMX, AVX-512 bf16) or a GPU;
+    only on a CPU with Intel AMX or AMD's AVX-512 bf16, or a GPU;
     "auto" picks by the CPU (`hardware.default_precision`).
 
     Returns:

@@ -1,5 +1,7 @@
 """`BertModel`: the original `modeling.BertModel` as a functional Keras model."""
 
+import contextlib
+
 import keras
 import tensorflow as tf
 
@@ -9,6 +11,7 @@ from keras_bert_impl.layers.embeddings import EmbeddingPostprocessor, WordEmbedd
 from keras_bert_impl.layers.pooler import Pooler
 from keras_bert_impl.layers.transformer import TransformerEncoder
 from keras_bert_impl.models.base import BertConfigModel, sequence_inputs
+from keras_bert_impl.models.constant_kernels import ConstantKernels
 from keras_bert_impl.models.padding_free import make_padding_free_function
 from keras_bert_impl.models.precision import copy_weights, inference_dtype_policy, model_precision
 
@@ -178,10 +181,14 @@ class BertModel(BertConfigModel):
                 then ignores later changes to them. In a plain graph: a copy
                 of the model holding its weights as an export does
                 (`models.precision`: under mixed_bfloat16 every weight but
-                the LayerNorms' in bfloat16), whose outputs are bit-identical
-                to this model's, without the weight conversions (half of a
-                single request's time under mixed_bfloat16 on a CPU,
-                docs/BENCHMARKS.md). With XLA and `padding_free`: a copy
+                the LayerNorms' in bfloat16), without the weight conversions
+                (half of a single request's time under mixed_bfloat16 on a
+                CPU), and with its Dense kernels as constants of the graph
+                (`models.constant_kernels`), which oneDNN packs once and
+                multiplies with its blocked kernels, on AMX tiles where the
+                CPU has them (docs/BENCHMARKS.md); the function is traced
+                with shapes left open after the second new one, as each
+                trace holds the kernels again. With XLA and `padding_free`: a copy
                 of the model in its own dtype policy, whose encoder Dense
                 kernels are held as float32 on a CPU (see
                 `padding_free.make_padding_free_function`), as XLA on a CPU
@@ -207,18 +214,23 @@ class BertModel(BertConfigModel):
                 name=self.name,
             )
             copy_weights(self, model)
+        # XLA compiles its own products: constants gain nothing there.
+        constants = ConstantKernels(model) if freeze_kernels and not jit_compile else None
         if padding_free:
             function = make_padding_free_function(
-                model, jit_compile=jit_compile, bucket_size=bucket_size, freeze_kernels=freeze_kernels and jit_compile
+                model, jit_compile=jit_compile, bucket_size=bucket_size, freeze_kernels=freeze_kernels and jit_compile,
+                constant_kernels=constants,
             )
         else:
+
+            def call(inputs):
+                with constants.scope() if constants else contextlib.nullcontext():
+                    return model(inputs, training=False)
+
             # No autograph: nothing here needs it, and errors raised while tracing
             # (SequenceLengthError) then reach the caller as they are.
-            function = tf.function(
-                lambda inputs: model(inputs, training=False),
-                jit_compile=jit_compile,
-                autograph=False,
-            )
+            function = tf.function(call, jit_compile=jit_compile, autograph=False,
+                                   reduce_retracing=constants is not None)
         return with_id_checks(function, self.bert_config) if jit_compile else function
 
     def get_config(self):

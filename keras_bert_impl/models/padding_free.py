@@ -25,7 +25,6 @@ for functions that serve fixed weights (see `make_padding_free_function`).
 """
 
 import contextlib
-import functools
 
 import tensorflow as tf
 
@@ -198,7 +197,8 @@ def padding_free_forward(bert_model, inputs, bucket_size=1):
     return forward_on_rows(bert_model, inputs, token_positions, row_of_position)
 
 
-def make_padding_free_function(bert_model, jit_compile=True, bucket_size=16, freeze_kernels=False):
+def make_padding_free_function(bert_model, jit_compile=True, bucket_size=16, freeze_kernels=False,
+                               constant_kernels=None):
     """`padding_free_forward` as a `tf.function`, with the layers compiled by XLA.
 
     The rows are found in a plain graph; the layers run in a function
@@ -225,6 +225,10 @@ def make_padding_free_function(bert_model, jit_compile=True, bucket_size=16, fre
             are now: make a new one after the weights change (training,
             loading a checkpoint). The copies take memory as the kernels
             do (BERT-base: 340 MB as float32 on a CPU).
+        constant_kernels: A `constant_kernels.ConstantKernels` of
+            `bert_model`, for a plain graph: its Dense kernels are read as
+            constants of the layers' graph (traced with shapes left open
+            after the second new one, as each trace holds them again).
 
     Returns:
         A function of the inputs dict returning `sequence_output` (zeros at
@@ -245,9 +249,14 @@ def make_padding_free_function(bert_model, jit_compile=True, bucket_size=16, fre
     """
     _require_last_layer_only(bert_model)
     dense = frozen_dense(frozen_kernels(bert_model)) if freeze_kernels else None
-    layers = tf.function(
-        functools.partial(forward_on_rows, bert_model, dense=dense), jit_compile=jit_compile, autograph=False
-    )
+
+    def on_rows(inputs, token_positions, row_of_position):
+        # The constants are made here, in the graph that holds the products.
+        with constant_kernels.scope() if constant_kernels else contextlib.nullcontext():
+            return forward_on_rows(bert_model, inputs, token_positions, row_of_position, dense=dense)
+
+    layers = tf.function(on_rows, jit_compile=jit_compile, autograph=False,
+                         reduce_retracing=constant_kernels is not None)
     bucket_size = bucket_size if jit_compile else 1
 
     @tf.function(autograph=False)
@@ -386,7 +395,7 @@ def real_tokens_only_set_to(model, enabled):
             encoder.real_tokens_only = setting
 
 
-def call_skipping_padding(model, inputs):
+def call_skipping_padding(model, inputs, scope=None):
     """`model(inputs, training=False)`, with the per-token work on real tokens only where the batch has padding.
 
     A graph that holds both paths and picks one per batch (`tf.cond`, stock
@@ -400,6 +409,9 @@ def call_skipping_padding(model, inputs):
     Args:
         model: A Keras model holding `BertModel`s, called with `inputs`.
         inputs: Its inputs dict, with an `input_mask` [batch, seq].
+        scope: Optional function returning a context manager that each
+            branch enters around its call (`ConstantKernels.scope`: the
+            constants must be made in the branch's own graph).
 
     Returns:
         The model's outputs.
@@ -419,7 +431,7 @@ def call_skipping_padding(model, inputs):
 
     def branch(real_tokens_only):
         def call():
-            with real_tokens_only_set_to(model, real_tokens_only):
+            with real_tokens_only_set_to(model, real_tokens_only), scope() if scope else contextlib.nullcontext():
                 return model(inputs, training=False)
 
         return call

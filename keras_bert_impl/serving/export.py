@@ -36,6 +36,7 @@ import tensorflow as tf
 from keras_bert_impl import filesystem, hardware
 from keras_bert_impl.errors import BertError
 from keras_bert_impl.io import write_bytes_atomically, write_text_atomically
+from keras_bert_impl.models.constant_kernels import ConstantKernels
 from keras_bert_impl.models.precision import (
     copy_weights,
     holds_weights_for,
@@ -55,6 +56,10 @@ MODELS_CONFIG = "models.config"
 SAVED_MODEL_FILE = "saved_model.pb"
 # Where the tensorflow/serving docker image expects models: /models/<name>.
 DEFAULT_SERVING_BASE_PATH = "/models"
+# Most bytes of kernel constants a SavedModel takes (it is one protocol
+# buffer, which cannot pass 2 GiB): BERT-base holds 170 MB (bfloat16) or
+# 340 MB (float32) per copy, BERT-large 3.6 times that.
+MAX_CONSTANT_BYTES = 1 << 30
 
 
 class ExportError(BertError, ValueError):
@@ -261,7 +266,34 @@ def in_precision(model, spec, precision):
     return copy
 
 
-def export_metadata(task, precision, max_seq_length, do_lower_case, skip_padding):
+def constant_kernel_copies(skip_padding):
+    """How many copies of the kernel constants an export's graph holds: one per path of its forward pass."""
+    return 2 if skip_padding else 1
+
+
+def resolve_constant_kernels(constant_kernels, kernel_bytes, skip_padding):
+    """Whether an export holds its Dense kernels as graph constants.
+
+    Args:
+        constant_kernels: True, False, or None: where no GPU or TPU is
+            visible (oneDNN's CPU kernels are what it pays for) and the
+            copies fit under `MAX_CONSTANT_BYTES`.
+        kernel_bytes: `ConstantKernels.nbytes` of the model exported.
+        skip_padding: The export's setting (two paths, two copies).
+
+    Raises:
+        ExportError: True asked for copies past `MAX_CONSTANT_BYTES`.
+    """
+    total = kernel_bytes * constant_kernel_copies(skip_padding)
+    if constant_kernels is None:
+        return total <= MAX_CONSTANT_BYTES and not hardware.accelerator_visible()
+    if constant_kernels and total > MAX_CONSTANT_BYTES:
+        raise ExportError(f"the kernels as constants would take {total / 2**20:.0f} MiB of the SavedModel's graph, "
+                          f"more than {MAX_CONSTANT_BYTES / 2**20:.0f} MiB: export without constant kernels")
+    return bool(constant_kernels)
+
+
+def export_metadata(task, precision, max_seq_length, do_lower_case, skip_padding, constant_kernels=False):
     """What `assets.extra/export_metadata.json` says of an export (a dict)."""
     from keras_bert_impl import __version__
 
@@ -272,6 +304,7 @@ def export_metadata(task, precision, max_seq_length, do_lower_case, skip_padding
         "dtype_policy": hardware.DTYPE_POLICIES[precision],
         "weights_dtype": precision if precision == "float32" else "bfloat16 (LayerNorm float32)",
         "skips_padding": skip_padding,
+        "kernels": "graph constants" if constant_kernels else "variables",
         "max_seq_length": max_seq_length,
         "do_lower_case": do_lower_case,
         "exported_on_cpu": name,
@@ -296,6 +329,7 @@ def export_saved_model(
     serving_base_path=DEFAULT_SERVING_BASE_PATH,
     precision=None,
     skip_padding=None,
+    constant_kernels=None,
 ):
     """Exports `model` as `export_dir/<version>/` for TF Serving, and lists
     it in the export base's `models.config`.
@@ -316,7 +350,7 @@ def export_saved_model(
         serving_base_path: Where TF Serving sees the export base, for
             `models.config` (see `write_models_config`).
         precision: "float32", "bfloat16" or "auto" (`hardware.
-            default_precision`: bfloat16 on a CPU with AMX or AVX-512 bf16
+            default_precision`: bfloat16 on a CPU with AMX or AMD's AVX-512 bf16
             that TensorFlow's oneDNN kernels run); a model in another precision is rebuilt in
             this one (`in_precision`). Default: the model's own.
         skip_padding: Whether a batch with padding runs the encoder's
@@ -325,6 +359,13 @@ def export_saved_model(
             export, docs/BENCHMARKS.md), not where a GPU or TPU is visible, where
             the gathers can cost more than the padding. Written to the
             export's metadata.
+        constant_kernels: Whether the graph holds the Dense kernels as
+            constants, which oneDNN packs once and multiplies with its
+            blocked kernels, on AMX tiles where the CPU has them
+            (`models.constant_kernels`, docs/BENCHMARKS.md). Default: where
+            no GPU or TPU is visible and the copies (two with
+            `skip_padding`) take at most `MAX_CONSTANT_BYTES`. Written to
+            the export's metadata.
 
     Returns:
         The path of the version directory written.
@@ -332,7 +373,8 @@ def export_saved_model(
     Raises:
         ExportError: existing version, unknown task, label count mismatch,
             unknown precision, a model that cannot be rebuilt in it, a
-            `max_seq_length` below 3 or past the model's position embeddings.
+            `max_seq_length` below 3 or past the model's position embeddings,
+            constant kernels asked for past `MAX_CONSTANT_BYTES`.
     """
     if task not in exported_task_names():
         raise ExportError(f"--task {task!r} is not one of {', '.join(exported_task_names())}")
@@ -383,10 +425,13 @@ def export_saved_model(
             with filesystem.open_file(labels_path, "w") as f:
                 f.write("\n".join(names) + "\n")
         tokenizer = InGraphTokenizer(tokens, do_lower_case=do_lower_case, tables=tables or shared_tables())
+        served = in_precision(model, spec, precision)
+        kernels = ConstantKernels(served)
+        constant_kernels = resolve_constant_kernels(constant_kernels, kernels.nbytes, skip_padding)
         module = BertServingModule(
-            in_precision(model, spec, precision), task, tokenizer, max_seq_length,
+            served, task, tokenizer, max_seq_length,
             {"cls": vocab["[CLS]"], "sep": vocab["[SEP]"], "mask": vocab.get("[MASK]", 0)},
-            labels_path=labels_path, skip_padding=skip_padding,
+            labels_path=labels_path, skip_padding=skip_padding, constant_kernels=kernels if constant_kernels else None,
         )
         tf.saved_model.save(module, staging, signatures=module.signatures())
         if task in SIGNATURE_METHODS:
@@ -398,7 +443,8 @@ def export_saved_model(
             for record in warmup_requests(model_name, texts, text_b=texts if spec.warmup_pairs else None):
                 writer.write(record)
         with filesystem.open_file(filesystem.join(extra, METADATA_FILE), "w") as f:
-            json.dump(export_metadata(task, precision, max_seq_length, do_lower_case, skip_padding), f, indent=2)
+            json.dump(export_metadata(task, precision, max_seq_length, do_lower_case, skip_padding,
+                                      constant_kernels), f, indent=2)
             f.write("\n")
         final = publish_version(staging, export_dir, version)
     finally:
@@ -423,7 +469,8 @@ def release_files(model_dir, bert_config_file=None, vocab_file=None, init_checkp
 
 def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, export_dir, do_lower_case=True,
                       max_seq_length=128, num_labels=2, label_names=None, version=None, log=print,
-                      serving_base_path=DEFAULT_SERVING_BASE_PATH, precision="auto", skip_padding=None):
+                      serving_base_path=DEFAULT_SERVING_BASE_PATH, precision="auto", skip_padding=None,
+                      constant_kernels=None):
     """Builds the `task` model, loads an original-layout checkpoint and exports it.
 
     Args:
@@ -441,10 +488,11 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
         serving_base_path: Where TF Serving sees the export base
             (`models.config`).
         precision: "auto" (`hardware.default_precision`: bfloat16 on a CPU
-            with AMX or AVX-512 bf16 and TensorFlow's oneDNN rewrites on, else
+            with AMX or AMD's AVX-512 bf16 and TensorFlow's oneDNN rewrites on, else
             float32),
             "float32" or "bfloat16": what the export computes in.
         skip_padding: As for `export_saved_model` (default: on a CPU).
+        constant_kernels: As for `export_saved_model` (default: on a CPU).
 
     Returns:
         The version directory written.
@@ -481,5 +529,5 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
     return export_saved_model(
         model, task, vocab_file, export_dir, do_lower_case=do_lower_case, max_seq_length=max_seq_length,
         label_names=label_names, version=version, serving_base_path=serving_base_path, precision=precision,
-        skip_padding=skip_padding,
+        skip_padding=skip_padding, constant_kernels=constant_kernels,
     )

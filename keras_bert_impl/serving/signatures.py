@@ -16,6 +16,8 @@ signature's method_name, which `tf.saved_model.save` always writes as
 predict: the export sets it from `SIGNATURE_METHODS` afterwards.
 """
 
+import contextlib
+
 import tensorflow as tf
 
 from keras_bert_impl.models.padding_free import call_skipping_padding, drop_unused_padding, real_tokens_only_set_to
@@ -55,11 +57,17 @@ class BertServingModule(tf.Module):
             when a batch has padding after its cut
             (`padding_free.call_skipping_padding`); False: every position,
             whatever the model's own `real_tokens_only`.
+        constant_kernels: Optional `models.constant_kernels.ConstantKernels`
+            of `model`: the forward pass reads its Dense kernels as graph
+            constants, which oneDNN packs once (on AMX tiles where the CPU
+            has them). It is one function that every signature calls, so
+            the SavedModel holds the kernels once per path (twice with
+            `skip_padding`), and no variable of theirs.
     """
 
     def __init__(
         self, model, task, tokenizer, max_seq_length, special_ids, labels_path=None,
-        top_k=5, max_masks=8, max_answer_length=30, skip_padding=True,
+        top_k=5, max_masks=8, max_answer_length=30, skip_padding=True, constant_kernels=None,
     ):
         super().__init__(name=f"bert_{task}")
         self.spec = get_task(task)
@@ -73,9 +81,17 @@ class BertServingModule(tf.Module):
         # exporter tracks them the same way. The model itself is left
         # untracked, so each weight is saved once.
         object.__setattr__(self, "model", model)
-        self.tf_variables = [variable.value for variable in model.variables]
+        # Kernels read as constants are not saved as variables too: were any
+        # read outside `forward`, saving would fail on the untracked variable.
+        self.tf_variables = [variable.value for variable in model.variables
+                             if not (constant_kernels and constant_kernels.holds(variable))]
         self.task = task
         self.skip_padding = skip_padding
+        object.__setattr__(self, "constant_kernels", constant_kernels)
+        # Made by the first `forward`; in a plain list, which the SavedModel
+        # saver does not look into: as an attribute it would trace it once
+        # more, outside the signatures, and save the constants again.
+        object.__setattr__(self, "_shared_forward", [])
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
         self.cls_id, self.sep_id, self.mask_id = special_ids["cls"], special_ids["sep"], special_ids["mask"]
@@ -169,9 +185,22 @@ class BertServingModule(tf.Module):
         zeros at padded positions of a sequence output); otherwise, and for
         a batch without padding, every position.
         """
+        if self.constant_kernels is None:
+            return self._forward(inputs)
+        inputs = {name: tf.convert_to_tensor(value) for name, value in inputs.items()}
+        if not self._shared_forward:
+            # One trace for every signature (each trace holds the constants):
+            # every dimension left open, whatever a signature knows statically.
+            spec = {name: tf.TensorSpec([None] * value.shape.rank, value.dtype, name=name)
+                    for name, value in inputs.items()}
+            self._shared_forward.append(tf.function(self._forward, autograph=False, input_signature=[spec]))
+        return self._shared_forward[0](inputs)
+
+    def _forward(self, inputs):
+        scope = self.constant_kernels.scope if self.constant_kernels else contextlib.nullcontext
         if self.skip_padding:
-            return call_skipping_padding(self.model, inputs)
-        with real_tokens_only_set_to(self.model, False):
+            return call_skipping_padding(self.model, inputs, scope=scope)
+        with real_tokens_only_set_to(self.model, False), scope():
             return self.model(inputs, training=False)
 
     def outputs_from_examples(self, examples):

@@ -117,7 +117,7 @@ class TextClassifier(BertClassifier):
         The SavedModel tokenizes raw text in-graph with this model's
         preprocessing (signatures `serving_default`, `serve_text_pair`,
         `serve_ids`, `serve_examples`). `precision` ("float32", "bfloat16"
-        or "auto": bfloat16 on a CPU with AMX or AVX-512 bf16) is what it computes in; default
+        or "auto": bfloat16 on a CPU with AMX or AMD's AVX-512 bf16) is what it computes in; default
         this model's own.
         """
         from keras_bert_impl.serving.export import export_saved_model

@@ -1,0 +1,176 @@
+"""Dense kernels as graph constants: what oneDNN packs once (AMX tiles where the CPU has them).
+
+Checked by behaviour: a function whose kernels are constants ignores later
+assignments to the kernel variables but follows its biases (still variables);
+its outputs are the variable graph's within float32 (or bfloat16) rounding;
+an export holds the kernels in its graph, not among its variables, says so in
+its metadata, and refuses constants that would not fit a SavedModel.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bert_impl.models.bert_model import BertModel
+from keras_bert_impl.models.classifier import BertClassifier
+from keras_bert_impl.models.constant_kernels import ConstantKernels, dense_kernels
+from keras_bert_impl.models.padding_free import make_padding_free_function
+from keras_bert_impl.serving import export as export_module
+from keras_bert_impl.serving.export import METADATA_FILE, ExportError, export_saved_model
+from tests.helpers import random_inputs, randomize, tiny_config
+from tests.test_serving import SENTENCES, probe
+from tests.test_serving_precision import BF16_ATOL
+
+SEQ = 24
+
+
+def masked(outputs, inputs):
+    """`sequence_output` as float32 with padded positions zeroed (they are not compared)."""
+    mask = tf.cast(inputs["input_mask"], tf.float32)[..., None]
+    return tf.cast(outputs["sequence_output"], tf.float32).numpy() * mask.numpy()
+
+
+@pytest.fixture()
+def bert():
+    config = tiny_config()
+    model = BertModel(config)
+    randomize(model, seed=5, scale=0.2)
+    return model
+
+
+def test_the_snapshot_holds_every_dense_kernel_and_nothing_else(bert):
+    kernels = ConstantKernels(bert)
+    layers = bert.bert_config.num_hidden_layers
+    # Per layer query, key, value, attention output, intermediate, output; then the pooler.
+    assert len(kernels) == 6 * layers + 1
+    assert all(variable.path.endswith("/kernel") and len(variable.shape) == 2 for variable in dense_kernels(bert))
+    assert kernels.nbytes == sum(int(np.prod(v.shape)) * 4 for v in dense_kernels(bert))
+    assert not kernels.holds(bert.word_embedding.embeddings)
+    with pytest.raises(RuntimeError, match="for tracing a tf.function"):
+        kernels.scope()
+
+
+@pytest.mark.parametrize("padding_free", [False, True])
+def test_kernels_are_read_once_and_biases_on_every_call(bert, padding_free):
+    inputs = random_inputs(bert.bert_config, batch=3, seq=10)
+    kernels = ConstantKernels(bert)
+    if padding_free:
+        forward = make_padding_free_function(bert, jit_compile=False, constant_kernels=kernels)
+    else:
+        @tf.function(autograph=False)
+        def forward(inputs):
+            with kernels.scope():
+                return bert(inputs, training=False)
+    before = masked(bert(inputs), inputs)
+    np.testing.assert_allclose(masked(forward(inputs), inputs), before, atol=1e-5)
+
+    intermediate = bert.encoder.blocks[0].intermediate
+    kernel = intermediate.kernel.numpy()
+    intermediate.kernel.assign(kernel * 3.0)
+    changed = masked(bert(inputs), inputs)
+    assert np.abs(changed - before).max() > 1e-2  # the variable graph follows the new kernel
+    np.testing.assert_allclose(masked(forward(inputs), inputs), before, atol=1e-5)  # the constant one does not
+    intermediate.kernel.assign(kernel)
+
+    intermediate.bias.assign(intermediate.bias.numpy() + 0.5)
+    moved = masked(bert(inputs), inputs)
+    assert np.abs(moved - before).max() > 1e-2
+    np.testing.assert_allclose(masked(forward(inputs), inputs), moved, atol=1e-5)  # biases stay variables
+
+
+# bfloat16: another kernel (blocked, packed once) sums in another order, and
+# each of the few roundings on the way moves a value by up to one epsilon
+# (2**-7) of itself: four epsilons relative, on top of the absolute bound.
+@pytest.mark.parametrize("dtype, atol, rtol", [("float32", 1e-5, 0), ("mixed_bfloat16", BF16_ATOL, 4 * 2**-7)])
+@pytest.mark.parametrize("padding_free", [False, True])
+def test_frozen_inference_functions_compute_the_models_outputs(dtype, atol, rtol, padding_free):
+    model = BertModel(tiny_config(), dtype=dtype)
+    randomize(model, seed=7, scale=0.2)
+    inputs = random_inputs(model.bert_config, batch=4, seq=12)
+    forward = model.make_inference_function(jit_compile=False, padding_free=padding_free, freeze_kernels=True)
+    expected = masked(model(inputs), inputs)
+    np.testing.assert_allclose(masked(forward(inputs), inputs), expected, atol=atol, rtol=rtol)
+    # Another shape is traced again, with its own constants; the model's later changes stay out.
+    longer = random_inputs(model.bert_config, batch=2, seq=16, seed=3)
+    expected_longer = masked(model(longer), longer)
+    for variable in dense_kernels(model):
+        variable.assign(tf.zeros_like(variable))
+    np.testing.assert_allclose(masked(forward(longer), longer), expected_longer, atol=atol, rtol=rtol)
+
+
+def kernel_consts(saved_model_dir):
+    """The two-dimensional floating-point constants in a SavedModel's graph functions, by shape."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel()
+    with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
+        saved_model.ParseFromString(f.read())
+    graph = saved_model.meta_graphs[0].graph_def
+    shapes = []
+    for node in [node for function in graph.library.function for node in function.node_def] + list(graph.node):
+        if node.op == "Const" and node.attr["dtype"].type in (tf.float32.as_datatype_enum,
+                                                               tf.bfloat16.as_datatype_enum):
+            dims = tuple(d.size for d in node.attr["value"].tensor.tensor_shape.dim)
+            if len(dims) == 2:
+                shapes.append(dims)
+    return sorted(shapes)
+
+
+def saved_variables(saved_model_dir):
+    """The names of the variables a SavedModel's checkpoint holds."""
+    reader = tf.train.load_checkpoint(os.path.join(saved_model_dir, "variables", "variables"))
+    return sorted(name for name in reader.get_variable_to_shape_map() if "VARIABLE_VALUE" in name)
+
+
+@pytest.fixture(scope="module")
+def classifier():
+    model = BertClassifier(tiny_config(vocab_size=30522, max_position_embeddings=64), num_labels=3)
+    randomize(model, seed=3, scale=0.2)
+    return model
+
+
+def test_export_holds_its_kernels_as_constants_and_answers_the_same(tmp_path, bert_vocab_file, classifier):
+    constants = export_saved_model(classifier, "classifier", bert_vocab_file, tmp_path / "constants",
+                                   max_seq_length=SEQ, precision="float32", constant_kernels=True)
+    variables = export_saved_model(classifier, "classifier", bert_vocab_file, tmp_path / "variables",
+                                   max_seq_length=SEQ, precision="float32", constant_kernels=False)
+    metadata = {}
+    for name, path in (("constants", constants), ("variables", variables)):
+        with open(os.path.join(path, "assets.extra", METADATA_FILE)) as f:
+            metadata[name] = json.load(f)["kernels"]
+    assert metadata == {"constants": "graph constants", "variables": "variables"}
+
+    dense_shapes = sorted(tuple(v.shape) for v in dense_kernels(classifier))
+    # One copy per path of the forward pass (skip_padding: padded and real-token), shared by every signature.
+    assert kernel_consts(constants) == sorted(dense_shapes * 2)
+    assert kernel_consts(variables) == []
+    # The kernels are saved once, as constants: not as variables too.
+    assert len(saved_variables(variables)) - len(saved_variables(constants)) == len(dense_shapes)
+
+    requests = [{"signature": "serving_default", "inputs": {"text": SENTENCES}},
+                {"signature": "serve_text_pair", "inputs": {"text": SENTENCES, "text_b": SENTENCES[::-1]}}]
+    for held, read in zip(probe(constants, requests), probe(variables, requests)):
+        np.testing.assert_allclose(held["probabilities"], read["probabilities"], atol=1e-5)
+
+
+def test_constants_past_the_savedmodel_budget_are_refused_or_left_out(tmp_path, bert_vocab_file, classifier,
+                                                                     monkeypatch):
+    budget = ConstantKernels(classifier).nbytes  # one copy fits, the two of skip_padding do not
+    monkeypatch.setattr(export_module, "MAX_CONSTANT_BYTES", budget)
+    with pytest.raises(ExportError, match="kernels as constants would take .* MiB of the SavedModel's graph"):
+        export_saved_model(classifier, "classifier", bert_vocab_file, tmp_path / "m", max_seq_length=SEQ,
+                           precision="float32", constant_kernels=True)
+    assert not any((tmp_path / "m").glob("[0-9]*"))
+    # By default: variables there, constants where one copy is all the export holds.
+    auto = export_saved_model(classifier, "classifier", bert_vocab_file, tmp_path / "m", max_seq_length=SEQ,
+                              precision="float32")
+    one_path = export_saved_model(classifier, "classifier", bert_vocab_file, tmp_path / "m", max_seq_length=SEQ,
+                                  precision="float32", skip_padding=False)
+    kinds = []
+    for path in (auto, one_path):
+        with open(os.path.join(path, "assets.extra", METADATA_FILE)) as f:
+            kinds.append(json.load(f)["kernels"])
+    assert kinds == ["variables", "graph constants"]

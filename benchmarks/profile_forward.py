@@ -39,7 +39,10 @@ Variants (ours):
   model, built as an export builds it (`models.precision.inference_dtype_policy`:
   in bf16 the weights are held in bfloat16, but the LayerNorms');
 - `padding_free`: `make_inference_function(jit_compile=False,
-  padding_free=True)`; `padding_free_frozen` adds `freeze_kernels=True`.
+  padding_free=True)`; `padding_free_frozen` adds `freeze_kernels=True`;
+  `padding_free_frozen_keras_ops` is that traced as if oneDNN did not run
+  the graph (`hardware.onednn_runs_traced_graph` False): Keras' LayerNorm
+  and the float32 softmax in place of the arrangements oneDNN fuses.
 
 Usage:
     .venv/bin/python benchmarks/profile_forward.py [--config base] [--batch_size 8]
@@ -71,7 +74,8 @@ tf.get_logger().setLevel("ERROR")
 
 import bench_forward  # noqa: E402
 
-VARIANTS = ("call", "serving", "padding_free", "padding_free_frozen", "keras_hub", "matmul_floor")
+VARIANTS = ("call", "serving", "padding_free", "padding_free_frozen", "padding_free_frozen_keras_ops",
+            "keras_hub", "matmul_floor")
 KINDS = ("matmul", "cast", "softmax", "layer_norm", "gelu", "adds", "gather/scatter", "layout",
          "variable reads", "other")
 # An executed op's profiler event is named "<node name>:<op type>".
@@ -207,8 +211,18 @@ def build_variant(variant, precision, config):
             outputs = model(drop_unused_padding(inputs), training=False)
             return outputs["sequence_output"], outputs["pooled_output"]
         return serving, {}
-    freeze = variant == "padding_free_frozen"
-    return bench_forward.inference_function(model, False, True, freeze, bucket_size=1), {}
+    freeze = variant.startswith("padding_free_frozen")
+    forward = bench_forward.inference_function(model, False, True, freeze, bucket_size=1)
+    if variant == "padding_free_frozen_keras_ops":
+        from unittest import mock
+
+        from keras_bert_impl import hardware
+
+        def keras_ops(inputs):  # traced on its first call, with the patch on
+            with mock.patch.object(hardware, "onednn_runs_traced_graph", return_value=False):
+                return forward(inputs)
+        return keras_ops, {}
+    return forward, {}
 
 
 def kind_table(seconds, steps, wall):

@@ -180,6 +180,25 @@ def accelerator_visible():
     return bool(tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
 
 
+def onednn_runs_traced_graph():
+    """Whether the graph being traced now will run on TensorFlow's oneDNN CPU kernels.
+
+    True while a `tf.function` is being traced (grappler and the oneDNN
+    rewrites work on graphs, not eager ops) but not for XLA (which compiles
+    its own kernels, and would compute those arrangements in bfloat16
+    itself), with the rewrites on and no GPU or TPU visible. Layers then
+    build the arrangements oneDNN has fused or bfloat16 kernels for
+    (`layers.layer_norm`, `layers.attention`).
+    """
+    import tensorflow as tf
+    from tensorflow.python.framework import ops
+    from tensorflow.python.ops import control_flow_util
+
+    if tf.executing_eagerly() or control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph()):
+        return False
+    return onednn_graph_rewrites() is True and not accelerator_visible()
+
+
 def xla_pays_for_inference(compute_dtype, accelerator=None, onednn_rewrites=None):
     """Whether a BERT forward pass for inference should be compiled with XLA here.
 

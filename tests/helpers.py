@@ -59,6 +59,23 @@ def random_inputs(config, batch=3, seq=10, seed=1, pad=True):
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
 
+# The start of a `run_with_onednn_rewrites` program that profiles a tiny
+# BertModel: `config`, a padded batch `inputs`, `profile_forward` and an empty
+# dict `ran` for the program to fill and print as JSON.
+TINY_MODEL_PROFILE = """
+import json, sys
+sys.path.insert(0, "benchmarks")
+import numpy as np, tensorflow as tf
+import bench_forward, profile_forward
+from keras_bert_impl.config import BertConfig
+from keras_bert_impl.models.bert_model import BertModel
+
+config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+inputs = {k: tf.constant(v) for k, v in bench_forward.make_inputs(2, 12, np.random.default_rng(0)).items()}
+inputs["input_ids"] = inputs["input_ids"] % 50
+ran = {}
+"""
+
 
 def load_benchmark(name):
     """The module `benchmarks/<name>.py`, imported as scripts beside it import each other."""
@@ -80,6 +97,14 @@ def weight_casts(concrete_function):
     graphs = [graph] + [function.graph for function in graph._functions.values() if hasattr(function, "graph")]
     return [op for graph in graphs for op in graph.get_operations()
             if op.type == "Cast" and op.inputs[0].op.type == "ReadVariableOp"]
+
+
+def weight_casts_but_layer_norms(concrete_function):
+    """`weight_casts` less the LayerNorms': oneDNN's fused LayerNorm
+    (`layers.layer_norm`) takes its [H] scale and offset in the input's
+    dtype, converted on each call (2 x H values each, next to the [rows, H]
+    tensors it normalises)."""
+    return [op for op in weight_casts(concrete_function) if "LayerNorm" not in op.name]
 
 
 # TensorFlow's oneDNN graph rewrites exist in its x86 builds.

@@ -4,7 +4,7 @@ is fused into the MatMul and the original's is not; with them off, neither."""
 
 import pytest
 
-from tests.helpers import X86_ONLY, run_with_onednn_rewrites
+from tests.helpers import TINY_MODEL_PROFILE, X86_ONLY, run_with_onednn_rewrites
 
 MEASURE = """
 import json, sys
@@ -22,18 +22,7 @@ def test_only_tf_nn_gelus_arrangement_is_fused_and_only_with_the_rewrites(settin
     assert fused == {"original (x * cdf)": False, "tf.nn.gelu": tf_nn_gelu_fused, "matmul + bias only": None}
 
 
-MODEL_OPS = """
-import json, sys
-sys.path.insert(0, "benchmarks")
-import numpy as np, tensorflow as tf
-import bench_forward, profile_forward
-from keras_bert_impl.config import BertConfig
-from keras_bert_impl.models.bert_model import BertModel
-
-config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
-inputs = {k: tf.constant(v) for k, v in bench_forward.make_inputs(2, 12, np.random.default_rng(0)).items()}
-inputs["input_ids"] = inputs["input_ids"] % 50
-ran = {}
+MODEL_OPS = TINY_MODEL_PROFILE + """
 for dtype in ("float32", "mixed_bfloat16"):
     inference = BertModel(config, dtype=dtype).make_inference_function(jit_compile=False, freeze_kernels=True)
     op_seconds, _ = profile_forward.profile(tf.function(lambda x: tuple(inference(x).values())), inputs, steps=1)

@@ -17,6 +17,7 @@ keras_bert_impl.cli.FlagError: --layers '-1,7': indexes must lie in [-4, 3] for 
 """
 
 import collections
+import contextlib
 import json
 import sys
 
@@ -86,6 +87,7 @@ def extract_features(
             bad flags or files, before anything is written.
     """
     import numpy as np
+    import tensorflow as tf
 
     from keras_bert_impl import filesystem, hardware
     from keras_bert_impl.checkpoints.original import load_original_checkpoint
@@ -93,6 +95,7 @@ def extract_features(
     from keras_bert_impl.data.text_pairs import convert_example_to_features, read_text_pair_examples
     from keras_bert_impl.io import atomic_output, check_max_seq_length
     from keras_bert_impl.models.bert_model import BertModel
+    from keras_bert_impl.models.constant_kernels import ConstantKernels
     from keras_bert_impl.models.padding_free import set_real_tokens_only
     from keras_bert_impl.models.precision import copy_weights, inference_dtype_policy
     from keras_bert_impl.tokenization import (
@@ -124,10 +127,21 @@ def extract_features(
         held = BertModel(config, output_all_encoder_layers=True, dtype=inference_dtype_policy(model, precision))
         copy_weights(model, held)
         model = held
+    kernels = None
     if not hardware.accelerator_visible():
         # On a CPU the per-token work of the padding is skipped: the records
-        # hold real tokens only, whose values are the same within rounding.
+        # hold real tokens only, whose values are the same within rounding;
+        # and the Dense kernels are graph constants, which oneDNN packs once
+        # (models.constant_kernels).
         set_real_tokens_only(model)
+        kernels = ConstantKernels(model)
+
+    # Every batch but the last has one shape: at most two traces, each
+    # holding the constants.
+    @tf.function(autograph=False, reduce_retracing=True)
+    def encoder_outputs(inputs):
+        with kernels.scope() if kernels else contextlib.nullcontext():
+            return model(inputs, training=False)["encoder_outputs"]
 
     filesystem.makedirs_for(output_file)
     with atomic_output(output_file) as partial, filesystem.open_file(partial, "w") as writer:
@@ -137,7 +151,7 @@ def extract_features(
                 key: np.array([getattr(f, key) for f in batch], "int32")
                 for key in ("input_ids", "input_mask", "segment_ids")
             }
-            all_layers = model.predict_on_batch(inputs)["encoder_outputs"]
+            all_layers = [layer.numpy() for layer in encoder_outputs(inputs)]
             for row, feature in enumerate(batch):
                 outputs = [np.asarray(all_layers[i][row], "float32") for i in layer_indexes]
                 writer.write(json.dumps(feature_record(feature, outputs, layer_indexes)) + "\n")

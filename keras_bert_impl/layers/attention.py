@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from keras_bert_impl import hardware
 from keras_bert_impl.layers.embeddings import truncated_normal
 from keras_bert_impl.layers.gather import gather_indexes
 
@@ -144,8 +145,14 @@ class SelfAttention(keras.layers.Layer):
         scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))
         if mask_adder is not None:
             scores = scores + ops.cast(mask_adder, scores.dtype)
-        # Softmax in float32 even under mixed precision: -10000 and exp() need it.
-        probs = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), scores.dtype)
+        # Softmax in float32 even under mixed precision: -10000 and exp() need
+        # it. oneDNN's softmax takes bfloat16 and computes in float32 inside,
+        # so for inference on its kernels the two casts around it (two passes
+        # over [batch, N, queries, seq]) go.
+        if not training and scores.dtype == "bfloat16" and hardware.onednn_runs_traced_graph():
+            probs = ops.softmax(scores, axis=-1)
+        else:
+            probs = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), scores.dtype)
         dropped = self.dropout(probs, training=training)
         return ops.matmul(dropped, value), probs
 

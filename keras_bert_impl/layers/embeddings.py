@@ -5,6 +5,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_bert_impl.errors import SequenceLengthError
+from keras_bert_impl.layers.layer_norm import LayerNorm
 
 _PACKAGE = "keras_bert_impl"
 LAYER_NORM_EPSILON = 1e-12  # what tf.contrib.layers.layer_norm used in the original
@@ -119,7 +120,7 @@ class EmbeddingPostprocessor(keras.layers.Layer):
         self.max_position_embeddings = max_position_embeddings
         self.dropout_rate = dropout_rate
         self.initializer_range = initializer_range
-        self.layer_norm = keras.layers.LayerNormalization(
+        self.layer_norm = LayerNorm(
             epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="LayerNorm"
         )
         self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)

@@ -7,6 +7,7 @@ from keras import ops
 from keras_bert_impl.layers.activations import get_activation
 from keras_bert_impl.layers.embeddings import LAYER_NORM_EPSILON, truncated_normal
 from keras_bert_impl.layers.gather import gather_indexes  # noqa: F401 (also imported from here)
+from keras_bert_impl.layers.layer_norm import LayerNorm
 
 _PACKAGE = "keras_bert_impl"
 
@@ -61,7 +62,7 @@ class MaskedLMHead(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="transform_dense",
         )
-        self.layer_norm = keras.layers.LayerNormalization(
+        self.layer_norm = LayerNorm(
             epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="transform_LayerNorm"
         )
 

@@ -7,6 +7,7 @@ from keras_bert_impl.layers.activations import get_activation
 from keras_bert_impl.layers.attention import SelfAttention, attention_mask_adder
 from keras_bert_impl.layers.embeddings import LAYER_NORM_EPSILON, truncated_normal
 from keras_bert_impl.layers.gather import gather_indexes
+from keras_bert_impl.layers.layer_norm import LayerNorm
 from keras_bert_impl.layers.token_rows import real_token_rows, rows_to_padded
 
 _PACKAGE = "keras_bert_impl"
@@ -85,7 +86,7 @@ class TransformerLayer(keras.layers.Layer):
             dtype=policy,
             name="attention_output_dense",
         )
-        self.attention_layer_norm = keras.layers.LayerNormalization(
+        self.attention_layer_norm = LayerNorm(
             epsilon=LAYER_NORM_EPSILON, dtype=policy, name="attention_output_LayerNorm"
         )
         self.intermediate = keras.layers.Dense(
@@ -98,7 +99,7 @@ class TransformerLayer(keras.layers.Layer):
         self.output_dense = keras.layers.Dense(
             hidden_size, kernel_initializer=initializer, dtype=policy, name="output_dense"
         )
-        self.output_layer_norm = keras.layers.LayerNormalization(
+        self.output_layer_norm = LayerNorm(
             epsilon=LAYER_NORM_EPSILON, dtype=policy, name="output_LayerNorm"
         )
         self.dropout = keras.layers.Dropout(hidden_dropout_prob, dtype=policy)

@@ -9,7 +9,8 @@ the graph, TensorFlow lets oneDNN choose the layout: it takes its blocked
 kernels (`brgemm`, on AMX tiles where the CPU has them), repacks the kernel
 once, on the first call, and keeps the packed copy in the op. Measured on a
 2-core Xeon with AMX: a BERT-base intermediate product with its bias ran
-2.7x faster, and the whole bf16 forward pass ... (docs/BENCHMARKS.md).
+2.7x faster, and the products of a bf16 forward pass took half the time
+(docs/BENCHMARKS.md).
 
 Only the kernels become constants. A constant bias made grappler take the
 bias add (and the GELU after it) out of the fused product again, which lost

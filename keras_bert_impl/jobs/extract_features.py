@@ -17,7 +17,6 @@ keras_bert_impl.cli.FlagError: --layers '-1,7': indexes must lie in [-4, 3] for 
 """
 
 import collections
-import contextlib
 import json
 import sys
 
@@ -95,7 +94,7 @@ def extract_features(
     from keras_bert_impl.data.text_pairs import convert_example_to_features, read_text_pair_examples
     from keras_bert_impl.io import atomic_output, check_max_seq_length
     from keras_bert_impl.models.bert_model import BertModel
-    from keras_bert_impl.models.constant_kernels import ConstantKernels
+    from keras_bert_impl.models.constant_kernels import ConstantKernels, reading_as_constants
     from keras_bert_impl.models.padding_free import set_real_tokens_only
     from keras_bert_impl.models.precision import copy_weights, inference_dtype_policy
     from keras_bert_impl.tokenization import (
@@ -140,7 +139,7 @@ def extract_features(
     # holding the constants.
     @tf.function(autograph=False, reduce_retracing=True)
     def encoder_outputs(inputs):
-        with kernels.scope() if kernels else contextlib.nullcontext():
+        with reading_as_constants(kernels):
             return model(inputs, training=False)["encoder_outputs"]
 
     filesystem.makedirs_for(output_file)

@@ -1,7 +1,5 @@
 """`BertModel`: the original `modeling.BertModel` as a functional Keras model."""
 
-import contextlib
-
 import keras
 import tensorflow as tf
 
@@ -11,7 +9,7 @@ from keras_bert_impl.layers.embeddings import EmbeddingPostprocessor, WordEmbedd
 from keras_bert_impl.layers.pooler import Pooler
 from keras_bert_impl.layers.transformer import TransformerEncoder
 from keras_bert_impl.models.base import BertConfigModel, sequence_inputs
-from keras_bert_impl.models.constant_kernels import ConstantKernels
+from keras_bert_impl.models.constant_kernels import ConstantKernels, reading_as_constants
 from keras_bert_impl.models.padding_free import make_padding_free_function
 from keras_bert_impl.models.precision import copy_weights, inference_dtype_policy, model_precision
 
@@ -224,7 +222,7 @@ class BertModel(BertConfigModel):
         else:
 
             def call(inputs):
-                with constants.scope() if constants else contextlib.nullcontext():
+                with reading_as_constants(constants):
                     return model(inputs, training=False)
 
             # No autograph: nothing here needs it, and errors raised while tracing

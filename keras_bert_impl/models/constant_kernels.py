@@ -39,6 +39,8 @@ Example:
 True
 """
 
+import contextlib
+
 import keras
 import tensorflow as tf
 
@@ -54,6 +56,15 @@ def dense_kernels(model):
     """
     kernels = {id(layer.kernel) for layer in model._flatten_layers() if isinstance(layer, keras.layers.Dense)}
     return [variable for variable in model.weights if id(variable) in kernels]
+
+
+def reading_as_constants(kernels):
+    """`kernels.scope()`, or a scope that changes nothing where `kernels` is None.
+
+    Args:
+        kernels: A `ConstantKernels`, or None (the variables are read).
+    """
+    return kernels.scope() if kernels is not None else contextlib.nullcontext()
 
 
 class ConstantKernels:

@@ -31,6 +31,7 @@ import tensorflow as tf
 from keras_bert_impl.layers.attention import attention_mask_adder
 from keras_bert_impl.layers.token_rows import real_token_rows, rows_to_padded
 from keras_bert_impl.layers.transformer import TransformerEncoder
+from keras_bert_impl.models.constant_kernels import reading_as_constants
 
 _SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
@@ -252,7 +253,7 @@ def make_padding_free_function(bert_model, jit_compile=True, bucket_size=16, fre
 
     def on_rows(inputs, token_positions, row_of_position):
         # The constants are made here, in the graph that holds the products.
-        with constant_kernels.scope() if constant_kernels else contextlib.nullcontext():
+        with reading_as_constants(constant_kernels):
             return forward_on_rows(bert_model, inputs, token_positions, row_of_position, dense=dense)
 
     layers = tf.function(on_rows, jit_compile=jit_compile, autograph=False,
@@ -395,7 +396,7 @@ def real_tokens_only_set_to(model, enabled):
             encoder.real_tokens_only = setting
 
 
-def call_skipping_padding(model, inputs, scope=None):
+def call_skipping_padding(model, inputs, constant_kernels=None):
     """`model(inputs, training=False)`, with the per-token work on real tokens only where the batch has padding.
 
     A graph that holds both paths and picks one per batch (`tf.cond`, stock
@@ -409,9 +410,9 @@ def call_skipping_padding(model, inputs, scope=None):
     Args:
         model: A Keras model holding `BertModel`s, called with `inputs`.
         inputs: Its inputs dict, with an `input_mask` [batch, seq].
-        scope: Optional function returning a context manager that each
-            branch enters around its call (`ConstantKernels.scope`: the
-            constants must be made in the branch's own graph).
+        constant_kernels: Optional `constant_kernels.ConstantKernels` of
+            `model`, read as constants in each branch (they must be made
+            in the branch's own graph).
 
     Returns:
         The model's outputs.
@@ -431,7 +432,7 @@ def call_skipping_padding(model, inputs, scope=None):
 
     def branch(real_tokens_only):
         def call():
-            with real_tokens_only_set_to(model, real_tokens_only), scope() if scope else contextlib.nullcontext():
+            with real_tokens_only_set_to(model, real_tokens_only), reading_as_constants(constant_kernels):
                 return model(inputs, training=False)
 
         return call

@@ -16,10 +16,9 @@ signature's method_name, which `tf.saved_model.save` always writes as
 predict: the export sets it from `SIGNATURE_METHODS` afterwards.
 """
 
-import contextlib
-
 import tensorflow as tf
 
+from keras_bert_impl.models.constant_kernels import reading_as_constants
 from keras_bert_impl.models.padding_free import call_skipping_padding, drop_unused_padding, real_tokens_only_set_to
 from keras_bert_impl.tasks.registry import exported_task_names, get_task
 from keras_bert_impl.tokenization.in_graph import InGraphTokenizer
@@ -197,10 +196,9 @@ class BertServingModule(tf.Module):
         return self._shared_forward[0](inputs)
 
     def _forward(self, inputs):
-        scope = self.constant_kernels.scope if self.constant_kernels else contextlib.nullcontext
         if self.skip_padding:
-            return call_skipping_padding(self.model, inputs, scope=scope)
-        with real_tokens_only_set_to(self.model, False), scope():
+            return call_skipping_padding(self.model, inputs, constant_kernels=self.constant_kernels)
+        with real_tokens_only_set_to(self.model, False), reading_as_constants(self.constant_kernels):
             return self.model(inputs, training=False)
 
     def outputs_from_examples(self, examples):

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.models.classifier import BertClassifier
-from keras_bert_impl.models.constant_kernels import ConstantKernels, dense_kernels
+from keras_bert_impl.models.constant_kernels import ConstantKernels, dense_kernel_bytes, dense_kernels
 from keras_bert_impl.models.padding_free import make_padding_free_function
 from keras_bert_impl.serving import export as export_module
 from keras_bert_impl.serving.export import METADATA_FILE, ExportError, export_saved_model
@@ -48,6 +48,7 @@ def test_the_snapshot_holds_every_dense_kernel_and_nothing_else(bert):
     assert len(kernels) == 6 * layers + 1
     assert all(variable.path.endswith("/kernel") and len(variable.shape) == 2 for variable in dense_kernels(bert))
     assert kernels.nbytes == sum(int(np.prod(v.shape)) * 4 for v in dense_kernels(bert))
+    assert dense_kernel_bytes(bert) == kernels.nbytes  # what an export weighs before it takes a snapshot
     assert not kernels.holds(bert.word_embedding.embeddings)
     with pytest.raises(RuntimeError, match="for tracing a tf.function"):
         kernels.scope()

@@ -42,6 +42,7 @@ True
 import contextlib
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 
@@ -56,6 +57,15 @@ def dense_kernels(model):
     """
     kernels = {id(layer.kernel) for layer in model._flatten_layers() if isinstance(layer, keras.layers.Dense)}
     return [variable for variable in model.weights if id(variable) in kernels]
+
+
+def dense_kernel_bytes(model):
+    """Bytes the Dense kernels of `model` take as they are stored: what a `ConstantKernels` of it holds.
+
+    Args:
+        model: A Keras model or layer.
+    """
+    return sum(int(np.prod(variable.shape)) * tf.as_dtype(variable.dtype).size for variable in dense_kernels(model))
 
 
 def reading_as_constants(kernels):

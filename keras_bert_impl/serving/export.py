@@ -36,7 +36,7 @@ import tensorflow as tf
 from keras_bert_impl import filesystem, hardware
 from keras_bert_impl.errors import BertError
 from keras_bert_impl.io import write_bytes_atomically, write_text_atomically
-from keras_bert_impl.models.constant_kernels import ConstantKernels
+from keras_bert_impl.models.constant_kernels import ConstantKernels, dense_kernel_bytes
 from keras_bert_impl.models.precision import (
     copy_weights,
     holds_weights_for,
@@ -278,7 +278,7 @@ def resolve_constant_kernels(constant_kernels, kernel_bytes, skip_padding):
         constant_kernels: True, False, or None: where no GPU or TPU is
             visible (oneDNN's CPU kernels are what it pays for) and the
             copies fit under `MAX_CONSTANT_BYTES`.
-        kernel_bytes: `ConstantKernels.nbytes` of the model exported.
+        kernel_bytes: `constant_kernels.dense_kernel_bytes` of the model exported.
         skip_padding: The export's setting (two paths, two copies).
 
     Raises:
@@ -426,12 +426,12 @@ def export_saved_model(
                 f.write("\n".join(names) + "\n")
         tokenizer = InGraphTokenizer(tokens, do_lower_case=do_lower_case, tables=tables or shared_tables())
         served = in_precision(model, spec, precision)
-        kernels = ConstantKernels(served)
-        constant_kernels = resolve_constant_kernels(constant_kernels, kernels.nbytes, skip_padding)
+        constant_kernels = resolve_constant_kernels(constant_kernels, dense_kernel_bytes(served), skip_padding)
         module = BertServingModule(
             served, task, tokenizer, max_seq_length,
             {"cls": vocab["[CLS]"], "sep": vocab["[SEP]"], "mask": vocab.get("[MASK]", 0)},
-            labels_path=labels_path, skip_padding=skip_padding, constant_kernels=kernels if constant_kernels else None,
+            labels_path=labels_path, skip_padding=skip_padding,
+            constant_kernels=ConstantKernels(served) if constant_kernels else None,
         )
         tf.saved_model.save(module, staging, signatures=module.signatures())
         if task in SIGNATURE_METHODS:

@@ -4,13 +4,14 @@ Three implementations of one model shape fine-tune a sequence classifier on
 the same texts, with the same batch size and number of steps:
 
 - ours: what `tools/run_classifier.py` runs by default, through the library
-  functions `run_classifier` calls: `CLASSIFIER.build_model` (our
+  functions `jobs.run_fine_tuning` calls: `CLASSIFIER.build_model` (our
   `BertClassifier`) built by `build_in_strategy`, `compute_on_real_tokens`
   (on a CPU: the encoder's per-token work on real tokens only), `encode`
   (the original's features, padded to `max_seq_length`),
-  `compile_for_fine_tuning` (the original AdamW and schedule), `fine_tune`'s
-  training batches (`our_training_dataset`: shuffled, each cut after its
-  longest row) and `predict_batches` for evaluation. Left out: the
+  `classifier.compile_options` with `create_optimizer` (the original AdamW
+  and schedule), `fine_tune`'s training batches (`training_dataset`:
+  shuffled, each cut after its longest row) and `predict_batches` for
+  evaluation. Left out: the
   checkpoint and TensorBoard callbacks of `fit_for_steps` (a checkpoint per
   1000 steps, a summary per 100).
 - ours, full width: the same with `FineTuningSettings(real_tokens_only=False)`
@@ -216,32 +217,22 @@ def bert_config(shape):
 
 
 def our_training_dataset(features, label_ids, settings):
-    """The batches `classifier.fine_tune` trains on, built as it builds them, but one.
+    """The batches `fine_tuning.fine_tune` trains on (`fine_tuning.training_dataset`), but one difference.
 
-    `fine_tune` builds them inline (shuffled with the settings' seed,
-    repeated, batches of exactly `train_batch_size`), then
-    `fine_tuning.on_real_tokens` cuts each batch after its longest row when
-    `settings.real_tokens_only`. One difference: `fine_tune` reshuffles
-    each iteration, and so gives a new order to every iterator; this
-    benchmark starts a new iterator in each `fit` call and skips the
-    batches consumed before, which must be the same order every time. The
-    texts here make one epoch, in which both are one seeded permutation.
-    If the library gets one function that builds the whole dataset, the
-    body below becomes that one call.
+    Training reshuffles each iteration, and so gives a new order to every
+    iterator; this benchmark starts a new iterator in each `fit` call and
+    skips the batches consumed before, which must be the same order every
+    time. The texts here make one epoch, in which both are one seeded
+    permutation.
     """
-    from keras_bert_impl.training.fine_tuning import on_real_tokens
+    from keras_bert_impl.training.fine_tuning import TrainingData, training_dataset
 
-    dataset = (
-        tf.data.Dataset.from_tensor_slices((features, label_ids))
-        .shuffle(len(label_ids), seed=settings.seed, reshuffle_each_iteration=False)
-        .repeat()
-        .batch(settings.train_batch_size, drop_remainder=True)
-    )
-    return on_real_tokens(dataset, settings, features["input_mask"].shape[1]).prefetch(tf.data.AUTOTUNE)
+    data = TrainingData(features, label_ids, len(label_ids), "training examples", "", "benchmark texts")
+    return training_dataset(data, settings, reshuffle_each_iteration=False)
 
 
 class Ours:
-    """`run_classifier`'s path: our BertClassifier, the original features and optimizer, `fine_tune`'s
+    """`bert-run-classifier`'s path: our BertClassifier, the original features and optimizer, `fine_tune`'s
     batches, and `predict_batches` for evaluation.
 
     Args:
@@ -255,11 +246,12 @@ class Ours:
     def __init__(self, shape, max_seq_length, train, weights_dir, tokenizer, num_train_steps,
                  learning_rate, seed, real_tokens_only):
         from keras_bert_impl.training.fine_tuning import compute_on_real_tokens
+        from keras_bert_impl.training.optimization import create_optimizer
 
         self.max_seq_length, self.tokenizer = max_seq_length, tokenizer
         self.settings = FineTuningSettings(train_batch_size=shape.batch_size, learning_rate=learning_rate,
                                            seed=seed, real_tokens_only=real_tokens_only)
-        # In `run_classifier`'s order: build, padding-free switch, weights, compile, data.
+        # In `run_fine_tuning`'s order: build, padding-free switch, weights, compile, data.
         self.model, _ = build_in_strategy(
             lambda: classifier.CLASSIFIER.build_model(bert_config(shape), NUM_LABELS),
             seed=seed, batch_sizes={"train_batch_size": self.settings.train_batch_size},
@@ -271,8 +263,10 @@ class Ours:
 
             load_hf_checkpoint(self.model, weights_dir, allow_fresh=classifier.CLASSIFIER.head_variables)
         with self.model.distribute_strategy.scope():
-            classifier.compile_for_fine_tuning(
-                self.model, False, learning_rate, num_train_steps, int(0.1 * num_train_steps))
+            self.model.compile(
+                optimizer=create_optimizer(learning_rate, num_train_steps, int(0.1 * num_train_steps)),
+                **classifier.compile_options(is_regression=False),
+            )
         features = classifier.encode(train.as_examples(), tokenizer, max_seq_length)
         self.dataset = our_training_dataset(features, train.label_ids, self.settings)
         self.consumed = 0

@@ -160,6 +160,18 @@ def check_fine_tuning_flags(fv):
         fv.strategy = "tpu"
 
 
+def fine_tuning_run(fv):
+    """The `FineTuningRun` of a fine-tuning tool's flags (those it defines: run_squad has no `--do_eval`)."""
+    import dataclasses
+
+    from keras_bert_impl.training.fine_tuning import FineTuningRun, FineTuningSettings
+
+    names = [field.name for field in dataclasses.fields(FineTuningRun) if field.name in fv]
+    return FineTuningRun(
+        training=FineTuningSettings(**flag_values(fv, FineTuningSettings.field_names())), **flag_values(fv, names)
+    )
+
+
 def flag_values(fv, names):
     """`{name: value}` of the flags `names`, to pass on as keyword arguments."""
     return {name: fv[name].value for name in names}

@@ -62,7 +62,7 @@ from keras_bert_impl.cli import (
     FlagError,
     check_fine_tuning_flags,
     define_fine_tuning_flags,
-    flag_values,
+    fine_tuning_run,
     parse_flags,
     parse_label_list,
     quiet_tensorflow,
@@ -147,16 +147,14 @@ def main(argv=None):
     quiet_tensorflow()
 
     from keras_bert_impl.data.classifier_data import get_task
-    from keras_bert_impl.tasks.classifier import run_classifier
-    from keras_bert_impl.training.fine_tuning import FineTuningSettings, log_to_stderr
+    from keras_bert_impl.jobs.run_fine_tuning import run_fine_tuning
+    from keras_bert_impl.tasks.classifier import ClassifierFineTuning
+    from keras_bert_impl.training.fine_tuning import log_to_stderr
 
-    run_classifier(
-        get_task(fv.task_name, **options),
-        settings=FineTuningSettings(**flag_values(fv, FineTuningSettings.field_names())),
+    run_fine_tuning(
+        ClassifierFineTuning(get_task(fv.task_name, **options), fv.data_dir),
+        fine_tuning_run(fv),
         log=log_to_stderr("run_classifier"),
-        **flag_values(fv, ("data_dir", "output_dir", "bert_config_file", "vocab_file", "init_checkpoint",
-                           "do_lower_case", "max_seq_length", "do_train", "do_eval", "do_predict",
-                           "eval_batch_size", "predict_batch_size")),
     )
 
 

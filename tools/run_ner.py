@@ -57,6 +57,7 @@ from keras_bert_impl.cli import (
     FlagError,
     check_fine_tuning_flags,
     define_fine_tuning_flags,
+    fine_tuning_run,
     flag_values,
     parse_flags,
     parse_label_list,
@@ -110,18 +111,17 @@ def main(argv=None):
     labels = parse_label_list(fv.labels) if fv.labels is not None else None
     quiet_tensorflow()
 
-    from keras_bert_impl.tasks.token_tagging import run_ner
-    from keras_bert_impl.training.fine_tuning import FineTuningSettings, log_to_stderr
+    from keras_bert_impl.jobs.run_fine_tuning import run_fine_tuning
+    from keras_bert_impl.tasks.token_tagging import TaggingFineTuning
+    from keras_bert_impl.training.fine_tuning import log_to_stderr
 
-    run_ner(
-        labels=labels,
-        settings=FineTuningSettings(**flag_values(fv, FineTuningSettings.field_names())),
+    run_fine_tuning(
+        TaggingFineTuning(labels=labels, **flag_values(fv, (
+            "train_file", "eval_file", "predict_file", "tfds_name", "data_dir", "train_split", "eval_split",
+            "predict_split",
+        ))),
+        fine_tuning_run(fv),
         log=log_to_stderr("run_ner"),
-        **flag_values(fv, (
-            "output_dir", "bert_config_file", "vocab_file", "init_checkpoint", "do_lower_case", "train_file",
-            "eval_file", "predict_file", "do_train", "do_eval", "do_predict", "max_seq_length", "eval_batch_size",
-            "predict_batch_size", "tfds_name", "data_dir", "train_split", "eval_split", "predict_split",
-        )),
     )
 
 

@@ -64,6 +64,7 @@ from keras_bert_impl.cli import (
     FlagError,
     check_fine_tuning_flags,
     define_fine_tuning_flags,
+    fine_tuning_run,
     flag_values,
     parse_flags,
     quiet_tensorflow,
@@ -120,18 +121,18 @@ def main(argv=None):
         )
     quiet_tensorflow()
 
-    from keras_bert_impl.tasks.span_qa import run_squad
-    from keras_bert_impl.training.fine_tuning import FineTuningSettings, log_to_stderr
+    from keras_bert_impl.jobs.run_fine_tuning import run_fine_tuning
+    from keras_bert_impl.tasks.span_qa import SquadFineTuning
+    from keras_bert_impl.training.fine_tuning import log_to_stderr
 
-    run_squad(
-        settings=FineTuningSettings(**flag_values(fv, FineTuningSettings.field_names())),
+    run_fine_tuning(
+        SquadFineTuning(**flag_values(fv, (
+            "train_file", "predict_file", "doc_stride", "max_query_length", "n_best_size", "max_answer_length",
+            "verbose_logging", "version_2_with_negative", "null_score_diff_threshold", "tfds_name", "data_dir",
+            "train_split", "predict_split",
+        ))),
+        fine_tuning_run(fv),
         log=log_to_stderr("run_squad"),
-        **flag_values(fv, (
-            "output_dir", "bert_config_file", "vocab_file", "init_checkpoint", "do_lower_case", "train_file",
-            "predict_file", "do_train", "do_predict", "max_seq_length", "doc_stride", "max_query_length",
-            "predict_batch_size", "n_best_size", "max_answer_length", "verbose_logging", "version_2_with_negative",
-            "null_score_diff_threshold", "tfds_name", "data_dir", "train_split", "predict_split",
-        )),
     )
 
 

@@ -136,16 +136,10 @@ def run_pretraining(
     )
     from keras_bert_impl.io import check_max_seq_length, write_results
     from keras_bert_impl.models.pretraining import BertPretrainingModel, split_pretraining_features
-    from keras_bert_impl.training.callbacks import StopAtStep, TrainingSummaries, global_step
-    from keras_bert_impl.training.checkpointing import (
-        TrainingCheckpoint,
-        checkpoint_steps,
-        remove_unfinished_checkpoints,
-        restore_training_checkpoint,
-        save_training_checkpoint,
-    )
+    from keras_bert_impl.training.callbacks import global_step
+    from keras_bert_impl.training.checkpointing import save_training_checkpoint
     from keras_bert_impl.training.optimization import StepCountingLossScaleOptimizer, create_optimizer
-    from keras_bert_impl.training.run_settings import check_run_settings
+    from keras_bert_impl.training.resume import resume_training, step_callbacks
     from keras_bert_impl.training.strategy import (
         adapt_model_to_multi_worker,
         check_batch_size,
@@ -212,18 +206,11 @@ def run_pretraining(
         optimizer.build(model.trainable_variables)
         adapt_model_to_multi_worker(model, distribution)
 
-        step = 0
-        if chief:
-            remove_unfinished_checkpoints(output_dir)  # What a killed writer left.
-        existing = checkpoint_steps(output_dir)
-        if do_train:
-            check_run_settings(
-                output_dir, pretraining_settings(), resuming=bool(existing), allow_changes=allow_changed_settings,
-                write=chief, log=lambda message: print(f"run_pretraining: {message}", file=sys.stderr),
-            )
-        if existing:
-            prefix = filesystem.join(output_dir, f"model.ckpt-{existing[-1]}")
-            step = restore_training_checkpoint(model, optimizer, prefix)
+        step, prefix = resume_training(
+            model, optimizer, output_dir, pretraining_settings() if do_train else None, allow_changed_settings,
+            chief=chief, log=lambda message: print(f"run_pretraining: {message}", file=sys.stderr),
+        )
+        if prefix:
             print(f"run_pretraining: resuming from {prefix} (step {step})", file=sys.stderr)
         elif init_checkpoint:
             report = load_original_checkpoint(model, init_checkpoint, allow_fresh=["cls/"])
@@ -254,12 +241,10 @@ def run_pretraining(
         # The other workers hold the same weights (synchronous all-reduce)
         # and write nothing: checkpoints and summaries are the chief's. They
         # still read the metrics with it (a collective across workers).
-        callbacks = [
-            StopAtStep(num_train_steps),
-            TrainingSummaries(filesystem.join(output_dir, "train") if chief else None, summary_steps),
-        ]
-        if chief:
-            callbacks.append(TrainingCheckpoint(output_dir, save_checkpoints_steps, keep=keep_checkpoint_max))
+        callbacks = step_callbacks(
+            num_train_steps, output_dir, save_checkpoints_steps, filesystem.join(output_dir, "train"), summary_steps,
+            keep=keep_checkpoint_max, chief=chief,
+        )
         start = time.perf_counter()
         with reading_input_files(input_files):
             model.fit(

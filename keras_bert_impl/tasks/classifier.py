@@ -1,9 +1,10 @@
 """Sequence (pair) classification and regression: the original `run_classifier`.
 
 The two task specs (`classifier`, `regression`), their serving outputs, and
-`run_classifier`, the job behind `tools/run_classifier.py`: read a release
-and a task's data, fine-tune with the original optimizer, evaluate, predict,
-and write the original's result files.
+`ClassifierFineTuning`, what `jobs.run_fine_tuning` needs to fine-tune,
+evaluate and predict them as `tools/run_classifier.py`: a dataset's examples
+as the original's features, its loss and metrics, and the original's result
+files.
 
 Example:
 >>> CLASSIFIER.head_variables
@@ -19,24 +20,8 @@ from keras_bert_impl import filesystem
 from keras_bert_impl.checkpoints.name_map import CLASSIFIER_VARIABLES
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.io import format_results, write_text_atomically
-from keras_bert_impl.tasks.spec import TaskSpec
-from keras_bert_impl.training.fine_tuning import (
-    FineTuningSettings,
-    build_in_strategy,
-    check_labels,
-    compute_on_real_tokens,
-    fit_for_steps,
-    load_fine_tuned,
-    load_initial_weights,
-    on_real_tokens,
-    predict_batches,
-    read_release,
-    recorded_labels,
-    run_settings,
-    save_release,
-    training_steps,
-    write_label_list,
-)
+from keras_bert_impl.tasks.spec import FineTuningSpec, TaskInputs, TaskSpec
+from keras_bert_impl.training.fine_tuning import TrainingData, check_labels, predict_batches, recorded_labels
 
 SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
@@ -191,135 +176,85 @@ def read_task_data(task, data_dir, do_train, do_eval, do_predict, recorded=(None
     return task, data
 
 
-def compile_for_fine_tuning(model, is_regression, learning_rate, num_train_steps, num_warmup_steps):
-    """The original optimizer, with the loss and metrics of a classifier or regression."""
+def compile_options(is_regression):
+    """`model.compile` arguments besides the optimizer: the original's loss, and accuracy for classes."""
     import keras
 
-    from keras_bert_impl.training.optimization import create_optimizer
-
     if is_regression:
-        loss, metrics = keras.losses.MeanSquaredError(), []
-    else:
-        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-        metrics = [keras.metrics.SparseCategoricalAccuracy("accuracy")]
-    model.compile(
-        optimizer=create_optimizer(learning_rate, num_train_steps, num_warmup_steps), loss=loss, metrics=metrics
-    )
+        return {"loss": keras.losses.MeanSquaredError(), "metrics": []}
+    return {
+        "loss": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        "metrics": [keras.metrics.SparseCategoricalAccuracy("accuracy")],
+    }
 
 
-def fine_tune(model, task, features, labels, settings, output_dir, data_dir, log):
-    """`model.fit` with the original optimizer and step count; returns the global step."""
-    import tensorflow as tf
+@dataclasses.dataclass(frozen=True)
+class ClassifierFineTuning(FineTuningSpec):
+    """Fine-tuning a classifier (or STS-B-like regression) on a dataset, as the original `run_classifier.py`.
 
-    num_examples = len(labels)
-    batch_size = settings.train_batch_size
-    num_train_steps, num_warmup_steps = training_steps(
-        num_examples, batch_size, settings.num_train_epochs, settings.warmup_proportion
-    )
-    if num_train_steps < 1:
-        raise InputFileError(
-            f"{data_dir}: {num_examples} training examples with --train_batch_size="
-            f"{batch_size} and --num_train_epochs={settings.num_train_epochs} make 0 training steps"
-        )
-    log(f"training on {num_examples} examples: {num_train_steps} steps of {batch_size} "
-        f"({num_warmup_steps} warmup)")
-    with model.distribute_strategy.scope():
-        compile_for_fine_tuning(model, task.is_regression, settings.learning_rate, num_train_steps, num_warmup_steps)
-    targets = labels.reshape(-1, 1) if task.is_regression else labels
-    # As the original: shuffled, repeated, batches of exactly train_batch_size,
-    # stopped at num_train_steps (with a whole-set shuffle buffer, not 100).
-    dataset = (
-        tf.data.Dataset.from_tensor_slices((features, targets))
-        .shuffle(num_examples, seed=settings.seed, reshuffle_each_iteration=True)
-        .repeat()
-        .batch(batch_size, drop_remainder=True)
-    )
-    dataset = on_real_tokens(dataset, settings, features["input_mask"].shape[1]).prefetch(tf.data.AUTOTUNE)
-    return fit_for_steps(
-        model, dataset, num_train_steps, settings.num_train_epochs, output_dir, settings.save_checkpoints_steps, log,
-        settings=run_settings(
-            settings, num_train_steps, num_warmup_steps, num_examples, features["input_mask"].shape[1],
-            train_data=(features, targets),
-        ),
-        allow_changed_settings=settings.allow_changed_settings,
-    )
-
-
-def run_classifier(
-    task, data_dir, output_dir, bert_config_file, vocab_file, init_checkpoint=None, do_lower_case=True,
-    max_seq_length=128, do_train=False, do_eval=False, do_predict=False, eval_batch_size=8,
-    predict_batch_size=8, settings=FineTuningSettings(), log=print,
-):
-    """The original `run_classifier.py` as one call.
-
-    Writes to `output_dir`: `eval_results.txt` (with `do_eval`),
-    `test_results.tsv` (with `do_predict`), and after training
-    `model.ckpt` with copies of the config and vocab (a release),
-    `model.ckpt-<step>` training checkpoints and TensorBoard logs.
+    Writes `eval_results.txt` (the original's metrics, `key = value`) with
+    `do_eval` and `test_results.tsv` (class probabilities per line) with
+    `do_predict`.
 
     Args:
-        task: A data task from `data.classifier_data.get_task`.
-        data_dir: The task's data directory (the TFDS data directory for a
-            TFDS task).
-        output_dir: Where everything is written.
-        bert_config_file, vocab_file, init_checkpoint, do_lower_case: The release.
-        max_seq_length: Padded length after WordPiece.
-        do_train, do_eval, do_predict: What to run.
-        eval_batch_size, predict_batch_size: Batch sizes of those steps.
-        settings: `FineTuningSettings`.
-        log: `log(message)` for progress.
+        dataset: A dataset from `data.classifier_data.get_task`.
+        data_dir: Its data directory (the TFDS data directory for a TFDS dataset).
 
-    Returns:
-        The evaluation results (`{}` without `do_eval`).
+    Example:
+    >>> from keras_bert_impl.data.classifier_data import get_task
+    >>> ClassifierFineTuning(get_task("mrpc"), "glue/MRPC").head_description
+    'classification'
     """
-    from keras_bert_impl.data.classifier_data import label_ids
 
-    # Everything about the input is checked before TensorFlow starts.
-    release = read_release(bert_config_file, vocab_file, do_lower_case, init_checkpoint, max_seq_length)
-    task, data = read_task_data(task, data_dir, do_train, do_eval, do_predict,
-                                recorded_labels(output_dir, init_checkpoint, training=do_train))
+    dataset: object
+    data_dir: str
+    name = "classifier"
+    head_description = "classification"
 
-    batch_sizes = {
-        flag: size for flag, size, used in (
-            ("train_batch_size", settings.train_batch_size, do_train),
-            ("eval_batch_size", eval_batch_size, do_eval),
-            ("predict_batch_size", predict_batch_size, do_predict),
-        ) if used
-    }
-    spec = REGRESSION if task.is_regression else CLASSIFIER
-    num_labels = 1 if task.is_regression else len(task.labels)
-    filesystem.makedirs(output_dir)
-    model, _ = build_in_strategy(
-        lambda: spec.build_model(release.config, num_labels), settings.strategy, settings.tpu_name,
-        settings.seed, batch_sizes,
-    )
-    compute_on_real_tokens(model, settings)
-    if do_train:
-        load_initial_weights(model, init_checkpoint, spec.head_variables, log)
-        features = encode(data["train"], release.tokenizer, max_seq_length)
-        global_step = fine_tune(
-            model, task, features, label_ids(task, data["train"]), settings, output_dir, data_dir, log
+    def read_inputs(self, release, run, log):
+        dataset, examples = read_task_data(
+            self.dataset, self.data_dir, run.do_train, run.do_eval, run.do_predict,
+            recorded_labels(run.output_dir, run.init_checkpoint, training=run.do_train),
         )
-        if not task.is_regression:  # Before the release: what its class ids mean.
-            write_label_list(output_dir, task.labels)
-        save_release(model, output_dir, bert_config_file, vocab_file, global_step, log)
-    else:
-        global_step = load_fine_tuned(model, output_dir, init_checkpoint, spec.head_variables, "classification", log)
+        if dataset.is_regression:
+            return TaskInputs(REGRESSION, examples, num_labels=1, extra=dataset)
+        return TaskInputs(CLASSIFIER, examples, num_labels=len(dataset.labels), labels=tuple(dataset.labels),
+                          extra=dataset)
 
-    result = {}
-    if do_eval:
-        examples = data["dev"]
-        logits = predict_batches(model, encode(examples, release.tokenizer, max_seq_length), eval_batch_size,
-                                 settings, log)
-        result = evaluation_results(task, label_ids(task, examples), logits, eval_batch_size, global_step)
+    def training_data(self, inputs, release, run, log):
+        from keras_bert_impl.data.classifier_data import label_ids
+
+        dataset, examples = inputs.extra, inputs.splits["train"]
+        labels = label_ids(dataset, examples)
+        return TrainingData(
+            inputs=encode(examples, release.tokenizer, run.max_seq_length),
+            targets=labels.reshape(-1, 1) if dataset.is_regression else labels,
+            num_examples=len(labels), unit="training examples", description=f"{len(labels)} examples",
+            source=self.data_dir,
+        )
+
+    def compile_options(self, inputs):
+        return compile_options(inputs.extra.is_regression)
+
+    def _logits(self, model, examples, release, batch_size, run, log):
+        features = encode(examples, release.tokenizer, run.max_seq_length)
+        return predict_batches(model, features, batch_size, run.training, log)
+
+    def evaluate(self, model, inputs, release, global_step, run, log):
+        from keras_bert_impl.data.classifier_data import label_ids
+
+        dataset, examples = inputs.extra, inputs.splits["dev"]
+        logits = self._logits(model, examples, release, run.eval_batch_size, run, log)
+        result = evaluation_results(dataset, label_ids(dataset, examples), logits, run.eval_batch_size, global_step)
         text = format_eval_results(result)
-        write_text_atomically(filesystem.join(output_dir, "eval_results.txt"), text)
+        write_text_atomically(filesystem.join(run.output_dir, "eval_results.txt"), text)
         log(f"eval on {len(examples)} examples:\n{text.rstrip()}")
-    if do_predict:
-        examples = data["test"]
-        logits = predict_batches(model, encode(examples, release.tokenizer, max_seq_length), predict_batch_size,
-                                 settings, log)
-        path = filesystem.join(output_dir, "test_results.tsv")
-        write_text_atomically(path, format_test_results(task, logits))
+        return result
+
+    def predict(self, model, inputs, release, global_step, run, log):
+        examples = inputs.splits["test"]
+        logits = self._logits(model, examples, release, run.predict_batch_size, run, log)
+        path = filesystem.join(run.output_dir, "test_results.tsv")
+        write_text_atomically(path, format_test_results(inputs.extra, logits))
         log(f"wrote predictions for {len(examples)} examples to {path}")
-    return result
+        return {}

@@ -1,10 +1,14 @@
 """The tasks, by name: the one place that lists them.
 
-Adding a task is one new module with its `TaskSpec` and one entry below.
+Adding a task is one new module with its `TaskSpec` and one entry below in
+`TASKS` (and, when it is fine-tuned by `jobs.run_fine_tuning`, its
+`FineTuningSpec` in `FINE_TUNING`).
 
 Example:
 >>> exported_task_names()
 ('classifier', 'regression', 'span_qa', 'token_tagging', 'embeddings', 'fill_mask')
+>>> tuple(FINE_TUNING)
+('classifier', 'squad', 'ner')
 """
 
 from keras_bert_impl.errors import BertError
@@ -23,6 +27,13 @@ TASKS = {
     )
 }
 
+# The fine-tuning specs, by the name of the tool that runs them
+# (bert-run-classifier, bert-run-squad, bert-run-ner).
+FINE_TUNING = {
+    spec.name: spec
+    for spec in (classifier.ClassifierFineTuning, span_qa.SquadFineTuning, token_tagging.TaggingFineTuning)
+}
+
 
 class UnknownTaskError(BertError, ValueError):
     """A task name that no spec has."""
@@ -34,11 +45,24 @@ def get_task(name):
     Raises:
         UnknownTaskError: naming the tasks there are.
     """
-    if name not in TASKS:
-        raise UnknownTaskError(f"task {name!r} is not one of {', '.join(TASKS)}")
-    return TASKS[name]
+    return _look_up(TASKS, name, "task")
 
 
 def exported_task_names():
     """Names of the tasks a SavedModel can be exported for."""
     return tuple(name for name, spec in TASKS.items() if spec.serving_outputs is not None)
+
+
+def get_fine_tuning(name):
+    """The `FineTuningSpec` class of the fine-tuning task called `name`.
+
+    Raises:
+        UnknownTaskError: naming the fine-tuning tasks there are.
+    """
+    return _look_up(FINE_TUNING, name, "fine-tuning task")
+
+
+def _look_up(registry, name, kind):
+    if name not in registry:
+        raise UnknownTaskError(f"{kind} {name!r} is not one of {', '.join(registry)}")
+    return registry[name]

@@ -1,7 +1,8 @@
 """Extractive question answering (SQuAD v1.1 / v2.0): the original `run_squad`.
 
 The `span_qa` task spec, its serving outputs (best answer span decoded
-in-graph), and `run_squad`, the job behind `tools/run_squad.py`.
+in-graph), and `SquadFineTuning`, what `jobs.run_fine_tuning` needs to
+fine-tune and predict it as `tools/run_squad.py`.
 
 Example:
 >>> SPAN_QA.head_variables
@@ -16,19 +17,12 @@ from keras_bert_impl import filesystem
 from keras_bert_impl.checkpoints.name_map import SQUAD_VARIABLES
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.io import write_results, write_text_atomically
-from keras_bert_impl.tasks.spec import TaskSpec
+from keras_bert_impl.tasks.spec import FineTuningSpec, TaskInputs, TaskSpec
 from keras_bert_impl.training.fine_tuning import (
     FineTuningSettings,
-    build_in_strategy,
+    TrainingData,
     compute_on_real_tokens,
-    fit_for_steps,
-    load_fine_tuned,
-    load_initial_weights,
     predict_batches,
-    read_release,
-    run_settings,
-    save_release,
-    training_steps,
 )
 
 _INPUTS = ("input_ids", "input_mask", "segment_ids")
@@ -144,55 +138,6 @@ def feature_arrays(features, is_training):
     return inputs, targets
 
 
-def fine_tune(model, num_questions, inputs, targets, settings, output_dir, train_file, log):
-    """`model.fit` with the original optimizer, loss and step count; returns the global step."""
-    import tensorflow as tf
-
-    from keras_bert_impl.models.span_qa import span_qa_losses
-    from keras_bert_impl.training.optimization import create_optimizer
-
-    batch_size = settings.train_batch_size
-    num_train_steps, num_warmup_steps = training_steps(
-        num_questions, batch_size, settings.num_train_epochs, settings.warmup_proportion
-    )
-    if num_train_steps < 1:
-        raise InputFileError(
-            f"{train_file}: {num_questions} questions with --train_batch_size={batch_size} "
-            f"and --num_train_epochs={settings.num_train_epochs} make 0 training steps"
-        )
-    num_windows = len(targets["start_logits"])
-    log(
-        f"training on {num_questions} questions ({num_windows} windows): {num_train_steps} steps "
-        f"of {batch_size} ({num_warmup_steps} warmup)"
-    )
-    # The original's loss is a softmax over every position, padding included.
-    compute_on_real_tokens(model, settings, enabled=False)
-    with model.distribute_strategy.scope():
-        loss, loss_weights = span_qa_losses()
-        model.compile(
-            optimizer=create_optimizer(settings.learning_rate, num_train_steps, num_warmup_steps),
-            loss=loss,
-            loss_weights=loss_weights,
-        )
-    dataset = (
-        tf.data.Dataset.from_tensor_slices((inputs, targets))
-        .repeat()
-        .shuffle(100, seed=settings.seed)
-        .batch(batch_size, drop_remainder=True)
-        # Full width: the original's loss is a softmax over every position,
-        # padding included, so cutting the padding would change it.
-        .prefetch(tf.data.AUTOTUNE)
-    )
-    return fit_for_steps(
-        model, dataset, num_train_steps, settings.num_train_epochs, output_dir, settings.save_checkpoints_steps, log,
-        settings=run_settings(
-            settings, num_train_steps, num_warmup_steps, num_questions, len(inputs["input_mask"][0]),
-            train_data=(inputs, targets),
-        ),
-        allow_changed_settings=settings.allow_changed_settings,
-    )
-
-
 def has_gold_answers(dataset, version_2_with_negative):
     """Whether the official evaluation can run: there are questions, and
     every one has `answers` (for v1.1 at least one each; v2.0's
@@ -271,80 +216,94 @@ def predict(model, examples, tokenizer, global_step, output_dir, predict_file, m
     return result
 
 
-def run_squad(
-    output_dir, bert_config_file, vocab_file, init_checkpoint=None, do_lower_case=True, train_file=None,
-    predict_file=None, do_train=False, do_predict=False, max_seq_length=384, doc_stride=128, max_query_length=64,
-    predict_batch_size=8, n_best_size=20, max_answer_length=30, verbose_logging=False,
-    version_2_with_negative=False, null_score_diff_threshold=0.0, settings=FineTuningSettings(), log=print,
-    tfds_name=None, data_dir=None, train_split="train", predict_split="validation",
-):
-    """The original `run_squad.py` as one call.
+@dataclasses.dataclass(frozen=True)
+class SquadFineTuning(FineTuningSpec):
+    """Fine-tuning extractive question answering, as the original `run_squad.py`.
 
-    Writes to `output_dir`: `predictions.json`, `nbest_predictions.json`,
+    With `do_predict`, writes `predictions.json`, `nbest_predictions.json`,
     `null_odds.json` (v2.0) and, when the predicted questions have gold
-    answers, the official evaluation in `eval_results.txt`; after training
-    `model.ckpt` with copies of the config and vocab, training checkpoints
-    and logs.
+    answers, the official evaluation in `eval_results.txt` (see `predict`).
 
     The questions come from `train_file`/`predict_file` (SQuAD JSON), or
     with `tfds_name` (`squad/v1.1`, `squad/v2.0`) from the splits
     `train_split`/`predict_split` of that TFDS dataset prepared in
-    `data_dir` (never downloaded).
+    `data_dir` (never downloaded). The other fields are the original's flags.
 
-    Returns:
-        The official evaluation (`{}` without one).
+    Example:
+    >>> SquadFineTuning(train_file="train.json").computes_on_real_tokens
+    False
     """
-    from keras_bert_impl.data.squad import (
-        convert_examples_to_features,
-        load_squad_json,
-        load_tfds_squad,
-        read_squad_examples,
-    )
-    from keras_bert_impl.data.tfds_inputs import split_source
 
-    # Everything about the input is checked before TensorFlow starts.
-    release = read_release(bert_config_file, vocab_file, do_lower_case, init_checkpoint, max_seq_length)
-    train_data = predict_data = None
-    if tfds_name:
-        train_file, predict_file = split_source(tfds_name, train_split), split_source(tfds_name, predict_split)
-        train_data = load_tfds_squad(tfds_name, data_dir, train_split) if do_train else None
-        predict_data = load_tfds_squad(tfds_name, data_dir, predict_split) if do_predict else None
-    elif do_predict:
-        predict_data = load_squad_json(predict_file)
-    train_examples = (
-        read_training_examples(train_file, version_2_with_negative, settings.seed, verbose_logging, log, train_data)
-        if do_train else None
-    )
-    predict_examples = read_squad_examples(predict_file, False, data=predict_data)[0] if do_predict else None
-    if do_train:
-        train_features = convert_examples_to_features(
-            train_examples, release.tokenizer, max_seq_length, doc_stride, max_query_length, is_training=True
+    train_file: str = None
+    predict_file: str = None
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    verbose_logging: bool = False
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
+    tfds_name: str = None
+    data_dir: str = None
+    train_split: str = "train"
+    predict_split: str = "validation"
+    name = "squad"
+    head_description = "SQuAD"
+    # The original's loss is a softmax over every position, padding included,
+    # and its n-best search ranks the padding's logits too.
+    computes_on_real_tokens = False
+
+    def read_inputs(self, release, run, log):
+        from keras_bert_impl.data.squad import (
+            convert_examples_to_features,
+            load_squad_json,
+            load_tfds_squad,
+            read_squad_examples,
         )
-        train_inputs, train_targets = feature_arrays(train_features, is_training=True)
+        from keras_bert_impl.data.tfds_inputs import split_source
 
-    batch_sizes = {
-        flag: size for flag, size, used in (
-            ("train_batch_size", settings.train_batch_size, do_train),
-            ("predict_batch_size", predict_batch_size, do_predict),
-        ) if used
-    }
-    filesystem.makedirs(output_dir)
-    model, _ = build_in_strategy(
-        lambda: SPAN_QA.build_model(release.config), settings.strategy, settings.tpu_name, settings.seed, batch_sizes
-    )
-    if do_train:
-        load_initial_weights(model, init_checkpoint, SPAN_QA.head_variables, log)
-        global_step = fine_tune(
-            model, len(train_examples), train_inputs, train_targets, settings, output_dir, train_file, log
+        train_file, predict_file = self.train_file, self.predict_file
+        train_data = predict_data = None
+        if self.tfds_name:
+            train_file = split_source(self.tfds_name, self.train_split)
+            predict_file = split_source(self.tfds_name, self.predict_split)
+            train_data = load_tfds_squad(self.tfds_name, self.data_dir, self.train_split) if run.do_train else None
+            predict_data = (load_tfds_squad(self.tfds_name, self.data_dir, self.predict_split)
+                            if run.do_predict else None)
+        elif run.do_predict:
+            predict_data = load_squad_json(predict_file)
+        splits = {}
+        if run.do_train:
+            examples = read_training_examples(train_file, self.version_2_with_negative, run.training.seed,
+                                              self.verbose_logging, log, train_data)
+            features = convert_examples_to_features(examples, release.tokenizer, run.max_seq_length,
+                                                    self.doc_stride, self.max_query_length, is_training=True)
+            splits["train"] = (train_file, len(examples), *feature_arrays(features, is_training=True))
+        if run.do_predict:
+            splits["predict"] = (predict_file, read_squad_examples(predict_file, False, data=predict_data)[0],
+                                 predict_data)
+        return TaskInputs(SPAN_QA, splits)
+
+    def training_data(self, inputs, release, run, log):
+        train_file, num_questions, arrays, targets = inputs.splits["train"]
+        return TrainingData(
+            inputs=arrays, targets=targets, num_examples=num_questions, unit="questions",
+            description=f"{num_questions} questions ({len(targets['start_logits'])} windows)", source=train_file,
+            # The original pre-shuffles the questions and streams them through a small buffer.
+            shuffle_buffer=100,
         )
-        save_release(model, output_dir, bert_config_file, vocab_file, global_step, log)
-    else:
-        global_step = load_fine_tuned(model, output_dir, init_checkpoint, SPAN_QA.head_variables, "SQuAD", log)
 
-    if not do_predict:
-        return {}
-    return predict(
-        model, predict_examples, release.tokenizer, global_step, output_dir, predict_file, max_seq_length,
-        doc_stride, max_query_length, predict_batch_size, n_best_size, max_answer_length, do_lower_case,
-        version_2_with_negative, null_score_diff_threshold, log, settings, predict_data,
-    )
+    def compile_options(self, inputs):
+        from keras_bert_impl.models.span_qa import span_qa_losses
+
+        loss, loss_weights = span_qa_losses()
+        return {"loss": loss, "loss_weights": loss_weights}
+
+    def predict(self, model, inputs, release, global_step, run, log):
+        predict_file, examples, dataset = inputs.splits["predict"]
+        return predict(
+            model, examples, release.tokenizer, global_step, run.output_dir, predict_file, run.max_seq_length,
+            self.doc_stride, self.max_query_length, run.predict_batch_size, self.n_best_size,
+            self.max_answer_length, run.do_lower_case, self.version_2_with_negative,
+            self.null_score_diff_threshold, log, run.training, dataset,
+        )

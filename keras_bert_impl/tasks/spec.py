@@ -55,3 +55,77 @@ class TaskSpec:
     def required_tokens(self):
         """Vocabulary tokens the task's preprocessing and outputs rely on."""
         return ("[UNK]", "[CLS]", "[SEP]") + (("[MASK]",) if self.masks_in_text else ())
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskInputs:
+    """What a fine-tuning spec read before TensorFlow starts.
+
+    Attributes:
+        model_spec: The `TaskSpec` whose model the run builds.
+        splits: `{split: data}` in the spec's own form (examples,
+            sentences, encoded windows...), for the splits the run needs.
+        num_labels: Classes of the head (None: the spec's model has none).
+        labels: The label list in class-id order, written beside the
+            fine-tuned release as `label_list.txt` (None: none is written).
+        extra: Anything else the spec's later steps need (its own form).
+    """
+
+    model_spec: TaskSpec
+    splits: dict
+    num_labels: Optional[int] = None
+    labels: Optional[tuple] = None
+    extra: object = None
+
+
+class FineTuningSpec:
+    """What one fine-tuning task does differently; `jobs.run_fine_tuning` does the rest.
+
+    The job is the original scripts' skeleton, once: read and check the
+    release and the data (before TensorFlow starts), build the model in its
+    strategy, train (resumably) or load fine-tuned weights, evaluate,
+    predict. A task fills in the five steps below; an instance holds the
+    task's own options (its data files, `doc_stride`, ...), the job's
+    `FineTuningRun` the shared ones.
+
+    Attributes:
+        name: The task's name (`tasks.registry.FINE_TUNING`).
+        head_description: What the head is for, in "not fine-tuned for ..."
+            errors ("classification").
+        computes_on_real_tokens: Whether the loss and outputs allow skipping
+            the padding (`training.fine_tuning.compute_on_real_tokens`):
+            not for SQuAD, whose loss and n-best search read every position.
+    """
+
+    name = None
+    head_description = None
+    computes_on_real_tokens = True
+
+    def read_inputs(self, release, run, log):
+        """Reads and checks every input the run needs: a `TaskInputs`.
+
+        Called before any model is built or output written, so that bad
+        input is one error naming its file, before TensorFlow starts.
+        """
+        raise NotImplementedError
+
+    def training_data(self, inputs, release, run, log):
+        """The encoded training set: a `training.fine_tuning.TrainingData`."""
+        raise NotImplementedError
+
+    def compile_options(self, inputs):
+        """`model.compile` arguments besides the optimizer (loss, metrics...)."""
+        raise NotImplementedError
+
+    def evaluate(self, model, inputs, release, global_step, run, log):
+        """Evaluates the eval split, writes the task's result files; returns `{name: value}`."""
+        raise NotImplementedError
+
+    def predict(self, model, inputs, release, global_step, run, log):
+        """Predicts the predict split and writes the task's prediction files.
+
+        Returns:
+            An evaluation of the predictions where the task scores them
+            (SQuAD's official metrics), else `{}`.
+        """
+        raise NotImplementedError

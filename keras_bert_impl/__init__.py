@@ -35,6 +35,7 @@ _EXPORTS = {
     "StopAtStep": "keras_bert_impl.training.callbacks",
     # Serving.
     "export_saved_model": "keras_bert_impl.serving.export",
+    "ExportOptions": "keras_bert_impl.serving.export",
     # The model and its checkpoints.
     "BertConfig": "keras_bert_impl.config",
     "BertModel": "keras_bert_impl.models.bert_model",

@@ -110,6 +110,66 @@ def define_tpu_flags(fv, names=("tpu_zone", "gcp_project", "master", "num_tpu_co
             flags.DEFINE_string(name, None, TPU_FLAG_HELP, flag_values=fv)
 
 
+_COLUMN_FLAGS = ("text_a_column", "text_b_column", "label_column", "labels")
+# TFDS flag -> get_dataset option.
+_TFDS_FEATURE_FLAGS = {
+    "tfds_text_feature": "text_a_feature",
+    "tfds_text_b_feature": "text_b_feature",
+    "tfds_label_feature": "label_feature",
+}
+_SPLIT_FLAGS = {"train_split": "train", "eval_split": "dev", "predict_split": "test"}
+
+
+def define_classification_data_flags(fv):
+    """run_classifier's flags for a dataset's columns, TFDS features and splits
+    (`--task_name` and `--data_dir` are the tool's own), shared by the tools
+    that read classification data (run_classifier, distill)."""
+    define = dict(flag_values=fv)
+    flags.DEFINE_string("text_a_column", None, "csv/tsv/jsonl tasks: column of the first text (default: text).", **define)
+    flags.DEFINE_string("text_b_column", None, "csv/tsv/jsonl tasks: column of the second text (default: none).", **define)
+    flags.DEFINE_string("label_column", None, "csv/tsv/jsonl tasks: column of the label (default: label).", **define)
+    flags.DEFINE_string("labels", None, "csv/tsv/jsonl and --tfds_text_feature tasks: comma-separated label list (default: the ClassLabel's names for TFDS, else the train split's labels, sorted).", **define)
+    flags.DEFINE_string("tfds_text_feature", None, "Makes --task_name a TFDS text classification dataset: the feature of its (first) text.", **define)
+    flags.DEFINE_string("tfds_text_b_feature", None, "With --tfds_text_feature: the feature of the second text of pairs (default: none).", **define)
+    flags.DEFINE_string("tfds_label_feature", None, "With --tfds_text_feature: the label's feature (default: label); a ClassLabel gives the label list, a float feature a regression.", **define)
+    flags.DEFINE_string("train_split", None, "TFDS tasks: the split (or expression, e.g. train[:90%]) trained on (default: train).", **define)
+    flags.DEFINE_string("eval_split", None, "TFDS tasks: the split evaluated (default: validation; glue/mnli: validation_matched).", **define)
+    flags.DEFINE_string("predict_split", None, "TFDS tasks: the split predicted (default: test; glue/mnli: test_matched).", **define)
+
+
+def classification_dataset_options(fv):
+    """`get_dataset` options from the flags of `define_classification_data_flags`; flags that
+    do not fit the dataset named by `--task_name` are refused."""
+    from keras_bert_impl.data.classification_datasets import COLUMN_FORMATS, TFDS_DATASETS
+
+    name = fv.task_name.strip().lower()
+
+    def given(names):
+        return [flag for flag in names if fv[flag].value is not None]
+
+    tfds_text = fv.tfds_text_feature is not None
+    if given(_TFDS_FEATURE_FLAGS) and not tfds_text:
+        raise FlagError(f"--{given(_TFDS_FEATURE_FLAGS)[0]} needs --tfds_text_feature")
+    if tfds_text and name in COLUMN_FORMATS:
+        raise FlagError(f"--tfds_text_feature names a TFDS feature; --task_name {fv.task_name} reads files")
+    # --labels also fixes the label list of a TFDS text task.
+    column_flags = given(_COLUMN_FLAGS)
+    misplaced = [flag for flag in column_flags if not (tfds_text and flag == "labels")]
+    if misplaced and name not in COLUMN_FORMATS:
+        raise FlagError(f"--{misplaced[0]} applies to --task_name csv, tsv or jsonl only")
+    if given(_SPLIT_FLAGS) and not (tfds_text or name in TFDS_DATASETS):
+        raise FlagError(f"--{given(_SPLIT_FLAGS)[0]} applies to TFDS tasks only (glue/<name> or --tfds_text_feature)")
+    options = {flag: fv[flag].value for flag in column_flags}
+    options.update({option: fv[flag].value for flag, option in _TFDS_FEATURE_FLAGS.items() if fv[flag].value is not None})
+    if "labels" in options:
+        options["labels"] = tuple(parse_label_list(options["labels"]))
+    splits = {split: fv[flag].value for flag, split in _SPLIT_FLAGS.items() if fv[flag].value is not None}
+    if splits:
+        options["splits"] = splits
+    return options
+
+
+
 def define_fine_tuning_flags(fv, default_max_seq_length=128):
     """The original fine-tuning scripts' release and training flags, plus
     `--strategy` and `--seed`, shared by run_classifier, run_squad and
@@ -147,11 +207,31 @@ def define_fine_tuning_flags(fv, default_max_seq_length=128):
     )
 
 
+def require_finite_positive(fv, *names):
+    """Refuses NaN, infinite, zero or negative values of the float flags `names`.
+
+    Example:
+    >>> fv = flags.FlagValues()
+    >>> _ = flags.DEFINE_float("learning_rate", float("nan"), "", flag_values=fv)
+    >>> fv(["prog"]) and require_finite_positive(fv, "learning_rate")
+    Traceback (most recent call last):
+    ...
+    keras_bert_impl.cli.FlagError: --learning_rate must be a finite number above 0, got nan
+    """
+    import math
+
+    for name in names:
+        value = fv[name].value
+        if not (math.isfinite(value) and value > 0):
+            raise FlagError(f"--{name} must be a finite number above 0, got {value}")
+
+
 def check_fine_tuning_flags(fv):
     """Values the original would only trip over later; `--use_tpu` selects the TPU strategy."""
     require(fv, "vocab_file", "bert_config_file", "output_dir")
     check_output_dir(fv.output_dir, "--output_dir")
     require_positive(fv, "train_batch_size", "save_checkpoints_steps")
+    require_finite_positive(fv, "learning_rate")
     if not fv.num_train_epochs > 0:
         raise FlagError(f"--num_train_epochs must be positive, got {fv.num_train_epochs}")
     if not 0.0 <= fv.warmup_proportion <= 1.0:

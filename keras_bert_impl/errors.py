@@ -33,3 +33,7 @@ class SequenceLengthError(BertError, ValueError):
 
 class OutputPathError(BertError, ValueError):
     """An output path that cannot be a directory (it, or a parent, is a file)."""
+
+
+class TrainingDivergedError(BertError, ArithmeticError):
+    """Training produced a non-finite loss or weights (a learning rate too large, bad targets)."""

@@ -1,52 +1,20 @@
-"""What this machine's CPU is, and the precision a model is served in on it.
+"""What this machine is: its CPU's name, flags and vendor, TensorFlow's oneDNN rewrites, a GPU or TPU.
 
-bfloat16 pays on a CPU only where it has instructions for it that outrun
-float32's: TensorFlow's oneDNN multiplies bfloat16 with Intel AMX
-(`amx_bf16`, Sapphire Rapids and later) several times faster than float32
-(measured on a 2-core Xeon with AMX: 5.3x for BERT-base's products), and
-with AVX-512 bf16 on AMD (`avx512_bf16`, Zen 4 and later) about twice as
-fast (on a Zen 4 EPYC: 1.9x for the products, 1.5x an export's batch
-throughput). On Intel, AVX-512 bf16 without AMX (Cooper Lake, or a virtual
-machine that hides AMX) issues its bf16 dot products at the rate of its
-float32 FMAs, and bfloat16 ran at 0.6x float32 (the products, on such a
-Xeon); without either, every bfloat16 product is converted and computed
-in float32, slower still (docs/BENCHMARKS.md). Both are reached only
-through oneDNN's kernels, which TensorFlow runs only with its oneDNN graph
-rewrites on (its default on such CPUs); with them off
-(`TF_ENABLE_ONEDNN_OPTS=0`) a bfloat16 product is Eigen's contraction,
-which uses neither. So an export defaults to bfloat16 only on a CPU with
-`amx_bf16`, or `avx512_bf16` from AMD, and the rewrites on.
+Facts only, read from the machine (`/proc/cpuinfo`, TensorFlow); the rules
+that turn them into inference choices (the serving precision, XLA,
+padding-free rows, constant kernels) are `inference.plan`'s. Every
+benchmark prints `cpu_description` and `onednn_description` in its header.
 
 Example:
->>> flags = frozenset({"avx2", "avx512f", "avx512_bf16"})
->>> default_precision(flags, onednn_rewrites=True, vendor="AuthenticAMD")
-'bfloat16'
->>> default_precision(flags, onednn_rewrites=True, vendor="GenuineIntel")
-'float32'
->>> default_precision(flags | {"amx_bf16"}, onednn_rewrites=False, vendor="GenuineIntel")
-'float32'
->>> resolve_precision("auto", frozenset({"avx2"})), DTYPE_POLICIES["bfloat16"]
-('float32', 'mixed_bfloat16')
->>> xla_pays_for_inference("bfloat16", accelerator=False, onednn_rewrites=True)
-False
+>>> "logical cores" in cpu_description()
+True
 """
 
 import os
 import platform
 
-# Serving precision -> the Keras dtype policy a model is built with: bfloat16
-# computes in bfloat16 and keeps float32 variables, so a checkpoint loads as
-# it is (an export then holds its weights but the LayerNorms' rounded to bfloat16:
-# `models.precision`).
-DTYPE_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16"}
-PRECISION_CHOICES = ("auto",) + tuple(DTYPE_POLICIES)
 # The instruction sets that decide a precision's speed, in the order printed.
 MATRIX_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
-# The CPU flag of the bf16 instructions that beat float32 on any vendor's CPU
-# (AMX), and the flag and vendors where AVX-512 bf16 does (AMD's, measured on Zen 4).
-AMX_FLAG = "amx_bf16"
-AVX512_BF16_FLAG = "avx512_bf16"
-AVX512_BF16_VENDORS = ("AuthenticAMD",)
 CPUINFO = "/proc/cpuinfo"
 ONEDNN_ENV = "TF_ENABLE_ONEDNN_OPTS"
 
@@ -55,7 +23,7 @@ def read_cpuinfo(path=CPUINFO):
     """`(model name, flags)` of the first CPU in `path` (Linux `/proc/cpuinfo`).
 
     Elsewhere (no such file) the name is `platform.processor()` and the flags
-    are empty, which serves float32.
+    are empty (no matrix instruction set).
 
     Returns:
         A string and a frozenset of flag names.
@@ -135,92 +103,8 @@ def onednn_description():
     return f"oneDNN graph rewrites {state} ({source})"
 
 
-def default_precision(flags=None, onednn_rewrites=None, vendor=None):
-    """The serving precision for a CPU with `flags`: bfloat16 where its bf16 instructions outrun float32, else float32.
-
-    Args:
-        flags: CPU flag names; default this machine's.
-        onednn_rewrites: Whether TensorFlow's oneDNN graph rewrites are on;
-            default this process's state (`onednn_graph_rewrites`). Where a
-            build does not say, the flags decide alone.
-        vendor: The CPU's `vendor_id`; default this machine's. It decides
-            for `avx512_bf16` without `amx_bf16` (see the module's notes).
-    """
-    if flags is None:
-        flags = read_cpuinfo()[1]
-    if vendor is None:
-        vendor = read_cpu_vendor()
-    fast_bf16 = AMX_FLAG in flags or (AVX512_BF16_FLAG in flags and vendor in AVX512_BF16_VENDORS)
-    if not fast_bf16:
-        return "float32"
-    if onednn_rewrites is None:
-        onednn_rewrites = onednn_graph_rewrites()
-    return "float32" if onednn_rewrites is False else "bfloat16"
-
-
-def resolve_precision(precision, flags=None, onednn_rewrites=None, vendor=None):
-    """`precision` ("auto", "float32" or "bfloat16") as "float32" or "bfloat16".
-
-    `flags`, `onednn_rewrites` and `vendor` decide "auto" (`default_precision`).
-
-    Raises:
-        ValueError: any other name.
-    """
-    if precision == "auto":
-        return default_precision(flags, onednn_rewrites, vendor)
-    if precision not in DTYPE_POLICIES:
-        raise ValueError(f"precision {precision!r} is not one of {', '.join(PRECISION_CHOICES)}")
-    return precision
-
-
 def accelerator_visible():
     """Whether TensorFlow sees a GPU or TPU in this process (else the CPU computes)."""
     import tensorflow as tf
 
     return bool(tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
-
-
-def onednn_runs_traced_graph():
-    """Whether the graph being traced now will run on TensorFlow's oneDNN CPU kernels.
-
-    True while a `tf.function` is being traced (grappler and the oneDNN
-    rewrites work on graphs, not eager ops) but not for XLA (which compiles
-    its own kernels, and would compute those arrangements in bfloat16
-    itself), with the rewrites on and no GPU or TPU visible. Layers then
-    build the arrangements oneDNN has fused or bfloat16 kernels for
-    (`layers.layer_norm`, `layers.attention`).
-    """
-    import tensorflow as tf
-    from tensorflow.python.framework import ops
-    from tensorflow.python.ops import control_flow_util
-
-    if tf.executing_eagerly() or control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph()):
-        return False
-    return onednn_graph_rewrites() is True and not accelerator_visible()
-
-
-def xla_pays_for_inference(compute_dtype, accelerator=None, onednn_rewrites=None):
-    """Whether a BERT forward pass for inference should be compiled with XLA here.
-
-    On a GPU or TPU, yes. On a CPU XLA compiles its own products, which use
-    neither oneDNN's kernels nor bf16 instructions: measured on BERT-base
-    (docs/BENCHMARKS.md), in bfloat16 it ran at 0.48-0.56x the plain graph on a
-    Zen 4 EPYC (AVX-512 bf16, rewrites on), and in float32 it gained 10 %
-    only where the oneDNN rewrites are off (AVX2), and nothing with them on.
-
-    Args:
-        compute_dtype: What the model computes in ("float32", "bfloat16", ...).
-        accelerator: Whether a GPU or TPU is visible; default: asks TensorFlow.
-        onednn_rewrites: `onednn_graph_rewrites()` by default.
-
-    Returns:
-        True on an accelerator, or on a CPU for a float32 model with the
-        oneDNN rewrites off; else False (the plain graph).
-    """
-    if accelerator is None:
-        accelerator = accelerator_visible()
-    if accelerator:
-        return True
-    if onednn_rewrites is None:
-        onednn_rewrites = onednn_graph_rewrites()
-    return compute_dtype == "float32" and onednn_rewrites is False

@@ -73,9 +73,19 @@ def test_the_check_sees_an_upward_import(tmp_path):
     assert sorted(imported_top_levels(module)) == [(4, "serving"), (5, "config"), (5, "io"), (6, "jobs")]
 
 
+def test_core_layers_do_not_ask_the_machine():
+    # The inference plan (inference/plan.py) reads the machine and tells the
+    # layers (`layers.onednn_forms`); a layer that imported hardware would
+    # branch on the machine again.
+    asking = [f"{path.relative_to(REPO).as_posix()}:{line}"
+              for path in sorted((PACKAGE / "layers").rglob("*.py"))
+              for line, imported in imported_top_levels(path) if imported == "hardware"]
+    assert not asking, "\n".join(asking)
+
+
 # The fine-tuning skeleton's steps (training/fine_tuning.py): the job calls
 # them, in one place; a task or tool that called them would be a second copy.
-SKELETON_STEPS = {"read_release", "build_in_strategy", "load_initial_weights", "fine_tune", "fit_for_steps",
+SKELETON_STEPS = {"read_release", "build_in_strategy", "fine_tune", "fit_for_steps",
                   "write_label_list", "save_release", "load_fine_tuned"}
 SKELETON_HOMES = {"keras_bert_impl/training/fine_tuning.py", "keras_bert_impl/jobs/run_fine_tuning.py"}
 
@@ -109,12 +119,13 @@ def test_every_fine_tuning_tool_is_the_job_with_its_registered_spec():
         assert spec.name == name and spec.head_description
         # The hooks every run takes (evaluate: where the tool has --do_eval).
         hooks = ["read_inputs", "training_data", "compile_options", "predict"]
-        tool = (REPO / "tools" / f"run_{name}.py").read_text(encoding="utf-8")
+        path = next(p for p in (REPO / "tools" / f"run_{name}.py", REPO / "tools" / f"{name}.py") if p.exists())
+        tool = path.read_text(encoding="utf-8")
         if '"do_eval"' in tool:
             hooks.append("evaluate")
         missing = [hook for hook in hooks if getattr(spec, hook) is getattr(FineTuningSpec, hook)]
         assert not missing, f"{spec.__name__} does not define {missing}"
-        calls = {called for _, called in called_names(REPO / "tools" / f"run_{name}.py")}
+        calls = {called for _, called in called_names(path)}
         assert {"run_fine_tuning", spec.__name__, "fine_tuning_run"} <= calls, name
 
 

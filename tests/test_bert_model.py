@@ -247,9 +247,9 @@ def test_compiled_inference_checks_ids_that_xla_would_not(padding_free):
     ("bfloat16", False, False, False),    # emulated bfloat16 either way: the plain graph
 ])
 def test_xla_is_chosen_where_it_pays_for_inference(dtype, accelerator, onednn_rewrites, xla):
-    from keras_bert_impl import hardware
+    from keras_bert_impl.inference import plan
 
-    assert hardware.xla_pays_for_inference(dtype, accelerator=accelerator, onednn_rewrites=onednn_rewrites) is xla
+    assert plan.xla_pays_for_inference(dtype, accelerator=accelerator, onednn_rewrites=onednn_rewrites) is xla
 
 
 @pytest.mark.parametrize("onednn_rewrites", [True, False])

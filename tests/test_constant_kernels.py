@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_bert_impl.inference import plan
+from keras_bert_impl.inference.constant_kernels import ConstantKernels, dense_kernel_bytes, dense_kernels
+from keras_bert_impl.inference.padding_free import make_padding_free_function
 from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.models.classifier import BertClassifier
-from keras_bert_impl.models.constant_kernels import ConstantKernels, dense_kernel_bytes, dense_kernels
-from keras_bert_impl.models.padding_free import make_padding_free_function
-from keras_bert_impl.serving import export as export_module
-from keras_bert_impl.serving.export import METADATA_FILE, ExportError, export_saved_model
+from keras_bert_impl.serving.export import METADATA_FILE, ExportError, ExportOptions, export_saved_model
 from tests.helpers import random_inputs, randomize, tiny_config
 from tests.test_serving import SENTENCES, probe
 from tests.test_serving_precision import BF16_ATOL
@@ -134,10 +134,14 @@ def classifier():
 
 
 def test_export_holds_its_kernels_as_constants_and_answers_the_same(tmp_path, bert_vocab_file, classifier):
-    constants = export_saved_model(classifier, "classifier", bert_vocab_file, tmp_path / "constants",
-                                   max_seq_length=SEQ, precision="float32", constant_kernels=True)
-    variables = export_saved_model(classifier, "classifier", bert_vocab_file, tmp_path / "variables",
-                                   max_seq_length=SEQ, precision="float32", constant_kernels=False)
+    constants = export_saved_model(
+        classifier, "classifier", bert_vocab_file, tmp_path / "constants",
+        ExportOptions(max_seq_length=SEQ, precision="float32", constant_kernels=True),
+    )
+    variables = export_saved_model(
+        classifier, "classifier", bert_vocab_file, tmp_path / "variables",
+        ExportOptions(max_seq_length=SEQ, precision="float32", constant_kernels=False),
+    )
     metadata = {}
     for name, path in (("constants", constants), ("variables", variables)):
         with open(os.path.join(path, "assets.extra", METADATA_FILE)) as f:
@@ -160,16 +164,22 @@ def test_export_holds_its_kernels_as_constants_and_answers_the_same(tmp_path, be
 def test_constants_past_the_savedmodel_budget_are_refused_or_left_out(tmp_path, bert_vocab_file, classifier,
                                                                      monkeypatch):
     budget = ConstantKernels(classifier).nbytes  # one copy fits, the two of skip_padding do not
-    monkeypatch.setattr(export_module, "MAX_CONSTANT_BYTES", budget)
+    monkeypatch.setattr(plan, "MAX_CONSTANT_BYTES", budget)
     with pytest.raises(ExportError, match="kernels as constants would take .* MiB of the SavedModel's graph"):
-        export_saved_model(classifier, "classifier", bert_vocab_file, tmp_path / "m", max_seq_length=SEQ,
-                           precision="float32", constant_kernels=True)
+        export_saved_model(
+            classifier, "classifier", bert_vocab_file, tmp_path / "m",
+            ExportOptions(max_seq_length=SEQ, precision="float32", constant_kernels=True),
+        )
     assert not any((tmp_path / "m").glob("[0-9]*"))
     # By default: variables there, constants where one copy is all the export holds.
-    auto = export_saved_model(classifier, "classifier", bert_vocab_file, tmp_path / "m", max_seq_length=SEQ,
-                              precision="float32")
-    one_path = export_saved_model(classifier, "classifier", bert_vocab_file, tmp_path / "m", max_seq_length=SEQ,
-                                  precision="float32", skip_padding=False)
+    auto = export_saved_model(
+        classifier, "classifier", bert_vocab_file, tmp_path / "m",
+        ExportOptions(max_seq_length=SEQ, precision="float32"),
+    )
+    one_path = export_saved_model(
+        classifier, "classifier", bert_vocab_file, tmp_path / "m",
+        ExportOptions(max_seq_length=SEQ, precision="float32", skip_padding=False),
+    )
     kinds = []
     for path in (auto, one_path):
         with open(os.path.join(path, "assets.extra", METADATA_FILE)) as f:

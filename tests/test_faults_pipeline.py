@@ -19,7 +19,7 @@ import pytest
 
 from keras_bert_impl.cli import run_tool
 from keras_bert_impl.data.pretraining_pipeline import Chunk, plan_chunks, shard_layout
-from keras_bert_impl.data.tfrecords import read_records
+from keras_bert_impl.data.tfrecord_files import read_records
 from tools import create_pretraining_data
 
 WORDS = (
@@ -325,7 +325,7 @@ def test_a_run_stopped_by_bad_input_restarts_once_the_input_is_fixed(tmp_path, v
     Their set is refused as training input; after the file is fixed, the
     rerun (other inputs, so another manifest) starts over instead of being
     refused, and writes the shards an uninterrupted run writes."""
-    from keras_bert_impl.data.tfrecords import check_pretraining_files
+    from keras_bert_impl.data.pretraining_dataset import check_pretraining_files
     from keras_bert_impl.errors import InputFileError
 
     corpus = write_corpus(tmp_path / "corpus.txt", 190)

@@ -28,9 +28,10 @@ from keras_bert_impl.errors import CheckpointError, OutputPathError
 from keras_bert_impl.io import check_output_dir
 from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.models.classifier import BertClassifier
-from keras_bert_impl.serving import export
+from keras_bert_impl.serving import versions
 from keras_bert_impl.serving.client import GrpcClient, RestClient, ServingError, tensor_proto_to_array
-from keras_bert_impl.serving.export import ExportError, export_saved_model, publish_version
+from keras_bert_impl.serving.export import ExportError, ExportOptions, export_saved_model
+from keras_bert_impl.serving.versions import publish_version
 from tests.helpers import randomize, tiny_config
 from tests.serving_fixture import LoopbackServingFixture
 
@@ -58,7 +59,7 @@ def exported(release, tmp_path_factory):
     directory, _, model = release
     path = export_saved_model(
         model, "classifier", directory / "vocab.txt", tmp_path_factory.mktemp("saved_models") / "tiny",
-        max_seq_length=SEQ,
+        ExportOptions(max_seq_length=SEQ),
     )
     return path, tf.saved_model.load(path)
 
@@ -100,7 +101,7 @@ def test_publish_version_moves_past_a_version_taken_meanwhile(tmp_path, monkeypa
     staging.mkdir()
     (staging / "saved_model.pb").write_bytes(b"ours")
     # As if another export took version 1 between our choice and our rename.
-    monkeypatch.setattr(export, "next_version", lambda _: 1)
+    monkeypatch.setattr(versions, "next_version", lambda _: 1)
     assert publish_version(str(staging), str(export_dir)) == str(export_dir / "2")
     assert (export_dir / "1" / "saved_model.pb").read_bytes() == b"the racer's export"
     assert (export_dir / "2" / "saved_model.pb").read_bytes() == b"ours"

@@ -25,7 +25,7 @@ import tensorflow as tf
 from keras_bert_impl import filesystem
 from keras_bert_impl.checkpoints.original import load_original_checkpoint, open_checkpoint
 from keras_bert_impl.config import BertConfig
-from keras_bert_impl.data.classifier_data import get_task, read_examples
+from keras_bert_impl.data.classification_datasets import get_dataset, read_examples
 from keras_bert_impl.data.text_pairs import convert_example_to_features
 from keras_bert_impl.io import write_text_atomically
 from keras_bert_impl.models.classifier import BertClassifier
@@ -82,7 +82,7 @@ def pretraining_flags(root, steps):
 
 
 def test_pretrain_resume_fine_tune_export_and_load_on_ram(ram_root, capsys):
-    from keras_bert_impl.serving.export import export_checkpoint
+    from keras_bert_impl.serving.export import ExportOptions, export_checkpoint
 
     root = ram_root
     write_inputs(root, random.Random(0))
@@ -132,8 +132,9 @@ def test_pretrain_resume_fine_tune_export_and_load_on_ram(ram_root, capsys):
     # Export to ram://, load from ram://: the fine-tuned model's probabilities.
     path = export_checkpoint(
         "classifier", f"{classifier}/bert_config.json", f"{classifier}/model.ckpt", f"{classifier}/vocab.txt",
-        f"{root}/export", max_seq_length=SEQ, num_labels=2, version=1, log=lambda message: None,
-        precision="float32",  # compared with the float32 Keras model below, on any CPU
+        f"{root}/export", ExportOptions(max_seq_length=SEQ, version=1,
+                                        precision="float32"),  # compared with the float32 Keras model below
+        num_labels=2, log=lambda message: None,
     )
     assert path == f"{root}/export/1"
     loaded = tf.saved_model.load(path)
@@ -141,14 +142,14 @@ def test_pretrain_resume_fine_tune_export_and_load_on_ram(ram_root, capsys):
     load_original_checkpoint(model, f"{classifier}/model.ckpt")
     tokenizer = FullTokenizer(f"{classifier}/vocab.txt", do_lower_case=True)
     # eval_accuracy is the fine-tuned weights' accuracy on the 8 dev pairs (MRPC labels "0"/"1").
-    dev = read_examples(get_task("MRPC"), f"{root}/MRPC", "dev")
+    dev = read_examples(get_dataset("MRPC"), f"{root}/MRPC", "dev")
     features = [convert_example_to_features(example, tokenizer, SEQ) for example in dev]
     dev_inputs = {key: np.array([getattr(f, key) for f in features], np.int32)
                   for key in ("input_ids", "input_mask", "segment_ids")}
     predicted = np.argmax(model(dev_inputs, training=False).numpy(), axis=1)
     accuracy = np.mean(predicted == np.array([int(example.label) for example in dev]))
     assert float(results["eval_accuracy"]) == pytest.approx(accuracy, abs=1e-6)
-    examples = read_examples(get_task("MRPC"), f"{root}/MRPC", "dev")[:4]
+    examples = read_examples(get_dataset("MRPC"), f"{root}/MRPC", "dev")[:4]
     ids, mask = np.zeros((4, SEQ), np.int32), np.zeros((4, SEQ), np.int32)
     for row, example in enumerate(examples):
         tokens = ["[CLS]"] + tokenizer.tokenize(example.text_a)[: SEQ - 2] + ["[SEP]"]
@@ -352,7 +353,7 @@ def test_local_paths_do_not_import_tensorflow(tmp_path):
     script = (
         "import sys\n"
         "from keras_bert_impl import filesystem\n"
-        "from keras_bert_impl.data.tfrecords import TFRecordFileWriter, read_records\n"
+        "from keras_bert_impl.data.tfrecord_files import TFRecordFileWriter, read_records\n"
         f"path = filesystem.join({str(tmp_path)!r}, 'sub', 'a.tfrecord')\n"
         "with TFRecordFileWriter(path) as writer:\n"
         "    writer.write(b'x')\n"

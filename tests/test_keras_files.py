@@ -225,7 +225,7 @@ def test_a_models_dtype_policy_survives_config_and_keras_file(tmp_path, policy):
     model = BertClassifier(config, num_labels=2)
     randomize(model, seed=4, scale=0.2)
     if policy == "held_bfloat16":  # the per-layer map that bfloat16 exports build with
-        from keras_bert_impl.models.precision import copy_weights, inference_dtype_policy
+        from keras_bert_impl.inference.precision import copy_weights, inference_dtype_policy
 
         built = BertClassifier(config, num_labels=2, dtype=inference_dtype_policy(model, "bfloat16"))
         copy_weights(model, built)
@@ -267,7 +267,7 @@ def test_real_tokens_only_set_after_construction_is_kept(tmp_path):
     """`set_real_tokens_only` on a functional model: the rebuilt and the
     loaded model compute on real tokens too (was: back to full width)."""
     from keras_bert_impl.layers.transformer import TransformerEncoder
-    from keras_bert_impl.models.padding_free import set_real_tokens_only
+    from keras_bert_impl.inference.padding_free import set_real_tokens_only
 
     def encoders(model):
         return [layer.real_tokens_only for layer in model._flatten_layers() if isinstance(layer, TransformerEncoder)]

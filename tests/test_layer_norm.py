@@ -71,8 +71,12 @@ for dtype in ("float32", "mixed_bfloat16"):
         ops = {op for _, op in op_seconds}
         ran[f"{dtype} {padding_free}"] = [sum(op == "_MklLayerNorm" for _, op in op_seconds),
                                           sorted(ops & {"SquaredDifference", "Rsqrt"})]
-# The dtype the attention's softmax takes, in inference and in training.
+# The dtype the attention's softmax takes, in inference and in training, with
+# the forms the inference plan sets on this machine (as a model's constructor does).
+from keras_bert_impl.inference.plan import Machine
+from keras_bert_impl.layers.onednn_forms import set_onednn_forms
 attention = SelfAttention(num_attention_heads=2, size_per_head=8, dtype="mixed_bfloat16")
+set_onednn_forms(attention, Machine().onednn_runs_graphs)
 heads = tf.cast(tf.random.normal([1, 2, 5, 8]), tf.bfloat16)
 for training in (False, True):
     graph = tf.function(lambda q: attention.attend(q, q, q, training=training)).get_concrete_function(heads).graph

@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert_impl.models.bert_model import BertModel
-from keras_bert_impl.models.padding_free import (
+from keras_bert_impl.inference.padding_free import (
     drop_unused_padding,
     forward_on_rows,
     frozen_dense,
@@ -14,6 +13,7 @@ from keras_bert_impl.models.padding_free import (
     padding_free_forward,
     real_token_rows,
 )
+from keras_bert_impl.models.bert_model import BertModel
 from tests.helpers import random_inputs, randomize, tiny_config, weight_casts_but_layer_norms
 
 
@@ -187,8 +187,8 @@ def test_frozen_kernels_in_float32_give_the_same_bits(jit_compile):
 @pytest.mark.parametrize("dtype", [None, "mixed_bfloat16"])
 def test_plain_graph_frozen_padding_free_holds_the_weights_rounded(dtype):
     # Without XLA, freeze_kernels runs the padding-free forward on a copy of
-    # the model holding its weights rounded once (models.precision), its
-    # Dense kernels graph constants (models.constant_kernels): the live plain
+    # the model holding its weights rounded once (inference.precision), its
+    # Dense kernels graph constants (inference.constant_kernels): the live plain
     # graph's outputs up to another oneDNN kernel's summation order, and no
     # weight cast in the graph.
     model, inputs = _model_and_inputs(dtype)
@@ -254,7 +254,7 @@ def test_a_frozen_function_keeps_the_kernels_it_was_made_with():
 def test_an_empty_batch_gives_empty_outputs_on_every_path():
     """The filler rows pointed at flat position 0, which an empty batch lacks
     (was: a GatherV2 error on the padding-free and real-tokens paths)."""
-    from keras_bert_impl.models.padding_free import set_real_tokens_only
+    from keras_bert_impl.inference.padding_free import set_real_tokens_only
 
     model = BertModel(tiny_config())
     empty = {name: np.zeros((0, 4), np.int32) for name in ("input_ids", "input_mask", "segment_ids")}
@@ -273,7 +273,7 @@ def test_skipping_padding_takes_the_real_token_path_only_where_there_is_padding(
     runs on its real tokens (zeros at padded positions, the model's values at
     real ones), a batch without padding runs every position, bit for bit the
     model's own graph; the model's own setting is left as it was."""
-    from keras_bert_impl.models.padding_free import call_skipping_padding, set_real_tokens_only
+    from keras_bert_impl.inference.padding_free import call_skipping_padding, set_real_tokens_only
 
     model, padded = _model_and_inputs()
     full = {name: np.ones_like(value) if name == "input_mask" else value for name, value in padded.items()}

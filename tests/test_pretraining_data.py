@@ -32,6 +32,7 @@ from keras_bert_impl.checkpoints.pip_assets import NEWS_ARTICLES
 from keras_bert_impl.cli import run_tool
 from keras_bert_impl.data import pretraining_instances as instances_lib
 from keras_bert_impl.data import pretraining_pipeline
+from keras_bert_impl.data.pretraining_dataset import pretraining_dataset
 from keras_bert_impl.data.pretraining_instances import (
     InstanceOptions,
     InstanceVocab,
@@ -47,13 +48,8 @@ from keras_bert_impl.data.pretraining_pipeline import (
     write_sharded,
 )
 from keras_bert_impl.data.text_corpus import write_pretraining_text
-from keras_bert_impl.data.tfrecords import (
-    ExampleEncoder,
-    TFRecordFileWriter,
-    pretraining_dataset,
-    read_records,
-    resolve_input_files,
-)
+from keras_bert_impl.data.tfrecord_files import TFRecordFileWriter, read_records, resolve_input_files
+from keras_bert_impl.data.tfrecord_format import ExampleEncoder
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.tokenization import FullTokenizer, load_vocab
 from tests.assets import fetch_or_skip

@@ -309,7 +309,7 @@ def test_real_tokens_only_keeps_xla_off_and_is_decided_where_a_model_is_loaded(t
     CPU turned it back on when loaded on a GPU, where a new one has it off."""
     from keras.src.trainers.trainer import model_supports_jit  # what jit_compile="auto" consults
 
-    from keras_bert_impl.models.padding_free import set_real_tokens_only
+    from keras_bert_impl.inference.padding_free import set_real_tokens_only
     from keras_bert_impl.tasks.text_classifier import TextClassifier
     from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
 

@@ -8,13 +8,18 @@ rerun on the weights it wrote, and bad input refused before any output.
 
 import dataclasses
 import json
+import os
+import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from helpers import tiny_config
 from keras_bert_impl.checkpoints.original import list_original_variables, save_original_checkpoint
-from keras_bert_impl.errors import InputFileError
+from keras_bert_impl.errors import InputFileError, OutputPathError, TrainingDivergedError
 from keras_bert_impl.jobs.run_fine_tuning import run_fine_tuning
 from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.tasks.classifier import CLASSIFIER, compile_options
@@ -53,6 +58,7 @@ class ToyFineTuning(FineTuningSpec):
 
     num_examples: int = 20
     bad_input: bool = False
+    nan_weight_rows: tuple = ()  # rows whose sample weight is NaN; the data then keep their order
     calls: list = dataclasses.field(default_factory=list)
     name = "toy"
     head_description = "toy classification"
@@ -67,8 +73,14 @@ class ToyFineTuning(FineTuningSpec):
     def training_data(self, inputs, release, run, log):
         self.calls.append("training_data")
         features, labels = inputs.splits["train"]
+        weights, in_order = None, {}
+        if self.nan_weight_rows:
+            weights = np.ones(len(labels), np.float32)
+            weights[list(self.nan_weight_rows)] = np.nan
+            in_order = {"shuffle_buffer": 1}
         return TrainingData(features, labels, num_examples=len(labels), unit="toy examples",
-                            description=f"{len(labels)} toy examples", source="toy.txt")
+                            description=f"{len(labels)} toy examples", source="toy.txt", sample_weights=weights,
+                            **in_order)
 
     def compile_options(self, inputs):
         self.calls.append("compile_options")
@@ -86,12 +98,12 @@ class ToyFineTuning(FineTuningSpec):
         return {}
 
 
-def toy_run(release, output_dir, **options):
+def toy_run(release, output_dir, save_checkpoints_steps=3, learning_rate=1e-3, **options):
     return FineTuningRun(
         output_dir=str(output_dir), bert_config_file=str(release / "bert_config.json"),
         vocab_file=str(release / "vocab.txt"), init_checkpoint=str(release / "bert_model.ckpt"), max_seq_length=6,
-        training=FineTuningSettings(train_batch_size=4, num_train_epochs=1.5, learning_rate=1e-3,
-                                    save_checkpoints_steps=3),
+        training=FineTuningSettings(train_batch_size=4, num_train_epochs=1.5, learning_rate=learning_rate,
+                                    save_checkpoints_steps=save_checkpoints_steps),
         **options,
     )
 
@@ -139,3 +151,49 @@ def test_too_little_data_for_one_step_is_named(release, tmp_path):
         run_fine_tuning(ToyFineTuning(num_examples=2), toy_run(release, tmp_path / "out", do_train=True),
                         log=lambda m: None)
     assert not list((tmp_path / "out").glob("model.ckpt*"))
+
+
+def test_a_second_run_into_the_same_output_dir_is_refused_and_the_lock_dies_with_its_holder(release, tmp_path):
+    """Another live process writing the directory (here: holding its lock) is named; killed
+    with -9, it leaves no lock behind, and the same run then goes through."""
+    output_dir = tmp_path / "out"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom keras_bert_impl.io import exclusive_output\n"
+         f"with exclusive_output({str(output_dir)!r}):\n    print('locked', flush=True)\n    time.sleep(300)\n"],
+        stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(OutputPathError, match=rf"out: another run \(pid {holder.pid}\) is writing it"):
+            run_fine_tuning(ToyFineTuning(), toy_run(release, output_dir, do_train=True), log=lambda m: None)
+        assert not output_dir.exists()
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    result = run_fine_tuning(ToyFineTuning(), toy_run(release, output_dir, do_train=True, do_eval=True),
+                             log=lambda m: None)
+    assert result["global_step"] == 7
+
+
+def test_a_loss_turning_nan_stops_the_run_and_keeps_the_good_checkpoints(release, tmp_path):
+    """Rows 8-11 (the third batch, the data in order) weigh NaN: steps 1 and 2 are
+    saved, step 3 ends the run with one error, and nothing looks finished."""
+    output_dir = tmp_path / "out"
+    with pytest.raises(TrainingDivergedError, match=r"stopped at step 3: the loss is nan; the checkpoints in .*out"):
+        run_fine_tuning(ToyFineTuning(nan_weight_rows=(8, 9, 10, 11)),
+                        toy_run(release, output_dir, save_checkpoints_steps=1, do_train=True), log=lambda m: None)
+    assert sorted(p.name for p in output_dir.glob("model.ckpt*.index")) == ["model.ckpt-1.index", "model.ckpt-2.index"]
+    assert not (output_dir / "label_list.txt").exists() and not (output_dir / "bert_config.json").exists()
+    for step in (1, 2):
+        reader = tf.train.load_checkpoint(str(output_dir / f"model.ckpt-{step}"))
+        assert np.isfinite(reader.get_tensor("output_weights")).all()
+
+
+def test_weights_that_diverge_are_never_saved(release, tmp_path):
+    """A learning rate of 1e39 sends the weights to infinity on the first step,
+    whose loss was still finite: the checkpoint of that step is refused."""
+    output_dir = tmp_path / "out"
+    with pytest.raises(TrainingDivergedError, match=r"at step 1 the weight .* holds NaN or infinite values; not saved"):
+        run_fine_tuning(ToyFineTuning(), toy_run(release, output_dir, save_checkpoints_steps=1, learning_rate=1e39,
+                                                 do_train=True), log=lambda m: None)
+    assert not list(output_dir.glob("model.ckpt*"))

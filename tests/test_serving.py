@@ -22,7 +22,8 @@ from keras_bert_impl.models.pretraining import BertPretrainingModel
 from keras_bert_impl.models.span_qa import BertSpanQA
 from keras_bert_impl.models.token_classifier import BertTokenClassifier
 from keras_bert_impl.serving.client import GrpcClient, RestClient, ServingError
-from keras_bert_impl.serving.export import ExportError, export_saved_model, next_version
+from keras_bert_impl.serving.export import ExportError, ExportOptions, export_saved_model
+from keras_bert_impl.serving.versions import next_version
 from keras_bert_impl.tokenization.preprocessor import truncated_pair_lengths
 from keras_bert_impl.tokenization import FullTokenizer
 from keras_bert_impl.tokenization.in_graph import InGraphTokenizer, build_tables
@@ -98,8 +99,8 @@ def exports(tmp_path_factory, bert_vocab_file, tables):
     for seed, (task, model) in enumerate(models.items()):
         randomize(model, seed=seed, scale=0.1)
         paths[task] = export_saved_model(
-            model, task, bert_vocab_file, root / task, max_seq_length=SEQ,
-            label_names=labels.get(task), tables=tables,
+            model, task, bert_vocab_file, root / task,
+            ExportOptions(max_seq_length=SEQ, label_names=labels.get(task), tables=tables),
         )
     return root, models, paths
 
@@ -344,11 +345,15 @@ def test_versions_warmup_and_models_config(exports, bert_vocab_file, tables):
     assert {c.model_platform for c in config.model_config_list.config} == {"tensorflow"}
     assert sorted(os.listdir(root)) == sorted(names + ["models.config"])  # no partial config left
     with pytest.raises(ExportError, match="version 1 already exists"):
-        export_saved_model(models["embeddings"], "embeddings", bert_vocab_file, root / "classifier", version=1,
-                           max_seq_length=SEQ, tables=tables)
+        export_saved_model(
+            models["embeddings"], "embeddings", bert_vocab_file, root / "classifier",
+            ExportOptions(version=1, max_seq_length=SEQ, tables=tables),
+        )
     with pytest.raises(ExportError, match="version -1: a version is a non-negative integer"):
-        export_saved_model(models["embeddings"], "embeddings", bert_vocab_file, root / "classifier", version=-1,
-                           max_seq_length=SEQ, tables=tables)  # TF Serving would load "-1"; nothing else here lists it
+        export_saved_model(
+            models["embeddings"], "embeddings", bert_vocab_file, root / "classifier",
+            ExportOptions(version=-1, max_seq_length=SEQ, tables=tables),
+        )  # TF Serving would load "-1"; nothing else here lists it
     os.makedirs(root / "embeddings" / "7")
     assert next_version(root / "embeddings") == 8
 
@@ -437,8 +442,10 @@ def test_a_padded_batch_is_served_on_its_real_tokens(tmp_path, bert_vocab_file, 
     python, _ = tokenizers
     model = BertClassifier(tiny_config(vocab_size=30522, max_position_embeddings=64), num_labels=3)
     randomize(model, seed=11, scale=0.2)
-    paths = {skip: export_saved_model(model, "classifier", bert_vocab_file, tmp_path / f"skip_{skip}",
-                                      max_seq_length=SEQ, tables=tables, skip_padding=skip) for skip in (None, False)}
+    paths = {skip: export_saved_model(
+        model, "classifier", bert_vocab_file, tmp_path / f"skip_{skip}",
+        ExportOptions(max_seq_length=SEQ, tables=tables, skip_padding=skip),
+    ) for skip in (None, False)}
     features = python_features(python, SENTENCES)  # unequal lengths: padding after the cut
     assert features["input_mask"].sum(axis=1).min() < features["input_mask"].sum(axis=1).max()
     request = [{"signature": "serve_ids", "inputs": {key: value.tolist() for key, value in features.items()}},

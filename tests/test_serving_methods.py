@@ -14,7 +14,9 @@ import tensorflow as tf
 from keras_bert_impl import filesystem
 from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.serving.client import GrpcClient, RestClient, ServingError
-from keras_bert_impl.serving.export import ExportError, export_saved_model, publish_version, write_models_config
+from keras_bert_impl.serving.export import ExportError, ExportOptions, export_saved_model
+from keras_bert_impl.serving.tf_serving_files import write_models_config
+from keras_bert_impl.serving.versions import publish_version
 from tests.helpers import randomize, tiny_config
 from tests.serving_fixture import LoopbackServingFixture, read_signature_defs
 
@@ -66,8 +68,8 @@ def exports(tmp_path_factory):
     for seed, (name, task) in enumerate((("sentiment", "classifier"), ("similarity", "regression"))):
         randomize(models[name], seed=seed + 5, scale=0.1)
         paths[name] = export_saved_model(
-            models[name], task, base / "vocab.txt", base / name, max_seq_length=SEQ,
-            label_names=LABELS if task == "classifier" else None,
+            models[name], task, base / "vocab.txt", base / name,
+            ExportOptions(max_seq_length=SEQ, label_names=LABELS if task == "classifier" else None),
         )
     return base, models, paths
 
@@ -244,8 +246,10 @@ def test_export_to_ram_and_load_back(exports):
     base, models, paths = exports
     remote_base = f"ram://serving-{uuid.uuid4().hex}/saved_models"
     try:
-        path = export_saved_model(models["sentiment"], "classifier", base / "vocab.txt", f"{remote_base}/sentiment",
-                                  max_seq_length=SEQ, label_names=LABELS)
+        path = export_saved_model(
+            models["sentiment"], "classifier", base / "vocab.txt", f"{remote_base}/sentiment",
+            ExportOptions(max_seq_length=SEQ, label_names=LABELS),
+        )
         assert path == f"{remote_base}/sentiment/1"
         assert filesystem.listdir(f"{remote_base}/sentiment") == ["1"]  # nothing staged left behind
         assert filesystem.listdir(path) == ["assets", "assets.extra", "fingerprint.pb", "saved_model.pb", "variables"]
@@ -267,8 +271,10 @@ def test_export_to_ram_and_load_back(exports):
         )
 
         with pytest.raises(ExportError, match="version 1 already exists"):
-            export_saved_model(models["sentiment"], "classifier", base / "vocab.txt", f"{remote_base}/sentiment",
-                               max_seq_length=SEQ, label_names=LABELS, version=1)
+            export_saved_model(
+                models["sentiment"], "classifier", base / "vocab.txt", f"{remote_base}/sentiment",
+                ExportOptions(max_seq_length=SEQ, label_names=LABELS, version=1),
+            )
     finally:
         remove_ram_tree(remote_base)
 

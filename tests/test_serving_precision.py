@@ -13,8 +13,9 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_impl import hardware
+from keras_bert_impl.inference import plan
 from keras_bert_impl.models.classifier import BertClassifier
-from keras_bert_impl.serving.export import METADATA_FILE, ExportError, export_saved_model
+from keras_bert_impl.serving.export import METADATA_FILE, ExportError, ExportOptions, export_saved_model
 from keras_bert_impl.tasks.text_classifier import TextClassifier
 from tests.helpers import X86_ONLY, randomize, run_with_onednn_rewrites, tiny_config, weight_casts
 from tests.test_serving import REPO, SENTENCES, probe
@@ -51,23 +52,23 @@ def test_precision_follows_the_cpus_matrix_units(tmp_path, monkeypatch, flags, v
     name, read_flags = hardware.read_cpuinfo(path)
     assert (name, read_flags) == ("Intel(R) Xeon(R) Platinum 8480+", frozenset(flags))
     assert hardware.read_cpu_vendor(path) == vendor
-    assert hardware.default_precision(read_flags, onednn_rewrites=True, vendor=vendor) == expected
-    assert hardware.resolve_precision("auto", read_flags, onednn_rewrites=True, vendor=vendor) == expected
-    assert hardware.resolve_precision("float32", read_flags) == "float32"
+    assert plan.default_precision(read_flags, onednn_rewrites=True, vendor=vendor) == expected
+    assert plan.resolve_precision("auto", read_flags, onednn_rewrites=True, vendor=vendor) == expected
+    assert plan.resolve_precision("float32", read_flags) == "float32"
     # AMX is reached only through oneDNN's kernels: without the rewrites, float32.
-    assert hardware.default_precision(read_flags, onednn_rewrites=False, vendor=vendor) == "float32"
+    assert plan.default_precision(read_flags, onednn_rewrites=False, vendor=vendor) == "float32"
     # By default the state is this process's; where the build does not say, the flags decide.
     monkeypatch.setattr(hardware, "onednn_graph_rewrites", lambda: None)
-    assert hardware.default_precision(read_flags, vendor=vendor) == expected
+    assert plan.default_precision(read_flags, vendor=vendor) == expected
     monkeypatch.setattr(hardware, "onednn_graph_rewrites", lambda: False)
-    assert hardware.default_precision(read_flags, vendor=vendor) == "float32"
+    assert plan.default_precision(read_flags, vendor=vendor) == "float32"
     assert hardware.cpu_description(path) == f"Intel(R) Xeon(R) Platinum 8480+ ({isa}), {os.cpu_count()} logical cores"
 
 
 def test_no_cpuinfo_serves_float32(tmp_path):
     name, flags = hardware.read_cpuinfo(tmp_path / "absent")
     assert name and flags == frozenset() and hardware.read_cpu_vendor(tmp_path / "absent") == ""
-    assert hardware.default_precision(flags) == "float32"
+    assert plan.default_precision(flags) == "float32"
 
 
 # In a fresh process: the rewrites' state as `hardware` reports it, and the
@@ -78,6 +79,7 @@ import json
 import numpy as np
 import tensorflow as tf
 from keras_bert_impl import hardware
+from keras_bert_impl.inference import plan
 tf1 = tf.compat.v1
 graph = tf.Graph()
 with graph.as_default():
@@ -100,7 +102,7 @@ with graph.as_default():
 bf16_ops = sorted({node.op for part in metadata.partition_graphs for node in part.node if "MatMul" in node.op})
 amx = frozenset({"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
 print(json.dumps([hardware.onednn_graph_rewrites(), hardware.onednn_description(), ops, bf16_ops,
-                  hardware.default_precision(amx)]))
+                  plan.default_precision(amx)]))
 """
 
 
@@ -133,8 +135,10 @@ def model():
 def exports(tmp_path_factory, bert_vocab_file, model):
     root = tmp_path_factory.mktemp("saved_models")
     return {
-        precision: export_saved_model(model, "classifier", bert_vocab_file, root / precision, max_seq_length=SEQ,
-                                      precision=precision)
+        precision: export_saved_model(
+            model, "classifier", bert_vocab_file, root / precision,
+            ExportOptions(max_seq_length=SEQ, precision=precision),
+        )
         for precision in ("float32", "bfloat16")
     }
 
@@ -166,7 +170,7 @@ def test_bfloat16_export_computes_in_bfloat16_and_says_so(exports):
         with open(os.path.join(path, "assets.extra", METADATA_FILE)) as f:
             metadata = json.load(f)
         assert metadata["precision"] == precision
-        assert metadata["dtype_policy"] == hardware.DTYPE_POLICIES[precision]
+        assert metadata["dtype_policy"] == plan.DTYPE_POLICIES[precision]
         assert (metadata["task"], metadata["max_seq_length"], metadata["do_lower_case"]) == ("classifier", SEQ, True)
         assert metadata["exported_on_cpu"] == hardware.read_cpuinfo()[0]
         assert metadata["exported_with_onednn_rewrites"] == hardware.onednn_graph_rewrites()
@@ -192,7 +196,10 @@ def test_bfloat16_answers_within_bfloat16_rounding_of_float32(exports, model):
 
 def test_unknown_precision_is_refused_before_anything_is_written(tmp_path, bert_vocab_file, model):
     with pytest.raises(ExportError, match="'float16' is not one of auto, float32, bfloat16"):
-        export_saved_model(model, "classifier", bert_vocab_file, tmp_path / "m", max_seq_length=SEQ, precision="float16")
+        export_saved_model(
+            model, "classifier", bert_vocab_file, tmp_path / "m",
+            ExportOptions(max_seq_length=SEQ, precision="float16"),
+        )
     assert not (tmp_path / "m").exists()
 
 
@@ -200,14 +207,20 @@ def test_unknown_precision_is_refused_before_anything_is_written(tmp_path, bert_
 def test_a_max_seq_length_the_model_cannot_serve_is_refused(tmp_path, bert_vocab_file, model, max_seq_length):
     # 65 > the model's 64 positions: every request longer than 64 pieces would fail in TF Serving.
     with pytest.raises(ExportError, match=f"--max_seq_length {max_seq_length}: must be at least 3 .* at most .* 64"):
-        export_saved_model(model, "classifier", bert_vocab_file, tmp_path / "tiny", max_seq_length=max_seq_length)
+        export_saved_model(
+            model, "classifier", bert_vocab_file, tmp_path / "tiny",
+            ExportOptions(max_seq_length=max_seq_length),
+        )
     assert not (tmp_path / "tiny").exists()
 
 
 def test_a_model_that_is_not_the_tasks_is_refused_in_another_precision(tmp_path, bert_vocab_file, model):
     # A 3-class classifier is not a regression model: its head cannot be copied.
     with pytest.raises(ExportError, match="cannot rebuild 'classifier' in bfloat16: its variables are not a regression"):
-        export_saved_model(model, "regression", bert_vocab_file, tmp_path / "m", max_seq_length=SEQ, precision="bfloat16")
+        export_saved_model(
+            model, "regression", bert_vocab_file, tmp_path / "m",
+            ExportOptions(max_seq_length=SEQ, precision="bfloat16"),
+        )
     assert not any((tmp_path / "m").glob("[0-9]*"))
 
 
@@ -304,12 +317,12 @@ def test_bfloat16_export_holds_its_weights_rounded_once(exports, model):
     # it reads them; the export holds them rounded instead: every weight but
     # the LayerNorms' is stored as bfloat16 (half the bytes), and the
     # float32 export holds no bfloat16.
-    from keras_bert_impl.models.constant_kernels import dense_kernels
+    from keras_bert_impl.inference.constant_kernels import dense_kernels
 
     weights = {v.path for v in model.weights if v.dtype == "float32"}
     layer_norm = {path for path in weights if "LayerNorm" in path}
     assert len(layer_norm) == 2 * (2 * model.bert_config.num_hidden_layers + 1)  # gamma, beta; 2 per layer + embeddings
-    # On a CPU the Dense kernels are constants of the graph (models.constant_kernels), one copy per
+    # On a CPU the Dense kernels are constants of the graph (inference.constant_kernels), one copy per
     # path of skip_padding, and not variables: in the precision's dtype too.
     kernels = len(dense_kernels(model))
     stored = {precision: saved_variable_dtypes(path) for precision, path in exports.items()}

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from keras_bert_impl.data import classifier_data, conll, squad
+from keras_bert_impl.data import conll, squad
+from keras_bert_impl.data.classification_datasets import read_examples
+from keras_bert_impl.data.tfds_text import TfdsGlueDataset
 from keras_bert_impl.errors import InputFileError
 
 
@@ -79,17 +81,17 @@ def test_conll_class_id_minus_one_is_named_not_read_as_the_last_label(data_dir):
 
 
 def test_glue_dev_row_without_label_is_named_test_rows_get_the_placeholder(data_dir):
-    task = classifier_data.TfdsGlueTask("bad_glue", ("0", "1"), "sentence")
+    dataset = TfdsGlueDataset("bad_glue", ("0", "1"), "sentence")
     with pytest.raises(InputFileError, match=r"^bad_glue\[validation\] idx 1: no label \(class id -1\)$"):
-        classifier_data.read_examples(task, data_dir, "dev")
-    test = classifier_data.read_examples(task, data_dir, "test")
+        read_examples(dataset, data_dir, "dev")
+    test = read_examples(dataset, data_dir, "test")
     assert [(e.text_a, e.label) for e in test] == [("good film", "0"), ("hidden", "0")]
 
 
 def test_text_that_is_not_utf8_names_record_and_feature(data_dir):
-    task = classifier_data.TfdsGlueTask("bad_glue", ("0", "1"), "sentence")
+    dataset = TfdsGlueDataset("bad_glue", ("0", "1"), "sentence")
     with pytest.raises(InputFileError, match=r"^bad_glue\[train\] idx 1 sentence: not valid UTF-8 \(byte 3\)$"):
-        classifier_data.read_examples(task, data_dir, "train")
+        read_examples(dataset, data_dir, "train")
 
 
 def test_squad_answers_of_another_structure_are_named(data_dir):

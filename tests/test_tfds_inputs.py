@@ -23,8 +23,10 @@ from etils import epath
 from keras_bert_impl.checkpoints.original import save_original_checkpoint
 from keras_bert_impl.cli import run_tool
 from keras_bert_impl.data import conll, squad, squad_metrics
-from keras_bert_impl.data.classifier_data import get_task, read_examples, with_dataset_labels, with_labels
+from keras_bert_impl.data.classification_datasets import get_dataset, read_examples
+from keras_bert_impl.data.classification_examples import with_labels
 from keras_bert_impl.data.tfds_inputs import split_names
+from keras_bert_impl.data.tfds_text import with_dataset_labels
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.tokenization import BasicTokenizer, FullTokenizer
@@ -358,24 +360,26 @@ def review_triples(examples):
 
 def test_classifier_from_tfds_equals_the_csv_files(sources, tfds_dir):
     # The ClassLabel's names, in its order, are the label list.
-    task = with_dataset_labels(get_task("tiny_reviews", text_a_feature="sentence", text_b_feature="other"), tfds_dir)
-    assert task.labels == REVIEW_LABELS and not task.is_regression
-    csv_task = get_task("csv", text_a_column="sentence", text_b_column="other")
+    dataset = with_dataset_labels(
+        get_dataset("tiny_reviews", text_a_feature="sentence", text_b_feature="other"), tfds_dir
+    )
+    assert dataset.labels == REVIEW_LABELS and not dataset.is_regression
+    csv_dataset = get_dataset("csv", text_a_column="sentence", text_b_column="other")
     for split in ("train", "dev", "test"):
-        from_csv = read_examples(csv_task, sources, split)
-        from_tfds = read_examples(task, tfds_dir, split)
-        if split == "test":  # unlabeled: the placeholder, the first label of each task's list
+        from_csv = read_examples(csv_dataset, sources, split)
+        from_tfds = read_examples(dataset, tfds_dir, split)
+        if split == "test":  # unlabeled: the placeholder, the first label of each dataset's list
             assert {e.label for e in from_tfds} == {"positive"} and {e.label for e in from_csv} == {None}
             from_tfds = [dataclasses.replace(e, label=None) for e in from_tfds]
         assert review_triples(from_tfds) == review_triples(from_csv)
-        assert [e.guid for e in from_tfds] == [f"{dict(task.split_names)[split]}-{i}" for i in range(len(from_csv))]
+        assert [e.guid for e in from_tfds] == [f"{dict(dataset.split_names)[split]}-{i}" for i in range(len(from_csv))]
 
     # An integer label feature: labels inferred from train, as from the CSV's column.
-    stars = with_dataset_labels(get_task("tiny_reviews", text_a_feature="sentence", label_feature="stars"), tfds_dir)
+    stars = with_dataset_labels(get_dataset("tiny_reviews", text_a_feature="sentence", label_feature="stars"), tfds_dir)
     assert stars.labels is None
     train = read_examples(stars, tfds_dir, "train")
     stars = with_labels(stars, train)
-    csv_stars = get_task("csv", text_a_column="sentence", label_column="stars")
+    csv_stars = get_dataset("csv", text_a_column="sentence", label_column="stars")
     csv_train = read_examples(csv_stars, sources, "train")
     assert stars.labels == with_labels(csv_stars, csv_train).labels == ("1", "2", "4", "5")
     assert review_triples(read_examples(stars, tfds_dir, "dev")) == review_triples(
@@ -383,14 +387,14 @@ def test_classifier_from_tfds_equals_the_csv_files(sources, tfds_dir):
     )
 
     # A float label feature: a regression, the targets as TFDS stores them (float32).
-    score = with_dataset_labels(get_task("tiny_reviews", text_a_feature="sentence", label_feature="score"), tfds_dir)
+    score = with_dataset_labels(get_dataset("tiny_reviews", text_a_feature="sentence", label_feature="score"), tfds_dir)
     assert score.is_regression
     assert sorted(e.label for e in read_examples(score, tfds_dir, "train")) == sorted(
         float(np.float32(row[4])) for row in REVIEWS["train"]
     )
 
     # Split expressions pick slices, as TFDS does.
-    sliced = get_task(
+    sliced = get_dataset(
         "tiny_reviews", text_a_feature="sentence", labels=REVIEW_LABELS, splits={"train": "train[:3]+validation"}
     )
     assert len(read_examples(sliced, tfds_dir, "train")) == 3 + len(REVIEWS["dev"])
@@ -463,7 +467,7 @@ def test_run_classifier_from_tfds_evaluates_and_predicts_as_from_csv(release, so
     assert from_tfds["global_step"] == "2"
     tfds_rows = (output_dir / "test_results.tsv").read_text().splitlines()
     tfds_texts = [e.text_a for e in read_examples(
-        get_task("tiny_reviews", text_a_feature="sentence", labels=REVIEW_LABELS), tfds_dir, "test")]
+        get_dataset("tiny_reviews", text_a_feature="sentence", labels=REVIEW_LABELS), tfds_dir, "test")]
 
     # The CSV files with the ClassLabel's label order, on the same model.
     run_classifier.main(release_flags(release, output_dir, init_checkpoint="") + sizes + [

@@ -83,6 +83,12 @@ def assert_one_line_error(result, fragment):
         ("run_pretraining.py", ["--bert_config_file=x", "--input_file=y", "--output_dir=/tmp/never", "--do_train", "--keep_checkpoint_max=-1"], "--keep_checkpoint_max must be >= 0, got -1"),
         # 0 divided by zero at the first step, after the output directory was made.
         ("run_pretraining.py", ["--bert_config_file=x", "--input_file=y", "--output_dir=/tmp/never", "--do_train", "--summary_steps=0"], "--summary_steps must be positive, got 0"),
+        # NaN trained to a checkpoint of NaN weights that looked finished.
+        ("run_pretraining.py", ["--bert_config_file=x", "--input_file=y", "--output_dir=/tmp/never", "--do_train", "--learning_rate=nan"], "--learning_rate must be a finite number above 0, got nan"),
+        ("run_pretraining.py", ["--bert_config_file=x", "--input_file=y", "--output_dir=/tmp/never", "--do_train", "--clip_norm=inf"], "--clip_norm must be a finite number >= 0"),
+        ("run_classifier.py", ["--task_name=mrpc", "--data_dir=x", "--vocab_file=v", "--bert_config_file=c", "--output_dir=/tmp/never", "--do_train", "--learning_rate=nan"], "--learning_rate must be a finite number above 0, got nan"),
+        ("run_squad.py", ["--train_file=t", "--vocab_file=v", "--bert_config_file=c", "--output_dir=/tmp/never", "--do_train", "--learning_rate=-inf"], "--learning_rate must be a finite number above 0, got -inf"),
+        ("run_ner.py", ["--train_file=t", "--vocab_file=v", "--bert_config_file=c", "--output_dir=/tmp/never", "--do_train", "--learning_rate=0"], "--learning_rate must be a finite number above 0, got 0.0"),
         ("extract_features.py", ["--input_file=x"], "missing required flag(s): --output_file, --bert_config_file, --init_checkpoint, --vocab_file"),
         ("create_pretraining_data.py", ["--input_file=x", "--output_file=y", "--vocab_file=z", "--num_shards=4"], "--num_shards needs --scalable or --beam"),
         ("create_pretraining_data.py", ["--input_file=x", "--output_file=y", "--vocab_file=z", "--runner=DirectRunner"], "Unknown command line flag 'runner'"),

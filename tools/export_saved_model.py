@@ -28,7 +28,7 @@ from keras_bert_impl.io import check_output_dir
 
 
 def define_flags(fv):
-    from keras_bert_impl.hardware import PRECISION_CHOICES
+    from keras_bert_impl.inference.plan import PRECISION_CHOICES
     from keras_bert_impl.tasks.registry import TASKS, exported_task_names
 
     define = dict(flag_values=fv)
@@ -60,8 +60,8 @@ def define_flags(fv):
     flags.DEFINE_boolean(
         "skip_padding", None,
         "Run the encoder's per-token work on real tokens only when a batch has padding (a tf.cond per batch, "
-        "stock ops; 1.17x at batch 32 on a CPU, the same for one request). Default: on where no GPU or TPU is visible, "
-        "where the gathers can cost more than the padding. Written to assets.extra/export_metadata.json.", **define,
+        "stock ops; faster batches on a CPU, the same for one request: docs/BENCHMARKS.md). Default: on where no GPU "
+        "or TPU is visible (there the gathers can cost more than the padding). Written to assets.extra/export_metadata.json.", **define,
     )
     flags.DEFINE_boolean(
         "constant_kernels", None,
@@ -83,7 +83,7 @@ def main(argv=None):
         raise FlagError("--max_seq_length must be at least 3")
     quiet_tensorflow()
 
-    from keras_bert_impl.serving.export import export_checkpoint, release_files
+    from keras_bert_impl.serving.export import ExportOptions, export_checkpoint, release_files
     from keras_bert_impl.training.fine_tuning import log_to_stderr
 
     fv.bert_config_file, fv.vocab_file, fv.init_checkpoint = release_files(
@@ -92,11 +92,12 @@ def main(argv=None):
     require(fv, "bert_config_file", "init_checkpoint", "vocab_file", "task", "export_dir")
     check_output_dir(fv.export_dir, "--export_dir")
     log = log_to_stderr("export_saved_model")
-    path = export_checkpoint(log=log, **flag_values(fv, (
-        "task", "bert_config_file", "init_checkpoint", "vocab_file", "export_dir", "do_lower_case",
-        "max_seq_length", "num_labels", "label_names", "version", "serving_base_path", "precision", "skip_padding",
+    options = ExportOptions(**flag_values(fv, (
+        "do_lower_case", "max_seq_length", "label_names", "version", "serving_base_path", "precision", "skip_padding",
         "constant_kernels",
     )))
+    path = export_checkpoint(fv.task, fv.bert_config_file, fv.init_checkpoint, fv.vocab_file, fv.export_dir, options,
+                             num_labels=fv.num_labels, log=log)
     log(f"wrote {path}")
 
 

@@ -29,7 +29,7 @@ from keras_bert_impl.cli import (
     require_positive,
     run_tool,
 )
-from keras_bert_impl.hardware import PRECISION_CHOICES
+from keras_bert_impl.inference.plan import PRECISION_CHOICES
 from keras_bert_impl.jobs.extract_features import extract_features
 
 REQUIRED = ("input_file", "output_file", "bert_config_file", "init_checkpoint", "vocab_file")

@@ -22,6 +22,7 @@ Example:
       --learning_rate=2e-5
 """
 
+import math
 import sys
 
 from absl import flags
@@ -33,6 +34,7 @@ from keras_bert_impl.cli import (
     parse_flags,
     quiet_tensorflow,
     require,
+    require_finite_positive,
     require_positive,
     run_tool,
 )
@@ -104,6 +106,9 @@ def main(argv=None):
         fv, "train_batch_size", "eval_batch_size", "num_train_steps", "save_checkpoints_steps",
         "max_eval_steps", "max_seq_length", "max_predictions_per_seq", "gradient_accumulation_steps", "summary_steps",
     )
+    require_finite_positive(fv, "learning_rate")
+    if not (math.isfinite(fv.clip_norm) and fv.clip_norm >= 0):
+        raise FlagError(f"--clip_norm must be a finite number >= 0 (0: no clipping), got {fv.clip_norm}")
     if fv.num_warmup_steps < 0:
         raise FlagError("--num_warmup_steps must be >= 0")
     if fv.keep_checkpoint_max < 0:  # 0 keeps every checkpoint, as the original's

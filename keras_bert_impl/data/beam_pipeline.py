@@ -31,7 +31,7 @@ from keras_bert_impl.data.pretraining_pipeline import (
     shard_paths,
     sharded_fingerprint,
 )
-from keras_bert_impl.data.tfrecords import MANIFEST_SUFFIX
+from keras_bert_impl.data.tfrecord_files import MANIFEST_SUFFIX
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.io import write_text_atomically
 

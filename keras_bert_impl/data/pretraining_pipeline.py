@@ -45,14 +45,14 @@ from keras_bert_impl.data.pretraining_instances import (
     read_lines,
     shuffle,
 )
-from keras_bert_impl.data.tfrecords import (
+from keras_bert_impl.data.tfrecord_files import (
     MANIFEST_SUFFIX,
     AnyFileSystem,
-    ExampleEncoder,
     TFRecordFileWriter,
     is_data_file,
     manifest_progress,
 )
+from keras_bert_impl.data.tfrecord_format import ExampleEncoder
 from keras_bert_impl.errors import BertError, InputFileError
 from keras_bert_impl.io import remove_partials, write_text_atomically
 from keras_bert_impl.tokenization import FullTokenizer
@@ -151,7 +151,7 @@ def file_sha256(path, filesystem=AnyFileSystem):
     """Reads `path` once and returns `(size in bytes, hex SHA-256)`.
 
     SHA-256 rather than CRC32C: hashlib's is in C, while the only CRC32C at
-    hand (tfrecords' numpy tables) is made for short records.
+    hand (tfrecord_format's numpy tables) is made for short records.
 
     Args:
         path: The file.

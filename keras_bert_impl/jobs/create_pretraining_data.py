@@ -113,7 +113,7 @@ def create_pretraining_data(
         write_original_order,
         write_sharded,
     )
-    from keras_bert_impl.data.tfrecords import GZIP, resolve_input_files
+    from keras_bert_impl.data.tfrecord_files import GZIP, resolve_input_files
     from keras_bert_impl.tokenization import load_vocab
 
     try:

@@ -74,9 +74,10 @@ def extract_features(
 
     `precision` "float32" (the default) gives the original's values;
     "bfloat16" computes in bfloat16 with the weights held rounded
-    (`models.precision`): values within bfloat16 rounding of those, faster
+    (`inference.precision`): values within bfloat16 rounding of those, faster
     only on a CPU with Intel AMX or AMD's AVX-512 bf16, or a GPU;
-    "auto" picks by the CPU (`hardware.default_precision`).
+    "auto" picks by the CPU (`inference.plan.default_precision`). How the
+    model runs is `inference.plan.features_plan`.
 
     Returns:
         The number of examples written.
@@ -88,15 +89,16 @@ def extract_features(
     import numpy as np
     import tensorflow as tf
 
-    from keras_bert_impl import filesystem, hardware
+    from keras_bert_impl import filesystem
     from keras_bert_impl.checkpoints.original import load_original_checkpoint
     from keras_bert_impl.config import BertConfig
     from keras_bert_impl.data.text_pairs import convert_example_to_features, read_text_pair_examples
     from keras_bert_impl.io import atomic_output, check_max_seq_length
+    from keras_bert_impl.inference.constant_kernels import ConstantKernels, reading_as_constants
+    from keras_bert_impl.inference.padding_free import set_real_tokens_only
+    from keras_bert_impl.inference.plan import features_plan
+    from keras_bert_impl.inference.precision import copy_weights, inference_dtype_policy
     from keras_bert_impl.models.bert_model import BertModel
-    from keras_bert_impl.models.constant_kernels import ConstantKernels, reading_as_constants
-    from keras_bert_impl.models.padding_free import set_real_tokens_only
-    from keras_bert_impl.models.precision import copy_weights, inference_dtype_policy
     from keras_bert_impl.tokenization import (
         FullTokenizer,
         check_special_tokens,
@@ -105,7 +107,7 @@ def extract_features(
     )
 
     try:
-        precision = hardware.resolve_precision(precision)
+        plan = features_plan(precision)
     except ValueError as error:
         raise FlagError(f"--precision: {error}") from None
     config = BertConfig.from_json_file(bert_config_file)
@@ -122,18 +124,16 @@ def extract_features(
 
     model = BertModel(config, output_all_encoder_layers=True)
     load_original_checkpoint(model, init_checkpoint)
-    if precision != "float32":
-        held = BertModel(config, output_all_encoder_layers=True, dtype=inference_dtype_policy(model, precision))
+    if plan.held_weights:
+        held = BertModel(config, output_all_encoder_layers=True, dtype=inference_dtype_policy(model, plan.precision))
         copy_weights(model, held)
         model = held
-    kernels = None
-    if not hardware.accelerator_visible():
-        # On a CPU the per-token work of the padding is skipped: the records
-        # hold real tokens only, whose values are the same within rounding;
-        # and the Dense kernels are graph constants, which oneDNN packs once
-        # (models.constant_kernels).
-        set_real_tokens_only(model)
-        kernels = ConstantKernels(model)
+    # On a CPU the per-token work of the padding is skipped: the records
+    # hold real tokens only, whose values are the same within rounding;
+    # and the Dense kernels are graph constants, which oneDNN packs once
+    # (inference.constant_kernels).
+    set_real_tokens_only(model, plan.padding_free)
+    kernels = ConstantKernels(model) if plan.constant_kernels else None
 
     # Every batch but the last has one shape: at most two traces, each
     # holding the constants.

@@ -19,12 +19,12 @@ Example:
 """
 
 from keras_bert_impl import filesystem
+from keras_bert_impl.io import exclusive_output
 from keras_bert_impl.training.fine_tuning import (
     build_in_strategy,
     compute_on_real_tokens,
     fine_tune,
     load_fine_tuned,
-    load_initial_weights,
     read_release,
     save_release,
     write_label_list,
@@ -50,34 +50,46 @@ def run_fine_tuning(spec, run, log=print):
 
     Raises:
         BertError: bad input, named before any output is written where it can be.
+        OutputPathError: another run is writing to `run.output_dir`.
+        TrainingDivergedError: the loss or weights became NaN or infinite
+            (the checkpoints before are kept; no release is written).
     """
     release = read_release(run.bert_config_file, run.vocab_file, run.do_lower_case, run.init_checkpoint,
                            run.max_seq_length)
     inputs = spec.read_inputs(release, run, log)
+    # One run at a time per output directory: a second would train over the
+    # first one's checkpoints and replace its release.
+    with exclusive_output(run.output_dir):
+        filesystem.makedirs(run.output_dir)
+        model, global_step = _fine_tuned_model(spec, run, release, inputs, log)
+        result = {}
+        if run.do_eval:
+            result.update(spec.evaluate(model, inputs, release, global_step, run, log))
+        if run.do_predict:
+            result.update(spec.predict(model, inputs, release, global_step, run, log))
+    return result
 
+
+def _fine_tuned_model(spec, run, release, inputs, log):
+    """`(model, global_step)`: the task model trained now, or loaded fine-tuned."""
     settings = run.training
-    filesystem.makedirs(run.output_dir)
     model, _ = build_in_strategy(
-        lambda: inputs.model_spec.build_model(release.config, inputs.num_labels), settings.strategy,
+        lambda: inputs.model_spec.build_model(spec.model_config(release), inputs.num_labels), settings.strategy,
         settings.tpu_name, settings.seed, run.batch_sizes(),
     )
     compute_on_real_tokens(model, settings, enabled=spec.computes_on_real_tokens)
-    head = inputs.model_spec.head_variables
-    if run.do_train:
-        load_initial_weights(model, run.init_checkpoint, head, log)
-        global_step = fine_tune(
-            model, spec.training_data(inputs, release, run, log), lambda: spec.compile_options(inputs), settings,
-            run.output_dir, cut_padding=spec.computes_on_real_tokens, log=log,
-        )
-        if inputs.labels is not None:  # Before the release: what its class ids mean.
-            write_label_list(run.output_dir, inputs.labels)
-        save_release(model, run.output_dir, run.bert_config_file, run.vocab_file, global_step, log)
-    else:
-        global_step = load_fine_tuned(model, run.output_dir, run.init_checkpoint, head, spec.head_description, log)
-
-    result = {}
-    if run.do_eval:
-        result.update(spec.evaluate(model, inputs, release, global_step, run, log))
-    if run.do_predict:
-        result.update(spec.predict(model, inputs, release, global_step, run, log))
-    return result
+    if not run.do_train:
+        return model, load_fine_tuned(model, run.output_dir, run.init_checkpoint, inputs.model_spec.head_variables,
+                                      spec.head_description, log)
+    spec.initialise(model, inputs, release, run, log)
+    data = spec.training_data(inputs, release, run, log)
+    with model.distribute_strategy.scope():
+        trainer = spec.training_model(model, inputs)
+    global_step = fine_tune(
+        trainer, data, lambda: spec.compile_options(inputs), settings, run.output_dir,
+        cut_padding=spec.computes_on_real_tokens, log=log,
+    )
+    if inputs.labels is not None:  # Before the release: what its class ids mean.
+        write_label_list(run.output_dir, inputs.labels)
+    save_release(model, run.output_dir, run.bert_config_file, run.vocab_file, global_step, log)
+    return model, global_step

@@ -128,12 +128,12 @@ def run_pretraining(
     from keras_bert_impl import filesystem
     from keras_bert_impl.checkpoints.original import load_original_checkpoint
     from keras_bert_impl.config import BertConfig
-    from keras_bert_impl.data.tfrecords import (
+    from keras_bert_impl.data.pretraining_dataset import (
         check_pretraining_files,
         pretraining_dataset,
         reading_input_files,
-        resolve_input_files,
     )
+    from keras_bert_impl.data.tfrecord_files import resolve_input_files
     from keras_bert_impl.io import check_max_seq_length, write_results
     from keras_bert_impl.models.pretraining import BertPretrainingModel, split_pretraining_features
     from keras_bert_impl.training.callbacks import global_step

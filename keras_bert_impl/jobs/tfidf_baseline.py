@@ -26,7 +26,7 @@ def read_split(path, text_column="text", label_column="label"):
         InputFileError: naming the file (and line): missing, not UTF-8, a row
             of another width than the header, the columns not in the header.
     """
-    from keras_bert_impl.data.classifier_data import delimited_rows
+    from keras_bert_impl.data.column_files import delimited_rows
 
     if not filesystem.exists(path):
         raise InputFileError(f"{path}: not found")

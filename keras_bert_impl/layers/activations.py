@@ -22,8 +22,8 @@ def gelu(x):
     round to the same bits wherever they run as separate ops (a product by
     0.5 is exact), and only this one is fused into the preceding MatMul by
     TensorFlow's oneDNN rewrites (on by default on CPUs with AVX-512 VNNI,
-    bf16 or AMX), where BERT-base inference ran 6-10 % faster with it on a
-    Zen 4 EPYC in bfloat16 (docs/BENCHMARKS.md, `benchmarks/bench_gelu_fusion.py`).
+    bf16 or AMX); what that gains: docs/BENCHMARKS.md
+    (`benchmarks/bench_gelu_fusion.py`).
 
     Args:
         x: A float tensor, any shape.

@@ -5,9 +5,9 @@ import math
 import keras
 from keras import ops
 
-from keras_bert_impl import hardware
 from keras_bert_impl.layers.embeddings import truncated_normal
 from keras_bert_impl.layers.gather import gather_indexes
+from keras_bert_impl.layers.onednn_forms import traced_outside_xla
 
 _PACKAGE = "keras_bert_impl"
 
@@ -45,6 +45,12 @@ class SelfAttention(keras.layers.Layer):
         size_per_head: Width of each head `D` (`H = N * D`).
         dropout_rate: `attention_probs_dropout_prob`.
         initializer_range: Stddev of the truncated-normal initializer.
+
+    Attributes:
+        onednn_forms: For inference in a traced graph outside XLA, give the
+            softmax its bfloat16 scores as they are, as oneDNN's softmax
+            takes them (`layers.onednn_forms`; set by the inference plan,
+            off by default).
 
     Call args:
         hidden_states: [batch_size, seq_length, H].
@@ -92,6 +98,7 @@ class SelfAttention(keras.layers.Layer):
         self.key = dense("key")
         self.value = dense("value")
         self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.onednn_forms = False
 
     def build(self, hidden_states_shape, mask_adder_shape=None):
         for layer in (self.query, self.key, self.value):
@@ -149,7 +156,7 @@ class SelfAttention(keras.layers.Layer):
         # it. oneDNN's softmax takes bfloat16 and computes in float32 inside,
         # so for inference on its kernels the two casts around it (two passes
         # over [batch, N, queries, seq]) go.
-        if not training and scores.dtype == "bfloat16" and hardware.onednn_runs_traced_graph():
+        if not training and self.onednn_forms and scores.dtype == "bfloat16" and traced_outside_xla():
             probs = ops.softmax(scores, axis=-1)
         else:
             probs = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), scores.dtype)

@@ -3,23 +3,24 @@
 Keras' `LayerNormalization` computes in about ten element-wise ops (mean,
 squared difference, mean, rsqrt, products, sums), in float32 with casts
 around them under mixed precision: on a CPU, after the products, the
-largest piece of a BERT forward pass (4-5 % of it with AVX-512 bf16, a
-quarter of what is left outside the products on AMX). TensorFlow's oneDNN
-graph rewrites have one fused LayerNorm kernel (`_MklLayerNorm`, bfloat16
-or float32 in and out, statistics in float32), which grappler's remapper
-substitutes for one arrangement only: the one Keras 2 (tf_keras) emits,
-a `FusedBatchNormV3` in training mode over a [1, rows, width, 1] reshape of
-the input, with scale and offset made by `Fill`, then `* gamma + beta`.
-`fused_layer_norm` builds exactly that; `LayerNorm` uses it for inference
-where the rewrites are on and no GPU or TPU is visible, and Keras' own
-computation everywhere else (training included: the fused kernel has no
-gradient). Measured: docs/BENCHMARKS.md.
+largest piece of a BERT forward pass (its share: docs/BENCHMARKS.md).
+TensorFlow's oneDNN graph rewrites have one fused LayerNorm kernel
+(`_MklLayerNorm`, bfloat16 or float32 in and out, statistics in float32),
+which grappler's remapper substitutes for one arrangement only: the one
+Keras 2 (tf_keras) emits, a `FusedBatchNormV3` in training mode over a
+[1, rows, width, 1] reshape of the input, with scale and offset made by
+`Fill`, then `* gamma + beta`. `fused_layer_norm` builds exactly that;
+`LayerNorm` uses it for inference where its `onednn_forms` is on (the
+inference plan sets it where the rewrites are on and no GPU or TPU is
+visible: `layers.onednn_forms`), and Keras' own computation everywhere
+else (training included: the fused kernel has no gradient). Measured:
+docs/BENCHMARKS.md.
 """
 
 import keras
 import tensorflow as tf
 
-from keras_bert_impl import hardware
+from keras_bert_impl.layers.onednn_forms import traced_outside_xla
 
 _PACKAGE = "keras_bert_impl"
 
@@ -75,7 +76,8 @@ def fused_layer_norm_applies(inputs, layer, training=None):
         and [axis % inputs.shape.rank for axis in layer.axis] == [inputs.shape.rank - 1]
         and layer.center and layer.scale and not layer.rms_scaling
         and inputs.dtype in (tf.float32, tf.bfloat16)
-        and hardware.onednn_runs_traced_graph()
+        and layer.onednn_forms
+        and traced_outside_xla()
     )
 
 
@@ -84,18 +86,25 @@ class LayerNorm(keras.layers.LayerNormalization):
     """`keras.layers.LayerNormalization` that oneDNN runs as one kernel for inference on a CPU.
 
     The same variables (`gamma`, `beta`), arguments and config as Keras'
-    layer; for inference inside a `tf.function`, with TensorFlow's oneDNN
-    rewrites on and no GPU or TPU visible, it computes `fused_layer_norm`
-    in its compute dtype (bfloat16 in and out under mixed_bfloat16, the
-    statistics in float32 inside the kernel), else Keras' computation.
+    layer; for inference inside a `tf.function` not compiled with XLA, with
+    `onednn_forms` on (set by the inference plan where TensorFlow's oneDNN
+    rewrites are on and no GPU or TPU is visible), it computes
+    `fused_layer_norm` in its compute dtype (bfloat16 in and out under
+    mixed_bfloat16, the statistics in float32 inside the kernel), else
+    Keras' computation.
 
     Example:
     >>> layer = LayerNorm(epsilon=1e-12)
+    >>> layer.onednn_forms = True
     >>> x = tf.constant([[1.0, 2.0, 3.0, 4.0]])
     >>> eager, traced = layer(x), tf.function(lambda v: layer(v, training=False))(x)
     >>> bool(tf.reduce_max(tf.abs(eager - traced)) < 1e-5)
     True
     """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.onednn_forms = False
 
     def call(self, inputs, training=None):
         if fused_layer_norm_applies(inputs, self, training):

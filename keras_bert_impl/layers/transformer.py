@@ -145,7 +145,7 @@ class TransformerLayer(keras.layers.Layer):
             mask_adder: [batch_size, 1, 1, seq_length].
             training: Enables dropout.
             dense: Optional `dense(layer, x)` in place of `layer(x)` for the
-                six Dense sub-layers (see `models.padding_free.frozen_dense`).
+                six Dense sub-layers (see `inference.padding_free.frozen_dense`).
 
         Returns:
             `(layer_output, attention_probs)`: [rows, H] and
@@ -225,7 +225,7 @@ class TransformerEncoder(keras.layers.Layer):
             in the padded computation (within float rounding); padded
             positions come out as zeros, where the padded computation gives
             values that a loss over real tokens never reads. Also settable
-            on a built model (`models.padding_free.set_real_tokens_only`).
+            on a built model (`inference.padding_free.set_real_tokens_only`).
             Ignored with `output_positions` or without `input_mask`.
 
     Call args:

@@ -2,6 +2,9 @@
 
 import keras
 
+from keras_bert_impl.inference.plan import Machine
+from keras_bert_impl.layers.onednn_forms import set_onednn_forms
+
 
 def sequence_inputs(*names):
     """int32 `keras.Input`s of shape [batch, seq], named and keyed by `names`.
@@ -24,6 +27,12 @@ class BertConfigModel(keras.Model):
     where the one the layers were built with (a `mixed_bfloat16` policy, a
     per-layer `DTypePolicyMap`, or the global policy at build time for None)
     is kept for `get_config` and `.keras` files.
+
+    Its LayerNorms and attention get `onednn_forms` where this machine's
+    traced graphs run on TensorFlow's oneDNN kernels (`inference.plan.
+    Machine.onednn_runs_graphs`), so Keras' own `predict` and `evaluate`
+    graphs use those forms as the inference plan's functions do; eager calls,
+    training and XLA keep Keras' computation (`layers.onednn_forms`).
 
     Args:
         dtype: The dtype policy the subclass built its layers with.
@@ -48,6 +57,7 @@ class BertConfigModel(keras.Model):
             # underflow without it. The functional model's own policy (the
             # float32 default) only casts float inputs, and ours are ints.
             self._dtype_policy = self.built_with_dtype
+        set_onednn_forms(self, Machine().onednn_runs_graphs)
 
     def get_config(self):
         return {
@@ -60,7 +70,7 @@ class BertConfigModel(keras.Model):
             "frozen_layers": sorted(layer.path for layer in self._flatten_layers(include_self=False)
                                     if layer.path is not None and not layer.trainable) if self.trainable else [],
             # Encoders set to compute on real tokens only after construction
-            # (`models.padding_free.set_real_tokens_only`): speed, kept too.
+            # (`inference.padding_free.set_real_tokens_only`): speed, kept too.
             "real_tokens_only_layers": sorted(
                 layer.path for layer in self._flatten_layers(include_self=False)
                 if layer.path is not None and getattr(layer, "real_tokens_only", False) is True

@@ -1,17 +1,13 @@
 """`BertModel`: the original `modeling.BertModel` as a functional Keras model."""
 
 import keras
-import tensorflow as tf
 
-from keras_bert_impl import hardware
 from keras_bert_impl.config import BertConfig
+from keras_bert_impl.inference import function, plan
 from keras_bert_impl.layers.embeddings import EmbeddingPostprocessor, WordEmbedding
 from keras_bert_impl.layers.pooler import Pooler
 from keras_bert_impl.layers.transformer import TransformerEncoder
 from keras_bert_impl.models.base import BertConfigModel, sequence_inputs
-from keras_bert_impl.models.constant_kernels import ConstantKernels, reading_as_constants
-from keras_bert_impl.models.padding_free import make_padding_free_function
-from keras_bert_impl.models.precision import copy_weights, inference_dtype_policy, model_precision
 
 _PACKAGE = "keras_bert_impl"
 
@@ -141,21 +137,23 @@ class BertModel(BertConfigModel):
     def make_inference_function(self, jit_compile="auto", padding_free=False, bucket_size=16, freeze_kernels=False):
         """The forward pass for inference, `self(inputs, training=False)`, as a `tf.function`.
 
-        Compiled with XLA, the element-wise work between the matrix products
-        (GELU, softmax, LayerNorm, residual adds) is fused; on a CPU, though,
-        XLA's own products use neither TensorFlow's oneDNN kernels nor
-        bfloat16 instructions, so `jit_compile="auto"` compiles only where
-        that pays (`hardware.xla_pays_for_inference`: on a GPU or TPU, and
-        on a CPU for float32 with the oneDNN rewrites off; on an AVX-512 bf16
-        CPU the plain bfloat16 graph ran 1.8x XLA's, docs/BENCHMARKS.md). The
-        outputs agree with the eager model to fp32 rounding. Build the
+        The choices below are folded into one `inference.plan.InferencePlan`
+        (`plan.function_plan`) and the function is built from it
+        (`inference.function`). Compiled with XLA, the element-wise work
+        between the matrix products (GELU, softmax, LayerNorm, residual
+        adds) is fused; on a CPU, though, XLA's own products use neither
+        TensorFlow's oneDNN kernels nor bfloat16 instructions, so
+        `jit_compile="auto"` compiles only where that pays
+        (`plan.xla_pays_for_inference`: on a GPU or TPU, and on a CPU for
+        float32 with the oneDNN rewrites off; measured: docs/BENCHMARKS.md).
+        The outputs agree with the eager model to fp32 rounding. Build the
         function once and call it many times: each new input shape is traced
         (and compiled) once, and a sequence longer than
         `max_position_embeddings` still raises `SequenceLengthError` when
         traced.
 
         With `padding_free=True`, every per-token operation runs on the real
-        tokens only (`models.padding_free`): the same outputs at real
+        tokens only (`inference.padding_free`): the same outputs at real
         positions, zeros at padded ones (so `pooled_output`, read at
         position 0, is the full model's only where position 0 is real, as
         every BERT input's [CLS] is), and the time saved is at most the
@@ -178,17 +176,17 @@ class BertModel(BertConfigModel):
                 compute dtype once rather than on every call; the function
                 then ignores later changes to them. In a plain graph: a copy
                 of the model holding its weights as an export does
-                (`models.precision`: under mixed_bfloat16 every weight but
+                (`inference.precision`: under mixed_bfloat16 every weight but
                 the LayerNorms' in bfloat16), without the weight conversions
-                (half of a single request's time under mixed_bfloat16 on a
-                CPU), and with its Dense kernels as constants of the graph
-                (`models.constant_kernels`), which oneDNN packs once and
-                multiplies with its blocked kernels, on AMX tiles where the
-                CPU has them (docs/BENCHMARKS.md); the function is traced
-                with shapes left open after the second new one, as each
-                trace holds the kernels again. With XLA and `padding_free`: a copy
-                of the model in its own dtype policy, whose encoder Dense
-                kernels are held as float32 on a CPU (see
+                (a large share of a single request's time under
+                mixed_bfloat16 on a CPU), and with its Dense kernels as
+                constants of the graph (`inference.constant_kernels`), which
+                oneDNN packs once and multiplies with its blocked kernels, on
+                AMX tiles where the CPU has them (docs/BENCHMARKS.md); the
+                function is traced with shapes left open after the second new
+                one, as each trace holds the kernels again. With XLA and
+                `padding_free`: a copy of the model in its own dtype policy,
+                whose encoder Dense kernels are held as float32 on a CPU (see
                 `padding_free.make_padding_free_function`), as XLA on a CPU
                 widens bfloat16 weights on every call.
 
@@ -196,40 +194,9 @@ class BertModel(BertConfigModel):
             A function of the inputs dict (as for calling the model) that
             returns the outputs dict.
         """
-        if jit_compile == "auto":
-            jit_compile = hardware.xla_pays_for_inference(model_precision(self))
-        model = self
-        if freeze_kernels:
-            # A copy: the function reads none of this model's weights later.
-            # Under XLA with `padding_free` it keeps this model's policy (the
-            # kernels are held below); otherwise an export's held weights.
-            held = padding_free and jit_compile
-            model = BertModel(
-                self.bert_config,
-                output_all_encoder_layers=self.output_all_encoder_layers,
-                output_attention_probs=self.output_attention_probs,
-                dtype=self.built_with_dtype if held else inference_dtype_policy(self, model_precision(self)),
-                name=self.name,
-            )
-            copy_weights(self, model)
-        # XLA compiles its own products: constants gain nothing there.
-        constants = ConstantKernels(model) if freeze_kernels and not jit_compile else None
-        if padding_free:
-            function = make_padding_free_function(
-                model, jit_compile=jit_compile, bucket_size=bucket_size, freeze_kernels=freeze_kernels and jit_compile,
-                constant_kernels=constants,
-            )
-        else:
-
-            def call(inputs):
-                with reading_as_constants(constants):
-                    return model(inputs, training=False)
-
-            # No autograph: nothing here needs it, and errors raised while tracing
-            # (SequenceLengthError) then reach the caller as they are.
-            function = tf.function(call, jit_compile=jit_compile, autograph=False,
-                                   reduce_retracing=constants is not None)
-        return with_id_checks(function, self.bert_config) if jit_compile else function
+        chosen = plan.function_plan(self, jit_compile=jit_compile, padding_free=padding_free,
+                                    bucket_size=bucket_size, freeze_kernels=freeze_kernels)
+        return function.make_inference_function(self, chosen)
 
     def get_config(self):
         return {
@@ -238,40 +205,3 @@ class BertModel(BertConfigModel):
             "output_attention_probs": self.output_attention_probs,
         }
 
-
-def with_id_checks(function, config):
-    """`function` of an inputs dict behind the id checks XLA leaves out.
-
-    XLA drops `tf.debugging` assertions and clamps a gather's indices, so a
-    compiled forward pass would read the wrong rows of the embedding tables
-    for an id outside them; these checks run first, in a plain graph.
-
-    Args:
-        function: A function of `{"input_ids", "input_mask", "segment_ids"}`.
-        config: The `BertConfig` whose `vocab_size` and `type_vocab_size` bound the ids.
-
-    Example:
-    >>> from keras_bert_impl.config import BertConfig
-    >>> config = BertConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1,
-    ...                     num_attention_heads=2, intermediate_size=16)
-    >>> checked = with_id_checks(lambda inputs: inputs["input_ids"] * 2, config)
-    >>> checked({"input_ids": tf.constant([[3]]), "segment_ids": tf.constant([[0]])}).numpy().tolist()
-    [[6]]
-    """
-    bounds = {"input_ids": ("vocab_size", config.vocab_size), "segment_ids": ("type_vocab_size", config.type_vocab_size)}
-
-    @tf.function(autograph=False)
-    def checked(inputs):
-        checks = []
-        for key, (name, size) in bounds.items():
-            if key in inputs:
-                ids = tf.cast(inputs[key], tf.int32)
-                checks += [
-                    tf.debugging.assert_non_negative(ids, message=f"{key} holds a negative id"),
-                    tf.debugging.assert_less(ids, size, message=f"{key} holds an id >= {name} {size}"),
-                ]
-        with tf.control_dependencies(checks):
-            inputs = {key: tf.identity(value) for key, value in inputs.items()}
-        return function(inputs)
-
-    return checked

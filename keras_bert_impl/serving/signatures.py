@@ -18,8 +18,8 @@ predict: the export sets it from `SIGNATURE_METHODS` afterwards.
 
 import tensorflow as tf
 
-from keras_bert_impl.models.constant_kernels import reading_as_constants
-from keras_bert_impl.models.padding_free import call_skipping_padding, drop_unused_padding, real_tokens_only_set_to
+from keras_bert_impl.inference.constant_kernels import reading_as_constants
+from keras_bert_impl.inference.padding_free import call_skipping_padding, drop_unused_padding, real_tokens_only_set_to
 from keras_bert_impl.tasks.registry import exported_task_names, get_task
 from keras_bert_impl.tokenization.in_graph import InGraphTokenizer
 from keras_bert_impl.tokenization.preprocessor import pack_inputs, token_ids_with_masks
@@ -56,7 +56,7 @@ class BertServingModule(tf.Module):
             when a batch has padding after its cut
             (`padding_free.call_skipping_padding`); False: every position,
             whatever the model's own `real_tokens_only`.
-        constant_kernels: Optional `models.constant_kernels.ConstantKernels`
+        constant_kernels: Optional `inference.constant_kernels.ConstantKernels`
             of `model`: the forward pass reads its Dense kernels as graph
             constants, which oneDNN packs once (on AMX tiles where the CPU
             has them). It is one function that every signature calls, so

@@ -83,11 +83,11 @@ def encode(examples, tokenizer, max_seq_length):
     }
 
 
-def evaluation_results(task, labels, logits, batch_size, global_step):
+def evaluation_results(dataset, labels, logits, batch_size, global_step):
     """The original's eval metrics, from the dev logits (pure NumPy).
 
     Args:
-        task: The data task (regression or not, extra metrics).
+        dataset: The dataset (regression or not, its extra metrics).
         labels: Class ids [n], or regression targets [n].
         logits: Model outputs [n, num_labels] ([n, 1] for regression).
         batch_size: The eval batch size; `loss` is the mean of per-batch mean
@@ -99,11 +99,11 @@ def evaluation_results(task, labels, logits, batch_size, global_step):
     """
     import numpy as np
 
-    from keras_bert_impl.data.classifier_data import accuracy, task_metrics
+    from keras_bert_impl.data.classification_metrics import accuracy, dataset_metrics
     from keras_bert_impl.probabilities import per_example_cross_entropy
 
     logits = np.asarray(logits, np.float64)
-    if task.is_regression:
+    if dataset.is_regression:
         predictions = logits[:, 0]
         per_example_loss = (predictions - labels) ** 2
     else:
@@ -115,9 +115,9 @@ def evaluation_results(task, labels, logits, batch_size, global_step):
         "global_step": int(global_step),
         "loss": float(np.mean(batch_losses)),
     }
-    if not task.is_regression:
+    if not dataset.is_regression:
         result["eval_accuracy"] = accuracy(labels, predictions)
-    result.update(task_metrics(task, labels, predictions))
+    result.update(dataset_metrics(dataset, labels, predictions))
     return result
 
 
@@ -132,48 +132,50 @@ def format_eval_results(result):
     return format_results(result, _as_float32_text)
 
 
-def format_test_results(task, logits):
+def format_test_results(dataset, logits):
     """One line per example: tab-separated class probabilities (the score for regression)."""
     import numpy as np
 
     from keras_bert_impl.probabilities import softmax
 
     logits = np.asarray(logits, np.float64)
-    if task.is_regression:
+    if dataset.is_regression:
         return "".join(str(np.float32(value)) + "\n" for value in logits[:, 0])
     probabilities = softmax(logits).astype(np.float32)
     return "".join("\t".join(str(p) for p in row) + "\n" for row in probabilities)
 
 
-def read_task_data(task, data_dir, do_train, do_eval, do_predict, recorded=(None, None)):
-    """`(task, {split: examples})` for the splits the run needs.
+def read_dataset_splits(dataset, data_dir, do_train, do_eval, do_predict, recorded=(None, None)):
+    """`(dataset, {split: examples})` for the splits the run needs.
 
-    A TFDS task takes its label list from the dataset's `ClassLabel`; a
-    column task (or TFDS task) without labels gets the label list the
+    A TFDS dataset takes its label list from the dataset's `ClassLabel`; a
+    column dataset (or TFDS dataset) without labels gets the label list the
     weights were trained with (`recorded`: `(labels, path)` of their
     `label_list.txt`), else its train split's, which is then read even for
     an eval/predict-only run. A label list other than the recorded one is
     refused: it would swap the classes.
     """
-    from keras_bert_impl.data.classifier_data import read_examples, with_dataset_labels, with_labels
+    from keras_bert_impl.data.classification_datasets import read_examples
+    from keras_bert_impl.data.classification_examples import with_labels
+    from keras_bert_impl.data.tfds_text import with_dataset_labels
 
-    task = with_dataset_labels(task, data_dir)
+    dataset = with_dataset_labels(dataset, data_dir)
     recorded_list, recorded_path = recorded
-    if task.labels is None and not task.is_regression and recorded_list is not None and not do_train:
-        task = dataclasses.replace(task, labels=tuple(recorded_list))
+    if dataset.labels is None and not dataset.is_regression and recorded_list is not None and not do_train:
+        dataset = dataclasses.replace(dataset, labels=tuple(recorded_list))
     data = {}
-    if do_train or (task.labels is None and not task.is_regression):
-        data["train"] = read_examples(task, data_dir, "train")
-        task = with_labels(task, data["train"])
-    if not task.is_regression:
-        check_labels(task.labels, recorded_list, recorded_path)
+    if do_train or (dataset.labels is None and not dataset.is_regression):
+        data["train"] = read_examples(dataset, data_dir, "train")
+        dataset = with_labels(dataset, data["train"])
+    if not dataset.is_regression:
+        check_labels(dataset.labels, recorded_list, recorded_path)
     for split, wanted in (("dev", do_eval), ("test", do_predict)):
         if wanted:
-            data[split] = read_examples(task, data_dir, split)
+            data[split] = read_examples(dataset, data_dir, split)
     for split, examples in data.items():
         if not examples:
-            raise InputFileError(f"{data_dir}: the {split} split of task {task.name} has no examples")
-    return task, data
+            raise InputFileError(f"{data_dir}: the {split} split of task {dataset.name} has no examples")
+    return dataset, data
 
 
 def compile_options(is_regression):
@@ -197,12 +199,12 @@ class ClassifierFineTuning(FineTuningSpec):
     `do_predict`.
 
     Args:
-        dataset: A dataset from `data.classifier_data.get_task`.
+        dataset: A dataset from `data.classification_datasets.get_dataset`.
         data_dir: Its data directory (the TFDS data directory for a TFDS dataset).
 
     Example:
-    >>> from keras_bert_impl.data.classifier_data import get_task
-    >>> ClassifierFineTuning(get_task("mrpc"), "glue/MRPC").head_description
+    >>> from keras_bert_impl.data.classification_datasets import get_dataset
+    >>> ClassifierFineTuning(get_dataset("mrpc"), "glue/MRPC").head_description
     'classification'
     """
 
@@ -212,7 +214,7 @@ class ClassifierFineTuning(FineTuningSpec):
     head_description = "classification"
 
     def read_inputs(self, release, run, log):
-        dataset, examples = read_task_data(
+        dataset, examples = read_dataset_splits(
             self.dataset, self.data_dir, run.do_train, run.do_eval, run.do_predict,
             recorded_labels(run.output_dir, run.init_checkpoint, training=run.do_train),
         )
@@ -222,7 +224,7 @@ class ClassifierFineTuning(FineTuningSpec):
                           extra=dataset)
 
     def training_data(self, inputs, release, run, log):
-        from keras_bert_impl.data.classifier_data import label_ids
+        from keras_bert_impl.data.classification_examples import label_ids
 
         dataset, examples = inputs.extra, inputs.splits["train"]
         labels = label_ids(dataset, examples)
@@ -241,7 +243,7 @@ class ClassifierFineTuning(FineTuningSpec):
         return predict_batches(model, features, batch_size, run.training, log)
 
     def evaluate(self, model, inputs, release, global_step, run, log):
-        from keras_bert_impl.data.classifier_data import label_ids
+        from keras_bert_impl.data.classification_examples import label_ids
 
         dataset, examples = inputs.extra, inputs.splits["dev"]
         logits = self._logits(model, examples, release, run.eval_batch_size, run, log)

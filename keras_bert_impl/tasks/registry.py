@@ -8,11 +8,19 @@ Example:
 >>> exported_task_names()
 ('classifier', 'regression', 'span_qa', 'token_tagging', 'embeddings', 'fill_mask')
 >>> tuple(FINE_TUNING)
-('classifier', 'squad', 'ner')
+('classifier', 'squad', 'ner', 'distill')
 """
 
 from keras_bert_impl.errors import BertError
-from keras_bert_impl.tasks import classifier, embeddings, fill_mask, pretraining, span_qa, token_tagging
+from keras_bert_impl.tasks import (
+    classifier,
+    distillation,
+    embeddings,
+    fill_mask,
+    pretraining,
+    span_qa,
+    token_tagging,
+)
 
 TASKS = {
     spec.name: spec
@@ -28,10 +36,11 @@ TASKS = {
 }
 
 # The fine-tuning specs, by the name of the tool that runs them
-# (bert-run-classifier, bert-run-squad, bert-run-ner).
+# (bert-run-classifier, bert-run-squad, bert-run-ner, bert-distill).
 FINE_TUNING = {
     spec.name: spec
-    for spec in (classifier.ClassifierFineTuning, span_qa.SquadFineTuning, token_tagging.TaggingFineTuning)
+    for spec in (classifier.ClassifierFineTuning, span_qa.SquadFineTuning, token_tagging.TaggingFineTuning,
+                 distillation.ClassifierDistillation)
 }
 
 

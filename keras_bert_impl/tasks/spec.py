@@ -84,7 +84,9 @@ class FineTuningSpec:
     The job is the original scripts' skeleton, once: read and check the
     release and the data (before TensorFlow starts), build the model in its
     strategy, train (resumably) or load fine-tuned weights, evaluate,
-    predict. A task fills in the five steps below; an instance holds the
+    predict. A task fills in the five steps below that raise
+    `NotImplementedError` (and may change the three with defaults:
+    `model_config`, `initialise`, `training_model`); an instance holds the
     task's own options (its data files, `doc_stride`, ...), the job's
     `FineTuningRun` the shared ones.
 
@@ -109,9 +111,24 @@ class FineTuningSpec:
         """
         raise NotImplementedError
 
+    def model_config(self, release):
+        """The `BertConfig` of the model the job builds (default: the release's)."""
+        return release.config
+
+    def initialise(self, model, inputs, release, run, log):
+        """Sets `model`'s weights before training (default: the release, the head may be fresh)."""
+        from keras_bert_impl.training.fine_tuning import load_initial_weights
+
+        load_initial_weights(model, run.init_checkpoint, inputs.model_spec.head_variables, log)
+
     def training_data(self, inputs, release, run, log):
         """The encoded training set: a `training.fine_tuning.TrainingData`."""
         raise NotImplementedError
+
+    def training_model(self, model, inputs):
+        """The Keras model `fit` trains (default: `model`; another must share its
+        weights and expose them as `model` does, `bert` and the head)."""
+        return model
 
     def compile_options(self, inputs):
         """`model.compile` arguments besides the optimizer (loss, metrics...)."""

@@ -120,18 +120,50 @@ class TextClassifier(BertClassifier):
         or "auto": bfloat16 on a CPU with AMX or AMD's AVX-512 bf16) is what it computes in; default
         this model's own.
         """
-        from keras_bert_impl.serving.export import export_saved_model
+        from keras_bert_impl.serving.export import ExportOptions, export_saved_model
         from keras_bert_impl.tokenization.preprocessor import shared_tables
 
+        options = ExportOptions(do_lower_case=self.preprocessor.do_lower_case,
+                                max_seq_length=self.preprocessor.max_seq_length, label_names=label_names,
+                                version=version, tables=shared_tables(), precision=precision)
         with tempfile.TemporaryDirectory(prefix="vocab-") as work:
             vocab_file = os.path.join(work, "vocab.txt")
             with open(vocab_file, "w", encoding="utf-8") as f:
                 f.write("".join(f"{token}\n" for token in self.preprocessor.vocabulary))
-            return export_saved_model(
-                self, self.spec.name, vocab_file, export_base, do_lower_case=self.preprocessor.do_lower_case,
-                max_seq_length=self.preprocessor.max_seq_length, label_names=label_names, version=version,
-                tables=shared_tables(), precision=precision,
-            )
+            return export_saved_model(self, self.spec.name, vocab_file, export_base, options)
+
+    def distill(self, texts, labels=None, num_hidden_layers=None, unlabeled_texts=None, batch_size=32, epochs=3,
+                verbose="auto", callbacks=None, validation_data=None, **options):
+        """A smaller, faster student of this fine-tuned classifier (`tasks.distillation`).
+
+        The student has this model's configuration with `num_hidden_layers`
+        layers (default: half), starts from its embeddings, every (n/k)-th
+        layer, pooler and head, and is trained on this model's soft targets
+        at a temperature, the hard `labels` where given, and its last-layer
+        [CLS] state; `unlabeled_texts` add soft targets only.
+
+        Args:
+            texts, labels: Training texts (a list, or a tuple of two lists
+                for pairs) and their labels (or None).
+            num_hidden_layers: The student's depth.
+            unlabeled_texts: More texts without labels.
+            batch_size, epochs, verbose, callbacks: As Keras `fit`'s.
+            validation_data: `(texts, labels)` the student is evaluated on
+                after each epoch (`val_loss`, `val_accuracy` in its history).
+            **options: `DistillationOptions` fields: `temperature`,
+                `soft_weight`, `hard_weight`, `hidden_weight`,
+                `learning_rate`, `seed`.
+
+        Returns:
+            The student, a `TextClassifier` (`predict`, `evaluate`,
+            `save_release`, `export` as any other).
+        """
+        from keras_bert_impl.tasks.distillation import DistillationOptions, distill
+
+        return distill(self, texts, labels, unlabeled_texts,
+                       DistillationOptions(num_hidden_layers=num_hidden_layers, batch_size=batch_size, epochs=epochs,
+                                           **options),
+                       verbose=verbose, callbacks=callbacks, validation_data=validation_data)
 
     # -- Keras --------------------------------------------------------------
 

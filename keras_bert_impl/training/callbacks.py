@@ -1,7 +1,11 @@
 """Keras callbacks the training tools share."""
 
+import math
+
 import keras
 import tensorflow as tf
+
+from keras_bert_impl.errors import TrainingDivergedError
 
 
 def global_step(optimizer):
@@ -116,6 +120,32 @@ class TrainingSummaries(keras.callbacks.Callback):
     def on_train_end(self, logs=None):
         if self._writer is not None:
             self._writer.flush()
+
+
+class StopOnNonFiniteLoss(keras.callbacks.Callback):
+    """Ends `fit` with `TrainingDivergedError` at the first step whose loss is NaN or infinite.
+
+    Placed before the checkpoint callback, so the step's weights (already
+    updated from that loss's gradients) are never saved: the checkpoints
+    written before it stay the newest, and the job writes no release.
+
+    Args:
+        checkpoint_dir: The run's checkpoints, named in the error (None: not named).
+    """
+
+    def __init__(self, checkpoint_dir=None):
+        super().__init__()
+        self.checkpoint_dir = checkpoint_dir
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is None or math.isfinite(float(loss)):
+            return
+        kept = f"; the checkpoints in {self.checkpoint_dir} before it are kept" if self.checkpoint_dir else ""
+        raise TrainingDivergedError(
+            f"training stopped at step {global_step(self.model.optimizer)}: the loss is {float(loss)}{kept}. "
+            "Lower the learning rate, or check the targets and sample weights for NaN or infinite values"
+        )
 
 
 class StopAtStep(keras.callbacks.Callback):

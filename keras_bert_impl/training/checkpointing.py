@@ -21,7 +21,7 @@ from keras_bert_impl.checkpoints.original import (
     write_checkpoint_state,
     write_checkpoint_tensors,
 )
-from keras_bert_impl.errors import CheckpointError
+from keras_bert_impl.errors import CheckpointError, TrainingDivergedError
 from keras_bert_impl.io import PARTIAL_MARK
 
 CHECKPOINT_PREFIX = "model.ckpt"
@@ -73,6 +73,33 @@ def checkpoint_steps(directory):
     return sorted(steps)
 
 
+def check_finite_weights(tensors, step, directory):
+    """Refuses to save weights that hold NaN or infinity: a diverged run's
+    checkpoint would resume, and be released, as if it were fine.
+
+    Args:
+        tensors: `training_state_tensors(...)` (the model's weights are checked).
+        step: Their global step, in the message.
+        directory: The run's output directory, in the message.
+
+    Raises:
+        TrainingDivergedError: naming the first such weight.
+    """
+    for name in sorted(original_weight_names(tensors)):
+        if not np.all(np.isfinite(tensors[name])):
+            raise TrainingDivergedError(
+                f"{directory}: at step {step} the weight {name} holds NaN or infinite values; not saved "
+                "(the checkpoints before it are kept). Lower the learning rate, or check the targets and "
+                "sample weights for NaN or infinite values"
+            )
+
+
+def original_weight_names(tensors):
+    """The names in `tensors` that are model weights (not Adam slots, step, RNG or loss-scale state)."""
+    return {name for name in tensors if not name.endswith(("/adam_m", "/adam_v")) and name != "global_step"
+            and name != DROPOUT_SEED_STATES and not name.startswith("loss_scale/")}
+
+
 def save_training_checkpoint(model, optimizer, directory, keep=5):
     """Writes `directory/model.ckpt-<global_step>` atomically, keeps the last `keep`.
 
@@ -91,6 +118,7 @@ def save_training_checkpoint(model, optimizer, directory, keep=5):
         raise ValueError(f"keep must be >= 0, got {keep}")
     tensors = training_state_tensors(model, optimizer)
     step = int(tensors["global_step"])
+    check_finite_weights(tensors, step, directory)
     prefix = write_checkpoint_tensors(tensors, filesystem.join(directory, f"{CHECKPOINT_PREFIX}-{step}"))
     steps = checkpoint_steps(directory)
     for old in steps[:-keep] if keep else []:

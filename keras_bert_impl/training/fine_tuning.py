@@ -300,7 +300,7 @@ def compute_on_real_tokens(model, settings, enabled=True):
     """
     import tensorflow as tf
 
-    from keras_bert_impl.models.padding_free import set_real_tokens_only
+    from keras_bert_impl.inference.padding_free import set_real_tokens_only
 
     on = bool(enabled and _cuts_batches(settings) and not tf.config.list_logical_devices("GPU"))
     set_real_tokens_only(model, on)
@@ -629,14 +629,20 @@ def write_label_list(output_dir, labels):
 def save_release(model, output_dir, bert_config_file, vocab_file, global_step=None, log=print):
     """Writes `output_dir/model.ckpt` with copies of the config and vocab: a release.
 
+    The config file is copied as it is, unless the model's configuration
+    differs from it (a distilled student's depth): then the model's is written.
+
     Returns:
         The checkpoint prefix written.
     """
     from keras_bert_impl.checkpoints.original import save_original_checkpoint
     from keras_bert_impl.checkpoints.release import begin_release
+    from keras_bert_impl.config import BertConfig
 
     with filesystem.open_file(bert_config_file) as f:
         config_text = f.read()  # Read first: it may be the very file begin_release removes.
+    if BertConfig.from_json_file(bert_config_file) != model.bert_config:
+        config_text = model.bert_config.to_json_string()
     begin_release(output_dir)
     prefix = save_original_checkpoint(
         model, filesystem.join(output_dir, FINE_TUNED_CHECKPOINT), global_step=global_step

@@ -30,24 +30,18 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
-from keras_bert_impl import hardware
-from keras_bert_impl.models.padding_free import used_length
+from keras_bert_impl.inference.padding_free import used_length
+from keras_bert_impl.inference.plan import cut_bucket_size
 
 
 def default_bucket_size(max_seq_length):
-    """The rounding of cut widths: 8 on a CPU, `max_seq_length / 8` where XLA compiles.
-
-    Keras compiles `fit` with XLA when TensorFlow sees a GPU: one program per
-    width, so at most 8 widths there. On a CPU every width runs as it is,
-    and 8 keeps the rounding waste to a few columns.
+    """The rounding of cut widths on this machine (`inference.plan.cut_bucket_size`).
 
     Example:
     >>> default_bucket_size(128) in (8, 16)
     True
     """
-    if hardware.accelerator_visible():
-        return max(8, max_seq_length // 8)
-    return 8
+    return cut_bucket_size(max_seq_length)
 
 
 def cut_batch(batch, bucket_size=8):

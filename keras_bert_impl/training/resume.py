@@ -9,11 +9,11 @@ new job gets resuming by calling them rather than writing the sequence again.
 
 Example:
 >>> [type(c).__name__ for c in step_callbacks(10, "/tmp/run", 5, None, 5, chief=False)]
-['StopAtStep', 'TrainingSummaries']
+['StopOnNonFiniteLoss', 'StopAtStep', 'TrainingSummaries']
 """
 
 from keras_bert_impl import filesystem
-from keras_bert_impl.training.callbacks import StopAtStep, TrainingSummaries
+from keras_bert_impl.training.callbacks import StopAtStep, StopOnNonFiniteLoss, TrainingSummaries
 from keras_bert_impl.training.checkpointing import (
     CHECKPOINT_PREFIX,
     TrainingCheckpoint,
@@ -80,9 +80,15 @@ def step_callbacks(num_train_steps, checkpoint_dir, save_checkpoints_steps, summ
             workers still compute the summarised metrics with it.
 
     Returns:
-        `[StopAtStep, TrainingSummaries]`, plus `TrainingCheckpoint` on the chief.
+        `[StopOnNonFiniteLoss, StopAtStep, TrainingSummaries]`, plus
+        `TrainingCheckpoint` on the chief: last, so that a step whose loss
+        is not finite is never saved.
     """
-    callbacks = [StopAtStep(num_train_steps), TrainingSummaries(summary_dir if chief else None, summary_steps)]
+    callbacks = [
+        StopOnNonFiniteLoss(checkpoint_dir),
+        StopAtStep(num_train_steps),
+        TrainingSummaries(summary_dir if chief else None, summary_steps),
+    ]
     if chief:
         callbacks.append(TrainingCheckpoint(checkpoint_dir, save_checkpoints_steps, keep=keep))
     return callbacks

@@ -1,6 +1,6 @@
-"""keras_bert_impl/data/classifier_data.py: GLUE/XNLI readers against independent
-readers of the same files, the column and TFDS tasks, errors naming file:line,
-and the metrics against scikit-learn and SciPy.
+"""keras_bert_impl/data/classification_datasets.py (with classification_examples,
+column_files and tfds_text): GLUE/XNLI readers against independent readers of
+the same files, the column and TFDS datasets, errors naming file:line.
 
 The independent readers: tf-models-official's `classifier_data_lib`
 processors. Its XNLI processor reads the TSV files itself; its GLUE processors
@@ -14,18 +14,20 @@ from unittest import mock
 import numpy as np
 import pytest
 
-from keras_bert_impl.data import classifier_data as cd
-from keras_bert_impl.data.classifier_data import (
-    ClassifierExample,
-    UnknownTaskError,
-    get_task,
+from keras_bert_impl.data.classification_datasets import (
+    COLUMN_FORMATS,
+    DATASET_NAMES,
+    UnknownDatasetError,
+    get_dataset,
     read_examples,
-    with_labels,
+    xnli_dataset,
 )
+from keras_bert_impl.data.classification_examples import ClassifierExample, infer_labels, label_ids, with_labels
+from keras_bert_impl.data.classification_metrics import dataset_metrics
 from keras_bert_impl.errors import InputFileError
 
 # ----------------------------------------------------------------------------
-# Hand-written GLUE-format files: {task: {file: [rows]}} (first row a header
+# Hand-written GLUE-format files: {dataset: {file: [rows]}} (first row a header
 # where the real files have one), with quotes, Unicode and commas inside text.
 # ----------------------------------------------------------------------------
 
@@ -127,8 +129,8 @@ GLUE_FILES = {
     },
 }
 
-# Our task name, its GLUE directory, and its TFDS `glue/<config>`.
-GLUE_TASKS = [
+# Our dataset name (--task_name), its GLUE directory, and its TFDS `glue/<config>`.
+GLUE_DATASETS = [
     ("cola", "CoLA", "cola"),
     ("sst-2", "SST-2", "sst2"),
     ("mrpc", "MRPC", "mrpc"),
@@ -183,7 +185,7 @@ def tfds_dir(glue_dir, tmp_path_factory):
     tfds.disable_progress_bar()
     directory = tmp_path_factory.mktemp("tfds")
     work_dir = tmp_path_factory.mktemp("mrpc_raw")
-    for _, _, config in GLUE_TASKS:
+    for _, _, config in GLUE_DATASETS:
         prepare_tfds_glue(config, glue_dir, directory, work_dir)
     return directory
 
@@ -209,14 +211,14 @@ def tf_models_processor(task_name, tfds_dir, monkeypatch):
     return processors[task_name]()
 
 
-@pytest.mark.parametrize("task_name, directory, config", GLUE_TASKS)
+@pytest.mark.parametrize("task_name, directory, config", GLUE_DATASETS)
 def test_glue_tsv_reading_matches_tf_models_and_tfds(task_name, directory, config, glue_dir, tfds_dir, monkeypatch):
-    task = get_task(task_name)
+    dataset = get_dataset(task_name)
     theirs = tf_models_processor(task_name, tfds_dir, monkeypatch)
-    ours_tfds = get_task(f"glue/{config}")
+    ours_tfds = get_dataset(f"glue/{config}")
     for split, get in (("train", theirs.get_train_examples), ("dev", theirs.get_dev_examples), ("test", theirs.get_test_examples)):
-        ours = triples(read_examples(task, glue_dir / directory, split))
-        if task.is_regression:
+        ours = triples(read_examples(dataset, glue_dir / directory, split))
+        if dataset.is_regression:
             # TFDS stores the scores as float32.
             ours = [(a, b, float(np.float32(label))) for a, b, label in ours]
         # Our own TFDS reader agrees with our TSV reader (and keeps MNLI's order and names).
@@ -237,21 +239,21 @@ def test_glue_tsv_reading_matches_tf_models_and_tfds(task_name, directory, confi
 
 
 def test_original_guids_and_test_placeholders(glue_dir):
-    cola = get_task("cola")
+    cola = get_dataset("cola")
     assert [e.guid for e in read_examples(cola, glue_dir / "CoLA", "train")] == ["train-0", "train-1", "train-2"]
     test = read_examples(cola, glue_dir / "CoLA", "test")
     assert [(e.guid, e.text_a, e.label) for e in test] == [("test-1", "Bill whistled past the house.", "0"), ("test-2", "The car honked its way down the road.", "0")]
-    mrpc = read_examples(get_task("mrpc"), glue_dir / "MRPC", "train")
+    mrpc = read_examples(get_dataset("mrpc"), glue_dir / "MRPC", "train")
     assert [(e.guid, e.label, e.unique_id) for e in mrpc] == [("train-1", "1", 0), ("train-2", "0", 1), ("train-3", "1", 2)]
     assert mrpc[0].text_a == MRPC_TRAIN[0][3] and '" the witness "' in mrpc[0].text_a  # quotes kept, as the original
     assert mrpc[0].source == f"{glue_dir / 'MRPC' / 'train.tsv'}:2"
-    assert {e.label for e in read_examples(get_task("mrpc"), glue_dir / "MRPC", "test")} == {"0"}
-    mnli = read_examples(get_task("MNLI"), glue_dir / "MNLI", "dev")
+    assert {e.label for e in read_examples(get_dataset("mrpc"), glue_dir / "MRPC", "test")} == {"0"}
+    mnli = read_examples(get_dataset("MNLI"), glue_dir / "MNLI", "dev")
     assert [(e.guid, e.label) for e in mnli] == [("dev_matched-0", "neutral"), ("dev_matched-1", "contradiction")]
-    assert [e.label for e in read_examples(get_task("mnli"), glue_dir / "MNLI", "test")] == ["contradiction"]
-    mismatched = read_examples(get_task("mnli_mismatched"), glue_dir / "MNLI", "dev")
+    assert [e.label for e in read_examples(get_dataset("mnli"), glue_dir / "MNLI", "test")] == ["contradiction"]
+    mismatched = read_examples(get_dataset("mnli_mismatched"), glue_dir / "MNLI", "dev")
     assert [(e.guid, e.text_b) for e in mismatched] == [("dev_mismatched-0", "Your contributions were of no help.")]
-    stsb = read_examples(get_task("STS-B"), glue_dir / "STS-B", "train")
+    stsb = read_examples(get_dataset("STS-B"), glue_dir / "STS-B", "train")
     assert [e.label for e in stsb] == [5.0, 3.8]
     assert isinstance(stsb[0], ClassifierExample)
 
@@ -277,20 +279,20 @@ def test_xnli_matches_tf_models(tmp_path):
     ])
     write_tsv(tmp_path / "xnli.dev.tsv", [XNLI_DEV_HEADER] + XNLI_DEV_ROWS)
     theirs = lib.XnliProcessor(language="zh")
-    task = get_task("xnli")
-    train = read_examples(task, tmp_path, "train")
+    dataset = get_dataset("xnli")
+    train = read_examples(dataset, tmp_path, "train")
     assert triples(train) == [(e.text_a, e.text_b, e.label) for e in theirs.get_train_examples(str(tmp_path))]
     assert train[2].label == "contradiction"
     # The original counts the header in guids and keeps only its language's dev rows.
     assert [e.guid for e in train] == ["train-1", "train-2", "train-3"]
-    dev = read_examples(task, tmp_path, "dev")
+    dev = read_examples(dataset, tmp_path, "dev")
     zh_guids = {f"dev-{i}" for i, row in enumerate(XNLI_DEV_ROWS, start=1) if row[0] == "zh"}
     reference = [e for e in theirs.get_dev_examples(str(tmp_path)) if e.guid in zh_guids]
     assert [(e.guid,) + t for e, t in zip(dev, triples(dev))] == [(e.guid, e.text_a, e.text_b, e.label) for e in reference]
-    assert [e.label for e in read_examples(cd.xnli_task("de"), tmp_path, "dev")] == ["entailment"]
+    assert [e.label for e in read_examples(xnli_dataset("de"), tmp_path, "dev")] == ["entailment"]
 
 
-def test_column_tasks_read_what_pandas_reads(tmp_path):
+def test_column_datasets_read_what_pandas_reads(tmp_path):
     import pandas as pd
 
     (tmp_path / "train.csv").write_text(
@@ -299,45 +301,45 @@ def test_column_tasks_read_what_pandas_reads(tmp_path):
     )
     (tmp_path / "dev.csv").write_text("review,other,sentiment\nGreat.,a,pos\n", encoding="utf-8")
     (tmp_path / "test.csv").write_text("review,other\nMeh.,b\n", encoding="utf-8")
-    task = get_task("CSV", text_a_column="review", label_column="sentiment")
-    train = read_examples(task, tmp_path, "train")
+    dataset = get_dataset("CSV", text_a_column="review", label_column="sentiment")
+    train = read_examples(dataset, tmp_path, "train")
     frame = pd.read_csv(tmp_path / "train.csv")
     assert [(e.text_a, e.label) for e in train] == list(zip(frame["review"], frame["sentiment"]))
     assert [e.source.rsplit(":", 1)[1] for e in train] == ["2", "3", "4", "6"]  # where each row starts
-    task = with_labels(task, train)
-    assert task.labels == ("neg", "neutral", "pos")
-    assert [e.label for e in read_examples(task, tmp_path, "dev")] == ["pos"]
-    assert [(e.text_a, e.label) for e in read_examples(task, tmp_path, "test")] == [("Meh.", "neg")]
+    dataset = with_labels(dataset, train)
+    assert dataset.labels == ("neg", "neutral", "pos")
+    assert [e.label for e in read_examples(dataset, tmp_path, "dev")] == ["pos"]
+    assert [(e.text_a, e.label) for e in read_examples(dataset, tmp_path, "test")] == [("Meh.", "neg")]
 
     rows = [{"q": "Is it?", "a": "Yes.", "y": 1}, {"q": "Why \"not\"?", "a": "Because\tof tabs.", "y": 0}, {"q": "Ünï?", "a": "東京", "y": 2}]
     (tmp_path / "train.jsonl").write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n\n", encoding="utf-8")
-    task = get_task("jsonl", text_a_column="q", text_b_column="a", label_column="y", labels=("0", "1", "2"))
+    dataset = get_dataset("jsonl", text_a_column="q", text_b_column="a", label_column="y", labels=("0", "1", "2"))
     frame = pd.read_json(tmp_path / "train.jsonl", lines=True)
-    assert triples(read_examples(task, tmp_path, "train")) == [(q, a, str(y)) for q, a, y in zip(frame["q"], frame["a"], frame["y"])]
+    assert triples(read_examples(dataset, tmp_path, "train")) == [(q, a, str(y)) for q, a, y in zip(frame["q"], frame["a"], frame["y"])]
 
     write_tsv(tmp_path / "train.tsv", [["label", "text"], ["b", 'say "hi"'], ["a", "x"], ["b", "y"]])
-    task = get_task("tsv")
-    assert triples(read_examples(task, tmp_path, "train")) == [('say "hi"', None, "b"), ("x", None, "a"), ("y", None, "b")]
-    assert cd.infer_labels(read_examples(task, tmp_path, "train")) == ("a", "b")
+    dataset = get_dataset("tsv")
+    assert triples(read_examples(dataset, tmp_path, "train")) == [('say "hi"', None, "b"), ("x", None, "a"), ("y", None, "b")]
+    assert infer_labels(read_examples(dataset, tmp_path, "train")) == ("a", "b")
 
 
 def test_label_ids_and_numeric_label_order(tmp_path):
     (tmp_path / "train.csv").write_text("text,label\na,10\nb,9\nc,10\n", encoding="utf-8")
-    task = with_labels(get_task("csv"), read_examples(get_task("csv"), tmp_path, "train"))
-    assert task.labels == ("9", "10")
-    assert cd.label_ids(task, read_examples(task, tmp_path, "train")).tolist() == [1, 0, 1]
+    dataset = with_labels(get_dataset("csv"), read_examples(get_dataset("csv"), tmp_path, "train"))
+    assert dataset.labels == ("9", "10")
+    assert label_ids(dataset, read_examples(dataset, tmp_path, "train")).tolist() == [1, 0, 1]
 
 
 def test_inferred_labels_need_two_classes(tmp_path):
     (tmp_path / "train.csv").write_text("text,label\na,pos\nb,pos\n", encoding="utf-8")
-    train = read_examples(get_task("csv"), tmp_path, "train")
+    train = read_examples(get_dataset("csv"), tmp_path, "train")
     with pytest.raises(InputFileError, match=r"train.csv: 1 distinct label\(s\) 'pos'; a classifier needs two or more"):
-        with_labels(get_task("csv"), train)
+        with_labels(get_dataset("csv"), train)
 
 
-def error_message(task, data_dir, split):
+def error_message(dataset, data_dir, split):
     with pytest.raises(InputFileError) as info:
-        read_examples(task, data_dir, split)
+        read_examples(dataset, data_dir, split)
     return str(info.value)
 
 
@@ -355,79 +357,38 @@ def error_message(task, data_dir, split):
 )
 def test_malformed_rows_name_file_and_line(tmp_path, directory, name, rows, task_name, split, expected):
     write_tsv(tmp_path / name, rows)
-    assert expected in error_message(get_task(task_name), tmp_path, split)
+    assert expected in error_message(get_dataset(task_name), tmp_path, split)
 
 
 def test_other_input_errors(tmp_path):
-    assert error_message(get_task("mrpc"), tmp_path, "dev") == f"{tmp_path / 'dev.tsv'}: data file not found"
+    assert error_message(get_dataset("mrpc"), tmp_path, "dev") == f"{tmp_path / 'dev.tsv'}: data file not found"
     (tmp_path / "train.tsv").write_bytes(b"Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tcaf\xe9\tb\n")
-    assert error_message(get_task("mrpc"), tmp_path, "train").endswith("train.tsv:2: not valid UTF-8 (byte 9: b'\\xe9')")
+    assert error_message(get_dataset("mrpc"), tmp_path, "train").endswith("train.tsv:2: not valid UTF-8 (byte 9: b'\\xe9')")
     (tmp_path / "train.csv").write_text("text,stars\ngood,5\n", encoding="utf-8")
-    assert error_message(get_task("csv"), tmp_path, "train").endswith("train.csv:2: no column 'label' (has 'text', 'stars')")
+    assert error_message(get_dataset("csv"), tmp_path, "train").endswith("train.csv:2: no column 'label' (has 'text', 'stars')")
     (tmp_path / "dev.csv").write_text("text,label\ngood,5,extra\n", encoding="utf-8")
-    assert error_message(get_task("csv", labels=("1", "5")), tmp_path, "dev").endswith("dev.csv:2: 3 columns, expected 2 (as the header)")
+    assert error_message(get_dataset("csv", labels=("1", "5")), tmp_path, "dev").endswith("dev.csv:2: 3 columns, expected 2 (as the header)")
     (tmp_path / "test.csv").write_text("", encoding="utf-8")
-    assert error_message(get_task("csv"), tmp_path, "test").endswith("test.csv: empty file, expected a header line")
+    assert error_message(get_dataset("csv"), tmp_path, "test").endswith("test.csv: empty file, expected a header line")
     (tmp_path / "train.jsonl").write_text('{"text": "a", "label": "x"}\n{"text": "b", label}\n', encoding="utf-8")
-    assert "train.jsonl:2: not valid JSON" in error_message(get_task("jsonl"), tmp_path, "train")
+    assert "train.jsonl:2: not valid JSON" in error_message(get_dataset("jsonl"), tmp_path, "train")
     (tmp_path / "dev.jsonl").write_text('{"text": "a", "label": "z"}\n', encoding="utf-8")
-    assert error_message(get_task("jsonl", labels=("x", "y")), tmp_path, "dev").endswith("dev.jsonl:1: label 'z' is not one of 'x', 'y' (task jsonl)")
-    with pytest.raises(UnknownTaskError, match=r"--task_name 'glue/imdb' is unknown; choose one of cola, .*jsonl"):
-        get_task("glue/imdb")
+    assert error_message(get_dataset("jsonl", labels=("x", "y")), tmp_path, "dev").endswith("dev.jsonl:1: label 'z' is not one of 'x', 'y' (task jsonl)")
+    with pytest.raises(UnknownDatasetError, match=r"--task_name 'glue/imdb' is unknown; choose one of cola, .*jsonl"):
+        get_dataset("glue/imdb")
 
 
-def test_tfds_task_refuses_an_unprepared_dataset(tmp_path):
-    message = error_message(get_task("glue/rte"), tmp_path, "train")
+def test_tfds_dataset_refuses_an_unprepared_dataset(tmp_path):
+    message = error_message(get_dataset("glue/rte"), tmp_path, "train")
     assert message.startswith(f"{tmp_path}: TFDS dataset glue/rte is not prepared there (this tool never downloads")
     assert not any(tmp_path.iterdir())  # nothing was downloaded or written
 
 
-# ----------------------------------------------------------------------------
-# Metrics against scikit-learn and SciPy.
-# ----------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("seed, size, classes", [(0, 50, 2), (1, 200, 2), (2, 120, 3), (3, 7, 2)])
-def test_classification_metrics_match_sklearn(seed, size, classes):
-    from sklearn import metrics
-
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(0, classes, size)
-    predictions = np.where(rng.random(size) < 0.7, labels, rng.integers(0, classes, size))
-    assert cd.accuracy(labels, predictions) == pytest.approx(metrics.accuracy_score(labels, predictions), abs=1e-12)
-    assert cd.matthews_correlation(labels, predictions) == pytest.approx(metrics.matthews_corrcoef(labels, predictions), abs=1e-12)
-    if classes == 2:
-        assert cd.f1_score(labels, predictions) == pytest.approx(metrics.f1_score(labels, predictions), abs=1e-12)
-
-
-def test_degenerate_classification_metrics_match_sklearn():
-    from sklearn import metrics
-
-    labels, constant = np.array([0, 1, 1, 0, 1]), np.zeros(5, int)
-    assert cd.matthews_correlation(labels, constant) == metrics.matthews_corrcoef(labels, constant) == 0.0
-    assert cd.f1_score(labels, constant) == metrics.f1_score(labels, constant, zero_division=0) == 0.0
-    assert cd.f1_score(constant, constant) == metrics.f1_score(constant, constant, zero_division=0) == 0.0
-
-
-@pytest.mark.parametrize("seed, size, ties", [(0, 40, False), (1, 300, True), (2, 9, True)])
-def test_correlations_match_scipy(seed, size, ties):
-    from scipy import stats
-
-    rng = np.random.default_rng(seed)
-    x = rng.integers(0, 6, size).astype(float) if ties else rng.normal(size=size)
-    y = x + rng.normal(scale=2.0, size=size)
-    if ties:
-        y = np.round(y)
-    assert cd.pearson_correlation(x, y) == pytest.approx(stats.pearsonr(x, y)[0], abs=1e-12)
-    assert cd.spearman_correlation(x, y) == pytest.approx(stats.spearmanr(x, y)[0], abs=1e-12)
-    assert cd.average_ranks(x).tolist() == stats.rankdata(x).tolist()
-
-
-def test_task_metrics_are_glues():
-    assert get_task("cola").metrics == ("mcc",)
-    assert get_task("mrpc").metrics == get_task("qqp").metrics == get_task("glue/qqp").metrics == ("f1",)
-    assert get_task("sts-b").metrics == get_task("glue/stsb").metrics == ("pearson", "spearman")
-    assert get_task("mnli").metrics == get_task("sst2").metrics == ()
-    assert cd.task_metrics(get_task("cola"), [0, 1, 1, 0], [0, 1, 0, 0]) == {"mcc": pytest.approx(0.5773502691896258)}
-    names = [n for n in cd.TASK_NAMES if n not in cd.COLUMN_FORMATS]
-    assert [n for n in names if get_task(n).is_regression] == ["sts-b", "glue/stsb"]
+def test_dataset_metrics_are_glues():
+    assert get_dataset("cola").metrics == ("mcc",)
+    assert get_dataset("mrpc").metrics == get_dataset("qqp").metrics == get_dataset("glue/qqp").metrics == ("f1",)
+    assert get_dataset("sts-b").metrics == get_dataset("glue/stsb").metrics == ("pearson", "spearman")
+    assert get_dataset("mnli").metrics == get_dataset("sst2").metrics == ()
+    assert dataset_metrics(get_dataset("cola"), [0, 1, 1, 0], [0, 1, 0, 0]) == {"mcc": pytest.approx(0.5773502691896258)}
+    names = [n for n in DATASET_NAMES if n not in COLUMN_FORMATS]
+    assert [n for n in names if get_dataset(n).is_regression] == ["sts-b", "glue/stsb"]

@@ -7,10 +7,8 @@ takes its packed GEMM (`x64:gemm:jit`), which repacks the kernel on every
 call and does not use Intel AMX's tiles. Where the kernel is a constant of
 the graph, TensorFlow lets oneDNN choose the layout: it takes its blocked
 kernels (`brgemm`, on AMX tiles where the CPU has them), repacks the kernel
-once, on the first call, and keeps the packed copy in the op. Measured on a
-2-core Xeon with AMX: a BERT-base intermediate product with its bias ran
-2.7x faster, and the products of a bf16 forward pass took half the time
-(docs/BENCHMARKS.md).
+once, on the first call, and keeps the packed copy in the op (what that
+gains on a CPU with AMX: docs/BENCHMARKS.md, "Forward pass (inference), CPU").
 
 Only the kernels become constants. A constant bias made grappler take the
 bias add (and the GELU after it) out of the fused product again, which lost
@@ -59,13 +57,15 @@ def dense_kernels(model):
     return [variable for variable in model.weights if id(variable) in kernels]
 
 
-def dense_kernel_bytes(model):
-    """Bytes the Dense kernels of `model` take as they are stored: what a `ConstantKernels` of it holds.
+def dense_kernel_bytes(model, dtype=None):
+    """Bytes the Dense kernels of `model` take: what a `ConstantKernels` of it holds.
 
     Args:
         model: A Keras model or layer.
+        dtype: The dtype they are counted in; default each as it is stored.
     """
-    return sum(int(np.prod(variable.shape)) * tf.as_dtype(variable.dtype).size for variable in dense_kernels(model))
+    return sum(int(np.prod(variable.shape)) * tf.as_dtype(dtype or variable.dtype).size
+               for variable in dense_kernels(model))
 
 
 def reading_as_constants(kernels):
@@ -83,7 +83,7 @@ class ConstantKernels:
     Args:
         model: A Keras model (a `BertModel` or a task model); its Dense
             kernels are read now, as they are stored (in a model built with
-            `models.precision.inference_dtype_policy`, already in the
+            `inference.precision.inference_dtype_policy`, already in the
             compute dtype, so the constant feeds the product directly).
     """
 

@@ -28,10 +28,11 @@ import contextlib
 
 import tensorflow as tf
 
+from keras_bert_impl.inference.constant_kernels import reading_as_constants
 from keras_bert_impl.layers.attention import attention_mask_adder
+from keras_bert_impl.layers.onednn_forms import onednn_forms_set_to
 from keras_bert_impl.layers.token_rows import real_token_rows, rows_to_padded
 from keras_bert_impl.layers.transformer import TransformerEncoder
-from keras_bert_impl.models.constant_kernels import reading_as_constants
 
 _SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
@@ -199,16 +200,15 @@ def padding_free_forward(bert_model, inputs, bucket_size=1):
 
 
 def make_padding_free_function(bert_model, jit_compile=True, bucket_size=16, freeze_kernels=False,
-                               constant_kernels=None):
+                               constant_kernels=None, onednn_forms=None):
     """`padding_free_forward` as a `tf.function`, with the layers compiled by XLA.
 
     The rows are found in a plain graph; the layers run in a function
     compiled with XLA, which TensorFlow compiles once per row count (a
     multiple of `bucket_size`) and then reuses. A larger bucket means fewer
     compilations and more filler rows computed: for batches of 8 x 128,
-    `bucket_size=16` allows at most 64 programs and wastes 7.5 rows per batch
-    on average (about 1 % of the 710 real tokens of a batch of lengths drawn
-    from [32, 128]).
+    `bucket_size=16` allows at most 64 programs and computes half a bucket
+    of filler rows per batch on average.
 
     Args:
         bert_model: A `BertModel` (without `output_all_encoder_layers` or
@@ -225,11 +225,14 @@ def make_padding_free_function(bert_model, jit_compile=True, bucket_size=16, fre
             snapshot. The function then computes with the kernels as they
             are now: make a new one after the weights change (training,
             loading a checkpoint). The copies take memory as the kernels
-            do (BERT-base: 340 MB as float32 on a CPU).
-        constant_kernels: A `constant_kernels.ConstantKernels` of
+            do (as float32 on a CPU; sizes: docs/BENCHMARKS.md).
+        constant_kernels: A `inference.constant_kernels.ConstantKernels` of
             `bert_model`, for a plain graph: its Dense kernels are read as
             constants of the layers' graph (traced with shapes left open
             after the second new one, as each trace holds them again).
+        onednn_forms: Trace the LayerNorms and softmax in the forms oneDNN
+            runs as one kernel (`layers.onednn_forms`); None: as the model's
+            layers are set.
 
     Returns:
         A function of the inputs dict returning `sequence_output` (zeros at
@@ -251,9 +254,11 @@ def make_padding_free_function(bert_model, jit_compile=True, bucket_size=16, fre
     _require_last_layer_only(bert_model)
     dense = frozen_dense(frozen_kernels(bert_model)) if freeze_kernels else None
 
+
     def on_rows(inputs, token_positions, row_of_position):
+        forms = contextlib.nullcontext() if onednn_forms is None else onednn_forms_set_to(bert_model, onednn_forms)
         # The constants are made here, in the graph that holds the products.
-        with reading_as_constants(constant_kernels):
+        with forms, reading_as_constants(constant_kernels):
             return forward_on_rows(bert_model, inputs, token_positions, row_of_position, dense=dense)
 
     layers = tf.function(on_rows, jit_compile=jit_compile, autograph=False,
@@ -410,7 +415,7 @@ def call_skipping_padding(model, inputs, constant_kernels=None):
     Args:
         model: A Keras model holding `BertModel`s, called with `inputs`.
         inputs: Its inputs dict, with an `input_mask` [batch, seq].
-        constant_kernels: Optional `constant_kernels.ConstantKernels` of
+        constant_kernels: Optional `inference.constant_kernels.ConstantKernels` of
             `model`, read as constants in each branch (they must be made
             in the branch's own graph).
 

@@ -1,0 +1,348 @@
+"""How a model runs for inference on this machine: one `InferencePlan`, chosen once.
+
+`hardware` says what the machine is (its CPU's flags and vendor, whether
+TensorFlow's oneDNN graph rewrites are on, whether a GPU or TPU is visible);
+the rules here turn those facts and the model into the choices every
+inference path makes: the precision, XLA or the plain graph, per-token work
+on real tokens only, the bucket of real-token counts, weights held rounded,
+Dense kernels as graph constants, and the LayerNorm and softmax forms that
+oneDNN runs as one kernel. `make_inference_function`, `extract_features`,
+the task models' `predict` and the export take a plan (or one of the rules)
+rather than asking the machine themselves.
+
+The rules, each measured (docs/BENCHMARKS.md, "Forward pass (inference),
+CPU" and "Serving"):
+
+- bfloat16 pays on a CPU only where it has instructions for it that outrun
+  float32's: Intel AMX (`amx_bf16`, on any vendor's CPU) and AMD's AVX-512
+  bf16 (`avx512_bf16`, Zen 4 and later). Intel's AVX-512 bf16 without AMX
+  issues its bf16 dot products at the rate of its float32 FMAs and ran
+  slower than float32, and a CPU with neither converts every bfloat16
+  product to float32. Both are reached only through oneDNN's kernels, which
+  TensorFlow runs only with its oneDNN graph rewrites on (its default on
+  such CPUs; `TF_ENABLE_ONEDNN_OPTS=0` turns them off, and a bfloat16
+  product is then Eigen's contraction, which uses neither). So "auto" is
+  bfloat16 only on a CPU with `amx_bf16`, or `avx512_bf16` from AMD, and the
+  rewrites on.
+- XLA compiles its own products, which on a CPU use neither oneDNN's
+  kernels nor bf16 instructions: it pays on a GPU or TPU, and on a CPU only
+  for a float32 model with the oneDNN rewrites off.
+- Padding-free rows, constant kernels and the oneDNN forms pay on a CPU;
+  on a GPU or TPU the gathers can cost more than the padding they save, and
+  there are no oneDNN kernels to pack constants for.
+
+Example:
+>>> flags = frozenset({"avx2", "avx512f", "avx512_bf16"})
+>>> default_precision(flags, onednn_rewrites=True, vendor="AuthenticAMD")
+'bfloat16'
+>>> default_precision(flags, onednn_rewrites=True, vendor="GenuineIntel")
+'float32'
+>>> default_precision(flags | {"amx_bf16"}, onednn_rewrites=False, vendor="GenuineIntel")
+'float32'
+>>> resolve_precision("auto", frozenset({"avx2"})), DTYPE_POLICIES["bfloat16"]
+('float32', 'mixed_bfloat16')
+>>> xla_pays_for_inference("bfloat16", accelerator=False, onednn_rewrites=True)
+False
+>>> Machine(accelerator=False, onednn_rewrites=True).onednn_runs_graphs
+True
+"""
+
+import dataclasses
+import functools
+
+# Light to import (no TensorFlow): the tools read PRECISION_CHOICES for their flags.
+from keras_bert_impl import hardware
+
+# Serving precision -> the Keras dtype policy a model is built with: bfloat16
+# computes in bfloat16 and keeps float32 variables, so a checkpoint loads as
+# it is (an export then holds its weights but the LayerNorms' rounded to bfloat16:
+# `inference.precision`).
+DTYPE_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16"}
+PRECISION_CHOICES = ("auto",) + tuple(DTYPE_POLICIES)
+# The CPU flag of the bf16 instructions that beat float32 on any vendor's CPU
+# (AMX), and the flag and vendors where AVX-512 bf16 does (AMD's, measured on Zen 4).
+AMX_FLAG = "amx_bf16"
+AVX512_BF16_FLAG = "avx512_bf16"
+AVX512_BF16_VENDORS = ("AuthenticAMD",)
+# Most bytes of kernel constants a SavedModel takes (it is one protocol
+# buffer, which cannot pass 2 GiB; BERT-base's and BERT-large's sizes:
+# docs/BENCHMARKS.md).
+MAX_CONSTANT_BYTES = 1 << 30
+_UNSET = object()
+
+
+class Machine:
+    """The facts of the machine the rules read: each as given, or read from `hardware` when first needed.
+
+    Args:
+        accelerator: Whether TensorFlow sees a GPU or TPU.
+        onednn_rewrites: Whether TensorFlow's oneDNN graph rewrites are on
+            (None: this build does not say).
+        cpu_flags: The CPU's flag names.
+        cpu_vendor: The CPU's `vendor_id`.
+    """
+
+    def __init__(self, accelerator=None, onednn_rewrites=_UNSET, cpu_flags=None, cpu_vendor=None):
+        if accelerator is not None:
+            self.accelerator = accelerator
+        if onednn_rewrites is not _UNSET:
+            self.onednn_rewrites = onednn_rewrites
+        if cpu_flags is not None:
+            self.cpu_flags = cpu_flags
+        if cpu_vendor is not None:
+            self.cpu_vendor = cpu_vendor
+
+    @functools.cached_property
+    def accelerator(self):
+        return hardware.accelerator_visible()
+
+    @functools.cached_property
+    def onednn_rewrites(self):
+        return hardware.onednn_graph_rewrites()
+
+    @functools.cached_property
+    def cpu_flags(self):
+        return hardware.read_cpuinfo()[1]
+
+    @functools.cached_property
+    def cpu_vendor(self):
+        return hardware.read_cpu_vendor()
+
+    @property
+    def onednn_runs_graphs(self):
+        """Whether traced graphs (not XLA's) run on oneDNN's CPU kernels: the rewrites on, no GPU or TPU."""
+        return self.onednn_rewrites is True and not self.accelerator
+
+
+def default_precision(flags=None, onednn_rewrites=None, vendor=None):
+    """The serving precision for a CPU with `flags`: bfloat16 where its bf16 instructions outrun float32, else float32.
+
+    Args:
+        flags: CPU flag names; default this machine's.
+        onednn_rewrites: Whether TensorFlow's oneDNN graph rewrites are on;
+            default this process's state (`hardware.onednn_graph_rewrites`).
+            Where a build does not say, the flags decide alone.
+        vendor: The CPU's `vendor_id`; default this machine's. It decides
+            for `avx512_bf16` without `amx_bf16` (see the module's notes).
+    """
+    if flags is None:
+        flags = hardware.read_cpuinfo()[1]
+    if vendor is None:
+        vendor = hardware.read_cpu_vendor()
+    fast_bf16 = AMX_FLAG in flags or (AVX512_BF16_FLAG in flags and vendor in AVX512_BF16_VENDORS)
+    if not fast_bf16:
+        return "float32"
+    if onednn_rewrites is None:
+        onednn_rewrites = hardware.onednn_graph_rewrites()
+    return "float32" if onednn_rewrites is False else "bfloat16"
+
+
+def resolve_precision(precision, flags=None, onednn_rewrites=None, vendor=None):
+    """`precision` ("auto", "float32" or "bfloat16") as "float32" or "bfloat16".
+
+    `flags`, `onednn_rewrites` and `vendor` decide "auto" (`default_precision`).
+
+    Raises:
+        ValueError: any other name.
+    """
+    if precision == "auto":
+        return default_precision(flags, onednn_rewrites, vendor)
+    if precision not in DTYPE_POLICIES:
+        raise ValueError(f"precision {precision!r} is not one of {', '.join(PRECISION_CHOICES)}")
+    return precision
+
+
+def xla_pays_for_inference(compute_dtype, accelerator=None, onednn_rewrites=None):
+    """Whether a BERT forward pass for inference should be compiled with XLA here.
+
+    On a GPU or TPU, yes. On a CPU XLA compiles its own products, which use
+    neither oneDNN's kernels nor bf16 instructions: in bfloat16 it ran well
+    below the plain graph, and in float32 it gained only where the oneDNN
+    rewrites are off (docs/BENCHMARKS.md).
+
+    Args:
+        compute_dtype: What the model computes in ("float32", "bfloat16", ...).
+        accelerator: Whether a GPU or TPU is visible; default: asks TensorFlow.
+        onednn_rewrites: `hardware.onednn_graph_rewrites()` by default.
+
+    Returns:
+        True on an accelerator, or on a CPU for a float32 model with the
+        oneDNN rewrites off; else False (the plain graph).
+    """
+    if accelerator is None:
+        accelerator = hardware.accelerator_visible()
+    if accelerator:
+        return True
+    if onednn_rewrites is None:
+        onednn_rewrites = hardware.onednn_graph_rewrites()
+    return compute_dtype == "float32" and onednn_rewrites is False
+
+
+def cut_bucket_size(max_seq_length, machine=None):
+    """The rounding of batches cut after their longest row: 8 on a CPU, `max_seq_length / 8` where XLA compiles.
+
+    Keras compiles `fit` with XLA when TensorFlow sees a GPU: one program per
+    width, so at most 8 widths there. On a CPU every width runs as it is,
+    and 8 keeps the rounding waste to a few columns.
+
+    Example:
+    >>> cut_bucket_size(128, Machine(accelerator=False)), cut_bucket_size(128, Machine(accelerator=True))
+    (8, 16)
+    """
+    if (machine or Machine()).accelerator:
+        return max(8, max_seq_length // 8)
+    return 8
+
+
+@dataclasses.dataclass(frozen=True)
+class InferencePlan:
+    """How one model runs for inference: every choice, made once.
+
+    Attributes:
+        precision: What the model computes in ("float32", "bfloat16", ...).
+        jit_compile: Compile the forward pass with XLA (else a plain graph).
+        padding_free: Run the per-token work on the real tokens only.
+        bucket_size: Real-token rows are rounded up to a multiple of this
+            (1: exactly the real tokens; more only where XLA compiles).
+        held_weights: Run a copy of the model holding its weights rounded to
+            `precision` once (`inference.precision`), taken when the plan is
+            applied.
+        frozen_kernels: Run a copy in the model's own dtype policy whose
+            encoder Dense kernels are taken once, rounded to the compute
+            dtype (`padding_free.frozen_kernels`; XLA and padding-free).
+        constant_kernels: Read the Dense kernels as graph constants, which
+            oneDNN packs once (`inference.constant_kernels`).
+        onednn_forms: Trace LayerNorm and softmax in the forms oneDNN runs
+            as one kernel (`layers.onednn_forms`).
+    """
+
+    precision: str
+    jit_compile: bool = False
+    padding_free: bool = False
+    bucket_size: int = 1
+    held_weights: bool = False
+    frozen_kernels: bool = False
+    constant_kernels: bool = False
+    onednn_forms: bool = False
+
+    def describe(self):
+        """One line for a log: what the plan computes and how.
+
+        Example:
+        >>> InferencePlan("bfloat16", padding_free=True, constant_kernels=True).describe()
+        'bfloat16, plain graph, padding-free rows, kernels as graph constants'
+        """
+        parts = [self.precision, "XLA" if self.jit_compile else "plain graph"]
+        if self.padding_free:
+            parts.append("padding-free rows" + (f" (buckets of {self.bucket_size})" if self.bucket_size > 1 else ""))
+        if self.held_weights:
+            parts.append(f"weights held in {self.precision}")
+        if self.frozen_kernels:
+            parts.append("encoder kernels frozen")
+        if self.constant_kernels:
+            parts.append("kernels as graph constants")
+        if self.onednn_forms:
+            parts.append("oneDNN LayerNorm and softmax")
+        return ", ".join(parts)
+
+
+def function_plan(model, jit_compile="auto", padding_free=False, bucket_size=16, freeze_kernels=False,
+                  machine=None):
+    """The plan of `BertModel.make_inference_function` (see its arguments).
+
+    `jit_compile="auto"` compiles where `xla_pays_for_inference`. With
+    `freeze_kernels` the weights are taken once: under XLA with
+    `padding_free` as frozen encoder kernels (XLA on a CPU widens bfloat16
+    weights on every call, so they are held as float32 there); otherwise as
+    a copy holding its weights as an export does, with its Dense kernels as
+    graph constants in a plain graph (XLA compiles its own products:
+    constants gain nothing there).
+
+    Args:
+        model: A `BertModel`.
+        jit_compile: True, False or "auto".
+        padding_free, bucket_size, freeze_kernels: As for
+            `make_inference_function`.
+        machine: A `Machine`; default this one.
+
+    Returns:
+        An `InferencePlan`.
+    """
+    from keras_bert_impl.inference.precision import model_precision
+
+    machine = machine or Machine()
+    precision = model_precision(model)
+    if jit_compile == "auto":
+        jit_compile = xla_pays_for_inference(precision, machine.accelerator, machine.onednn_rewrites)
+    jit_compile = bool(jit_compile)
+    frozen_kernels = bool(freeze_kernels and padding_free and jit_compile)
+    return InferencePlan(
+        precision=precision,
+        jit_compile=jit_compile,
+        padding_free=bool(padding_free),
+        bucket_size=bucket_size if padding_free and jit_compile else 1,
+        held_weights=bool(freeze_kernels) and not frozen_kernels,
+        frozen_kernels=frozen_kernels,
+        constant_kernels=bool(freeze_kernels) and not jit_compile,
+        onednn_forms=machine.onednn_runs_graphs,
+    )
+
+
+def export_plan(model, precision=None, skip_padding=None, constant_kernels=None, machine=None):
+    """The plan of a SavedModel export of `model` (a plain graph, its weights held in its precision).
+
+    Args:
+        model: The task model exported.
+        precision: "float32", "bfloat16" or "auto" (`default_precision`);
+            None: the model's own.
+        skip_padding: Whether a batch with padding runs the encoder's
+            per-token work on its real tokens only; None: where no GPU or
+            TPU is visible.
+        constant_kernels: Whether the graph holds the Dense kernels as
+            constants; None: where no GPU or TPU is visible and the copies
+            (one per path of the forward pass: two with `skip_padding`) take
+            at most `MAX_CONSTANT_BYTES`.
+        machine: A `Machine`; default this one.
+
+    Returns:
+        An `InferencePlan`.
+
+    Raises:
+        ValueError: an unknown precision, or constant kernels asked for past
+            `MAX_CONSTANT_BYTES`.
+    """
+    from keras_bert_impl.inference.constant_kernels import dense_kernel_bytes
+    from keras_bert_impl.inference.precision import model_precision
+
+    machine = machine or Machine()
+    if precision:
+        precision = resolve_precision(precision, machine.cpu_flags, machine.onednn_rewrites, machine.cpu_vendor)
+    else:
+        precision = model_precision(model)
+    skip_padding = not machine.accelerator if skip_padding is None else bool(skip_padding)
+    # The kernels as the export holds them: in its precision (`inference.precision`).
+    total = dense_kernel_bytes(model, precision) * (2 if skip_padding else 1)
+    if constant_kernels is None:
+        constant_kernels = total <= MAX_CONSTANT_BYTES and not machine.accelerator
+    elif constant_kernels and total > MAX_CONSTANT_BYTES:
+        raise ValueError(f"the kernels as constants would take {total / 2**20:.0f} MiB of the SavedModel's graph, "
+                         f"more than {MAX_CONSTANT_BYTES / 2**20:.0f} MiB: export without constant kernels")
+    return InferencePlan(precision=precision, padding_free=skip_padding, held_weights=True,
+                         constant_kernels=bool(constant_kernels), onednn_forms=machine.onednn_runs_graphs)
+
+
+def features_plan(precision, machine=None):
+    """The plan of `extract_features`: on a CPU, real tokens only and the kernels as graph constants.
+
+    Args:
+        precision: "float32", "bfloat16" or "auto" (`default_precision`).
+        machine: A `Machine`; default this one.
+
+    Raises:
+        ValueError: an unknown precision.
+    """
+    machine = machine or Machine()
+    precision = resolve_precision(precision, machine.cpu_flags, machine.onednn_rewrites, machine.cpu_vendor)
+    on_cpu = not machine.accelerator
+    return InferencePlan(precision=precision, padding_free=on_cpu, held_weights=precision != "float32",
+                         constant_kernels=on_cpu, onednn_forms=machine.onednn_runs_graphs)

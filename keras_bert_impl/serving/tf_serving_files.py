@@ -1,0 +1,125 @@
+"""The files TF Serving reads beside a SavedModel: `models.config`, warmup requests, method names.
+
+The export base, the parent of the model directories (`saved_models/`),
+holds one `models.config` naming every model under it, the file
+`tensorflow_model_server --model_config_file` reads. Each version holds
+`assets.extra/tf_serving_warmup_requests`, real requests TF Serving replays
+on load, and its signatures' method names (`tf.saved_model.save` writes
+every one as predict; TF Serving's Classify and Regress run only their own).
+"""
+
+import posixpath
+
+import tensorflow as tf
+
+from keras_bert_impl import filesystem
+from keras_bert_impl.io import write_bytes_atomically, write_text_atomically
+from keras_bert_impl.serving.versions import SAVED_MODEL_FILE, existing_versions
+
+WARMUP_FILE = "tf_serving_warmup_requests"
+MODELS_CONFIG = "models.config"
+# Where the tensorflow/serving docker image expects models: /models/<name>.
+DEFAULT_SERVING_BASE_PATH = "/models"
+
+
+def set_method_names(saved_model_dir, method_names):
+    """Sets the signatures' method_name in `saved_model_dir/saved_model.pb`.
+
+    `tf.saved_model.save` writes every signature as predict; TF Serving's
+    Classify and Regress run only a signature of their method. The
+    fingerprint (`fingerprint.pb`, a checksum of `saved_model.pb`) is
+    written again to match.
+
+    Args:
+        saved_model_dir: A SavedModel, not yet published.
+        method_names: Dict signature key -> method name.
+
+    Raises:
+        KeyError: a signature key the SavedModel does not have.
+    """
+    from tensorflow.core.protobuf import saved_model_pb2
+    from tensorflow.python.saved_model import fingerprinting_utils
+
+    path = filesystem.join(saved_model_dir, SAVED_MODEL_FILE)
+    with filesystem.open_file(path, "rb") as f:
+        saved_model = saved_model_pb2.SavedModel.FromString(f.read())
+    for meta_graph in saved_model.meta_graphs:
+        for key, method_name in method_names.items():
+            if key not in meta_graph.signature_def:
+                raise KeyError(f"{path}: no signature {key!r}")
+            meta_graph.signature_def[key].method_name = method_name
+    write_bytes_atomically(path, saved_model.SerializeToString())
+    fingerprinting_utils.write_fingerprint(saved_model_dir)
+
+
+def warmup_requests(model_name, texts, text_b=None):
+    """PredictionLog records (serialized) that TF Serving replays on load."""
+    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
+    request = predict_pb2.PredictRequest(
+        model_spec=model_pb2.ModelSpec(name=model_name, signature_name="serving_default")
+    )
+    request.inputs["text"].CopyFrom(tf.make_tensor_proto(list(texts), dtype=tf.string))
+    records = [prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))]
+    if text_b is not None:
+        pair = predict_pb2.PredictRequest(
+            model_spec=model_pb2.ModelSpec(name=model_name, signature_name="serve_text_pair")
+        )
+        pair.inputs["text"].CopyFrom(tf.make_tensor_proto(list(texts), dtype=tf.string))
+        pair.inputs["text_b"].CopyFrom(tf.make_tensor_proto(list(text_b), dtype=tf.string))
+        records.append(prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=pair)))
+    return [record.SerializeToString() for record in records]
+
+
+def model_names(export_base):
+    """The models under `export_base`: each directory holding an integer version directory, sorted."""
+
+    def is_model(path):
+        return filesystem.isdir(path) and any(
+            filesystem.isdir(filesystem.join(path, str(version))) for version in existing_versions(path)
+        )
+
+    if not filesystem.isdir(export_base):
+        return []
+    return [name for name in filesystem.listdir(export_base) if is_model(filesystem.join(export_base, name))]
+
+
+def models_config_text(names, serving_base_path=DEFAULT_SERVING_BASE_PATH):
+    """A `ModelServerConfig` in text format listing `names` at `serving_base_path/<name>`."""
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+
+    config = model_server_config_pb2.ModelServerConfig()
+    for name in names:
+        config.model_config_list.config.add(
+            name=name, base_path=posixpath.join(serving_base_path, name), model_platform="tensorflow"
+        )
+    return text_format.MessageToString(config)
+
+
+def write_models_config(export_base, serving_base_path=DEFAULT_SERVING_BASE_PATH):
+    """Writes `export_base/models.config` (`tensorflow_model_server --model_config_file`)
+    listing every model under `export_base`, by name.
+
+    The file is rewritten whole and atomically after each export; it names
+    models only, never versions (TF Serving serves the latest of each).
+
+    Args:
+        export_base: The parent of the model directories (`saved_models`).
+        serving_base_path: Where the server sees `export_base`: each model's
+            `base_path` is `<serving_base_path>/<name>` (the docker image
+            mounts models under `/models`).
+
+    Returns:
+        The path written.
+    """
+    path = filesystem.join(export_base, MODELS_CONFIG)
+    write_text_atomically(path, models_config_text(model_names(export_base), serving_base_path))
+    return path
+
+
+def write_warmup_requests(path, model_name, texts, text_b=None):
+    """Writes `warmup_requests(model_name, texts, text_b)` to the TFRecord file `path`."""
+    with tf.io.TFRecordWriter(path) as writer:
+        for record in warmup_requests(model_name, texts, text_b=text_b):
+            writer.write(record)

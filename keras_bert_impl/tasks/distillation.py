@@ -1,0 +1,487 @@
+"""Knowledge distillation: a shallower, faster student from a fine-tuned classifier.
+
+DistilBERT's recipe (Sanh et al., 2019), applied to a task model: the student
+is the teacher's configuration with fewer layers, initialised from the
+teacher (embeddings, every (n/k)-th transformer layer, pooler and head), and
+trained on three losses at once:
+
+* soft targets: the teacher's class distribution at a temperature T, by
+  cross-entropy (KL divergence) against the student's at T, scaled by T² so
+  its gradients keep their size as T changes (Hinton et al., 2015);
+* hard labels, where the texts have them (the ordinary fine-tuning loss);
+* hidden states: 1 - cosine similarity between the student's and the
+  teacher's last-layer state at [CLS], the pooler's input.
+
+Unlabelled texts take part through the first and last. The teacher's targets
+are computed once, before training (one forward pass over the texts), so a
+step costs only the student's forward and backward pass.
+
+Example:
+>>> evenly_spaced_layers(12, 6)
+[0, 2, 4, 6, 8, 10]
+>>> evenly_spaced_layers(6, 4)
+[0, 1, 3, 4]
+"""
+
+import dataclasses
+import math
+import re
+
+import numpy as np
+
+from keras_bert_impl.errors import BertError
+from keras_bert_impl.tasks.classifier import ClassifierFineTuning, read_dataset_splits
+from keras_bert_impl.tasks.spec import TaskInputs
+from keras_bert_impl.tasks.text_data import num_texts, text_tensor
+
+# The student's loss weights and temperature unless told otherwise.
+DEFAULT_TEMPERATURE = 2.0
+DEFAULT_LOSS_WEIGHTS = {"soft": 1.0, "hard": 1.0, "hidden": 1.0}
+_LAYER = re.compile(r"^bert/encoder/layer_(\d+)/")
+
+
+class DistillationError(BertError, ValueError):
+    """A teacher, student shape or data that distillation cannot use."""
+
+
+def evenly_spaced_layers(num_teacher_layers, num_student_layers):
+    """Teacher layers the student's layers start from, bottom first.
+
+    Every (n/k)-th layer from the bottom, as DistilBERT takes layers 0, 2,
+    ..., 10 of BERT-base's 12.
+
+    Raises:
+        DistillationError: a student with no layers, or deeper than the teacher.
+    """
+    if not 1 <= num_student_layers <= num_teacher_layers:
+        raise DistillationError(
+            f"num_hidden_layers must lie in [1, {num_teacher_layers}] (the teacher has {num_teacher_layers} "
+            f"layers); got {num_student_layers}"
+        )
+    return [i * num_teacher_layers // num_student_layers for i in range(num_student_layers)]
+
+
+def teacher_variable_name(student_name, layers):
+    """The teacher variable a student variable starts from: the same name, but
+    `layer_<i>` becomes `layer_<layers[i]>`.
+
+    Example:
+    >>> teacher_variable_name("bert/encoder/layer_2/output/dense/kernel", [0, 2, 4])
+    'bert/encoder/layer_4/output/dense/kernel'
+    >>> teacher_variable_name("output_weights", [0, 2, 4])
+    'output_weights'
+    """
+    return _LAYER.sub(lambda match: f"bert/encoder/layer_{layers[int(match.group(1))]}/", student_name)
+
+
+def initialise_from_teacher(student, teacher, layers):
+    """Copies the teacher's embeddings, the chosen layers, pooler and head into the student.
+
+    Args:
+        student: The student task model (built).
+        teacher: The teacher task model, of the same configuration but depth.
+        layers: `evenly_spaced_layers(...)`: the teacher layer of each student layer.
+    """
+    from keras_bert_impl.checkpoints.name_map import original_variable_map
+
+    teacher_variables = original_variable_map(teacher)
+    for name, variable in original_variable_map(student).items():
+        variable.assign(teacher_variables[teacher_variable_name(name, layers)])
+
+
+@dataclasses.dataclass(frozen=True)
+class DistillationOptions:
+    """How to distill; the defaults reach the goals of docs/BENCHMARKS.md's distillation tables.
+
+    Attributes:
+        num_hidden_layers: The student's depth (default: half the teacher's, at least 1).
+        temperature: Of the soft targets.
+        soft_weight, hard_weight, hidden_weight: The three losses' weights
+            (0 leaves a loss out).
+        learning_rate: Peak learning rate of the original AdamW (default: the teacher's).
+        batch_size, epochs: Of training.
+        seed: Of the data order (default: the teacher's).
+    """
+
+    num_hidden_layers: int = None
+    temperature: float = DEFAULT_TEMPERATURE
+    soft_weight: float = DEFAULT_LOSS_WEIGHTS["soft"]
+    hard_weight: float = DEFAULT_LOSS_WEIGHTS["hard"]
+    hidden_weight: float = DEFAULT_LOSS_WEIGHTS["hidden"]
+    learning_rate: float = None
+    batch_size: int = 32
+    epochs: int = 3
+    seed: int = None
+
+    def check(self):
+        """Raises `DistillationError` naming the first value it cannot train with."""
+        for name in ("temperature", "batch_size", "epochs"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise DistillationError(f"{name} must be a finite number above 0, got {value!r}")
+        weights = [self.soft_weight, self.hard_weight, self.hidden_weight]
+        if not all(isinstance(w, (int, float)) and math.isfinite(w) and w >= 0 for w in weights):
+            raise DistillationError(f"the loss weights must be finite and >= 0, got {weights}")
+        if self.learning_rate is not None and not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
+            raise DistillationError(f"learning_rate must be a finite number above 0, got {self.learning_rate!r}")
+
+
+def check_teacher(teacher):
+    """Refuses a teacher whose head was never trained (a release loaded with a fresh head).
+
+    Raises:
+        DistillationError: naming what is missing.
+    """
+    from keras_bert_impl.tasks.text_classifier import TextClassifier
+
+    if not isinstance(teacher, TextClassifier):
+        raise DistillationError(f"the teacher must be a fine-tuned TextClassifier, got {type(teacher).__name__}")
+    report = getattr(teacher, "load_report", None)
+    fresh_head = report is not None and any(name in report.fresh for name in ("output_weights", "output_bias"))
+    optimizer = getattr(teacher, "optimizer", None)
+    trained_here = optimizer is not None and optimizer.built and int(optimizer.iterations.numpy()) > 0
+    if fresh_head and not trained_here:
+        raise DistillationError(
+            "the teacher's classification head is freshly initialised (its release has no output_weights) and it "
+            "was not trained since: fine-tune it first (fit, or bert-run-classifier --do_train)"
+        )
+
+
+def teacher_targets(teacher, inputs, batch_size):
+    """The teacher's logits [n, num_classes] and last-layer [CLS] states [n, hidden_size].
+
+    Computed at inference (no dropout), batch by batch on the real tokens.
+    """
+    import keras
+
+    from keras_bert_impl.models.base import sequence_inputs
+    from keras_bert_impl.training.real_tokens import default_bucket_size, predict_on_real_tokens
+
+    ids = sequence_inputs("input_ids", "input_mask", "segment_ids")
+    encoded = teacher.bert(ids)
+    both = keras.Model(ids, {"logits": teacher.head(encoded["pooled_output"]),
+                             "cls_state": encoded["sequence_output"][:, 0]})
+    width = inputs["input_mask"].shape[1]
+    outputs = predict_on_real_tokens(both, inputs, batch_size, default_bucket_size(width), description="texts")
+    return outputs["logits"].astype(np.float32), outputs["cls_state"].astype(np.float32)
+
+
+def make_student(teacher, num_hidden_layers, options):
+    """The student `TextClassifier`: the teacher's configuration at `num_hidden_layers`, its weights copied."""
+    import keras
+
+    from keras_bert_impl.tasks.text_classifier import TextClassifier
+
+    layers = evenly_spaced_layers(teacher.bert_config.num_hidden_layers, num_hidden_layers)
+    config = dataclasses.replace(teacher.bert_config, num_hidden_layers=num_hidden_layers)
+    student = TextClassifier(
+        config, teacher.num_classes, keras.layers.deserialize(keras.layers.serialize(teacher.preprocessor)),
+        dropout_rate=teacher.dropout_rate,
+        learning_rate=options.learning_rate or teacher.learning_rate,
+        warmup_proportion=teacher.warmup_proportion,
+        seed=teacher.seed if options.seed is None else options.seed,
+        real_tokens_only=teacher.real_tokens_only,
+        dtype=teacher.dtype_policy.name,
+    )
+    initialise_from_teacher(student, teacher, layers)
+    return student
+
+
+def _training_model(student, losses):
+    """The student with an output per loss: its logits (`hard` [batch, num_classes],
+    `soft` [batch, 1, num_classes]) and its last-layer [CLS] state (`hidden`
+    [batch, 1, hidden_size]). The axis of 1 keeps the targets of `soft` and
+    `hidden` from being taken for per-token ones when a batch is cut after
+    its longest row (`training.real_tokens.cut_batch`)."""
+    import keras
+
+    from keras_bert_impl.models.base import sequence_inputs
+
+    ids = sequence_inputs("input_ids", "input_mask", "segment_ids")
+    encoded = student.bert(ids)
+    logits = student.head(student.get_layer("dropout")(encoded["pooled_output"]))  # [batch, num_classes]
+    outputs = {"soft": logits[:, None, :], "hard": keras.layers.Identity(name="hard")(logits),
+               "hidden": encoded["sequence_output"][:, :1]}
+    return keras.Model(ids, {name: outputs[name] for name in losses})
+
+
+def distill(teacher, texts, labels=None, unlabeled_texts=None, options=DistillationOptions(), verbose="auto",
+            callbacks=None, validation_data=None):
+    """Trains a student with `options.num_hidden_layers` layers from `teacher`; returns it.
+
+    Args:
+        teacher: A fine-tuned `TextClassifier`.
+        texts: Texts (a list, or a tuple of two lists for pairs).
+        labels: Their labels (class ids, or scores for regression), or None.
+        unlabeled_texts: More texts, without labels: soft targets and hidden
+            states only.
+        options: `DistillationOptions`.
+        verbose, callbacks: As Keras `fit`'s.
+        validation_data: `(texts, labels)`: the student's `evaluate` on them
+            after each epoch, as `val_loss`, `val_accuracy` in the history.
+
+    Returns:
+        The student, a `TextClassifier` (`history` attribute: the `fit` history).
+
+    Raises:
+        DistillationError: a teacher that is not fine-tuned, a student deeper
+            than the teacher or with no layers, no texts, labels that do not
+            match the texts, or options it cannot train with.
+        TypeError: texts that are not strings.
+    """
+    from keras_bert_impl.training.fine_tuning import FineTuningSettings, TrainingData, training_dataset
+    from keras_bert_impl.training.optimization import create_optimizer
+
+    check_teacher(teacher)
+    options.check()
+    num_layers = options.num_hidden_layers
+    if num_layers is None:
+        num_layers = max(1, teacher.bert_config.num_hidden_layers // 2)
+    evenly_spaced_layers(teacher.bert_config.num_hidden_layers, num_layers)  # checks the depth first
+    labelled = text_tensor(texts) if texts is not None else None
+    unlabelled = text_tensor(unlabeled_texts) if unlabeled_texts is not None else None
+    count = (num_texts(labelled) if labelled is not None else 0)
+    extra = num_texts(unlabelled) if unlabelled is not None else 0
+    if count + extra == 0:
+        raise DistillationError("distill needs at least one text")
+    hard = labels is not None and options.hard_weight > 0
+    if labels is not None:
+        labels = np.asarray(labels)
+        if labels.shape[:1] != (count,):
+            raise DistillationError(f"labels must be one per text: {count} texts, labels of shape {labels.shape}")
+        if count and teacher.num_classes > 1 and not (np.issubdtype(labels.dtype, np.integer)
+                                           and labels.min() >= 0 and labels.max() < teacher.num_classes):
+            raise DistillationError(f"labels must be class ids in [0, {teacher.num_classes}), got "
+                                    f"{labels.dtype} values from {labels.min()} to {labels.max()}")
+        if labels.dtype.kind not in "biuf" or not np.all(np.isfinite(labels.astype(np.float64))):
+            raise DistillationError("labels hold NaN or infinite values")
+
+    parts = [t for t in (labelled, unlabelled) if t is not None]
+    inputs = [{key: value.numpy() for key, value in teacher.preprocessor(t).items()} for t in parts]
+    inputs = {key: np.concatenate([part[key] for part in inputs]) for key in inputs[0]}
+    logits, cls_state = teacher_targets(teacher, inputs, options.batch_size)
+
+    student = make_student(teacher, num_layers, options)
+    weights = {"soft": options.soft_weight, "hard": options.hard_weight if hard else 0.0,
+               "hidden": options.hidden_weight}
+    losses = [name for name, weight in weights.items() if weight > 0]
+    if not losses:
+        raise DistillationError("every loss weight is 0 (or hard_weight only, without labels): nothing to train on")
+    targets = {"soft": logits[:, None, :], "hidden": cls_state[:, None, :],
+               "hard": np.concatenate([labels if labels is not None else np.zeros(count), np.zeros(extra)])
+               .astype(np.float32 if teacher.num_classes == 1 else np.int32)}
+    sample_weights = {name: np.ones(count + extra, np.float32) for name in losses}
+    if "hard" in losses:
+        sample_weights["hard"] = np.concatenate([np.ones(count), np.zeros(extra)]).astype(np.float32)
+    if teacher.num_classes == 1:
+        targets["hard"] = targets["hard"].reshape(-1, 1)
+
+    total = count + extra
+    steps_per_epoch = max(1, total // options.batch_size)
+    num_train_steps = steps_per_epoch * options.epochs
+    trainer = _training_model(student, losses)
+    trainer.compile(
+        optimizer=create_optimizer(student.learning_rate, num_train_steps,
+                                   int(num_train_steps * student.warmup_proportion)),
+        **distillation_compile_options(losses, weights, teacher.num_classes, options.temperature),
+    )
+    data = TrainingData(inputs, {name: targets[name] for name in losses},
+                        num_examples=total, unit="texts", description=f"{total} texts", source="texts",
+                        sample_weights={name: sample_weights[name] for name in losses})
+    settings = FineTuningSettings(train_batch_size=min(options.batch_size, total), seed=student.seed,
+                                  real_tokens_only=student.real_tokens_only)
+    dataset = training_dataset(data, settings)
+    student.compile()  # The original recipe: `evaluate` now, a further `fit` later.
+    callbacks = list(callbacks or [])
+    if validation_data is not None:
+        callbacks.insert(0, student_validation(student, validation_data))
+    history = trainer.fit(dataset, epochs=options.epochs, steps_per_epoch=steps_per_epoch, verbose=verbose,
+                          callbacks=callbacks, shuffle=False)
+    student.history = history
+    return student
+
+
+def student_validation(student, validation_data):
+    """A callback adding the student's own `evaluate` on held-out labelled texts to each epoch's logs."""
+    import keras
+
+    class StudentValidation(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            results = student.evaluate(*tuple(validation_data), verbose=0, return_dict=True)
+            if logs is not None:
+                logs.update({f"val_{name}": value for name, value in results.items()})
+
+    return StudentValidation()
+
+
+def distillation_compile_options(losses, weights, num_classes, temperature):
+    """`model.compile` arguments of a `_training_model` with outputs `losses`."""
+    import keras
+
+    from keras_bert_impl.models.distillation_losses import CosineDistanceLoss, SoftTargetLoss
+
+    hard = (keras.losses.MeanSquaredError() if num_classes == 1
+            else keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    every = {"soft": SoftTargetLoss(temperature), "hard": hard, "hidden": CosineDistanceLoss()}
+    return {"loss": {name: every[name] for name in losses}, "loss_weights": {name: weights[name] for name in losses}}
+
+
+def read_text_lines(path):
+    """The non-blank lines of a UTF-8 file, one text each (for `--unlabeled_file`).
+
+    Raises:
+        InputFileError: a missing or undecodable file, or one without a text.
+    """
+    from keras_bert_impl.errors import InputFileError
+    from keras_bert_impl.io import read_utf8_lines
+
+    texts = [line.strip() for _, line in read_utf8_lines(path, kind="unlabeled file") if line.strip()]
+    if not texts:
+        raise InputFileError(f"{path}: no text in it (one text per line)")
+    return texts
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassifierDistillation(ClassifierFineTuning):
+    """Distilling a fine-tuned classifier release into a shallower one, as `tools/distill.py`.
+
+    The job's release (`run.bert_config_file`, `vocab_file`,
+    `init_checkpoint`) is the teacher's; its `label_list.txt` fixes the
+    classes. The student (the teacher's config with `num_hidden_layers`)
+    starts from the teacher (`initialise_from_teacher`) and trains on the
+    dataset's train split, plus `unlabeled_file`'s lines, against the
+    teacher's soft targets and [CLS] states and the labels. `evaluate`
+    writes the student's `eval_results.txt` (run_classifier's metrics) and
+    the teacher's `teacher_eval_results.txt` on the same dev split.
+
+    Args:
+        dataset, data_dir: As `ClassifierFineTuning`'s.
+        unlabeled_file: More training texts, one per line, without labels.
+        options: `DistillationOptions` (its `batch_size`, `epochs`,
+            `learning_rate`, `seed` are the run's training settings).
+    """
+
+    unlabeled_file: str = None
+    options: DistillationOptions = DistillationOptions()
+    teacher_cache: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    name = "distill"
+
+    def teacher_labels(self, run):
+        from keras_bert_impl import filesystem
+        from keras_bert_impl.errors import CheckpointError
+        from keras_bert_impl.training.fine_tuning import LABEL_LIST_FILE, recorded_labels
+
+        labels, path = recorded_labels("", run.init_checkpoint)
+        if labels is None and not self.dataset.is_regression:
+            directory = filesystem.dirname(run.init_checkpoint or "")
+            raise CheckpointError(
+                f"{directory or run.init_checkpoint}: no {LABEL_LIST_FILE}, so not a fine-tuned classifier "
+                "(bert-run-classifier --do_train writes one beside its release)"
+            )
+        return labels, path
+
+    def read_inputs(self, release, run, log):
+        from keras_bert_impl.tasks.classifier import CLASSIFIER, REGRESSION
+
+        self.options.check()  # The checks of bad input, before TensorFlow starts.
+        depth = self.num_hidden_layers(release)
+        evenly_spaced_layers(release.config.num_hidden_layers, depth)
+        labels, path = self.teacher_labels(run)
+        dataset = self.dataset
+        if labels is not None and dataset.labels is None and not dataset.is_regression:
+            dataset = dataclasses.replace(dataset, labels=tuple(labels))
+        dataset, examples = read_dataset_splits(dataset, self.data_dir, run.do_train, run.do_eval, run.do_predict,
+                                                (labels, path))
+        if run.do_train and self.unlabeled_file:
+            examples["unlabeled"] = read_text_lines(self.unlabeled_file)
+        spec = REGRESSION if dataset.is_regression else CLASSIFIER
+        num_labels = 1 if dataset.is_regression else len(dataset.labels)
+        return TaskInputs(spec, examples, num_labels=num_labels, labels=None if dataset.is_regression
+                          else tuple(dataset.labels), extra=dataset)
+
+    def num_hidden_layers(self, release):
+        depth = self.options.num_hidden_layers
+        return max(1, release.config.num_hidden_layers // 2) if depth is None else depth
+
+    def model_config(self, release):
+        return dataclasses.replace(release.config, num_hidden_layers=self.num_hidden_layers(release))
+
+    def teacher(self, inputs, release, run, log, strategy):
+        """The teacher classifier, built once and loaded from `run.init_checkpoint`."""
+        if "model" not in self.teacher_cache:
+            from keras_bert_impl.checkpoints.original import list_original_variables, load_original_checkpoint
+            from keras_bert_impl.errors import CheckpointError
+
+            head = inputs.model_spec.head_variables
+            if not all(name in list_original_variables(run.init_checkpoint) for name in head):
+                raise CheckpointError(f"{run.init_checkpoint}: has no {' or '.join(head)}, so it is not a "
+                                      "fine-tuned classifier to distill (bert-run-classifier --do_train first)")
+            with strategy.scope():
+                teacher = inputs.model_spec.build_model(release.config, inputs.num_labels)
+            load_original_checkpoint(teacher, run.init_checkpoint)
+            log(f"teacher: {run.init_checkpoint} ({release.config.num_hidden_layers} layers)")
+            self.teacher_cache["model"] = teacher
+        return self.teacher_cache["model"]
+
+    def initialise(self, model, inputs, release, run, log):
+        teacher = self.teacher(inputs, release, run, log, model.distribute_strategy)
+        layers = evenly_spaced_layers(release.config.num_hidden_layers, model.bert_config.num_hidden_layers)
+        initialise_from_teacher(model, teacher, layers)
+        log(f"student: {len(layers)} layers, from the teacher's layers {layers}")
+
+    def losses(self, inputs):
+        weights = {"soft": self.options.soft_weight, "hard": self.options.hard_weight,
+                   "hidden": self.options.hidden_weight}
+        return [name for name, weight in weights.items() if weight > 0], weights
+
+    def training_data(self, inputs, release, run, log):
+        from keras_bert_impl.data.classification_examples import ClassifierExample, label_ids
+        from keras_bert_impl.tasks.classifier import encode
+        from keras_bert_impl.training.fine_tuning import TrainingData
+
+        dataset, labelled = inputs.extra, inputs.splits["train"]
+        unlabelled = [ClassifierExample(i, text, None, f"unlabeled-{i}", None, f"{self.unlabeled_file}")
+                      for i, text in enumerate(inputs.splits.get("unlabeled", ()))]
+        features = encode(labelled + unlabelled, release.tokenizer, run.max_seq_length)
+        teacher = self.teacher_cache["model"]
+        logits, cls_state = teacher_targets(teacher, features, run.training.train_batch_size)
+        count, extra = len(labelled), len(unlabelled)
+        hard = np.concatenate([label_ids(dataset, labelled), np.zeros(extra)])
+        hard = hard.astype(np.float32).reshape(-1, 1) if dataset.is_regression else hard.astype(np.int32)
+        targets = {"soft": logits, "hard": hard, "hidden": cls_state[:, None, :]}  # [n, 1, H]: never cut
+        weights = {"soft": np.ones(count + extra, np.float32), "hidden": np.ones(count + extra, np.float32),
+                   "hard": np.concatenate([np.ones(count), np.zeros(extra)]).astype(np.float32)}
+        losses, _ = self.losses(inputs)
+        return TrainingData(
+            inputs=features, targets={name: targets[name] for name in losses},
+            sample_weights={name: weights[name] for name in losses}, num_examples=count + extra,
+            unit="training texts", description=f"{count + extra} texts ({count} labelled)", source=self.data_dir,
+        )
+
+    def training_model(self, model, inputs):
+        losses, _ = self.losses(inputs)
+        trainer = _training_model(model, losses)
+        trainer.bert, trainer.head = model.bert, model.head  # The student's weights, by their original names.
+        return trainer
+
+    def compile_options(self, inputs):
+        losses, weights = self.losses(inputs)
+        return distillation_compile_options(losses, weights, inputs.num_labels, self.options.temperature)
+
+    def evaluate(self, model, inputs, release, global_step, run, log):
+        from keras_bert_impl import filesystem
+        from keras_bert_impl.data.classification_examples import label_ids
+        from keras_bert_impl.io import write_text_atomically
+        from keras_bert_impl.tasks.classifier import encode, evaluation_results, format_eval_results
+        from keras_bert_impl.training.fine_tuning import predict_batches
+
+        dataset, examples = inputs.extra, inputs.splits["dev"]
+        teacher = self.teacher(inputs, release, run, log, model.distribute_strategy)
+        features = encode(examples, release.tokenizer, run.max_seq_length)
+        logits = predict_batches(teacher, features, run.eval_batch_size, run.training, log)
+        result = evaluation_results(dataset, label_ids(dataset, examples), logits, run.eval_batch_size, 0)
+        result.pop("global_step")
+        write_text_atomically(filesystem.join(run.output_dir, "teacher_eval_results.txt"),
+                              format_eval_results(result))
+        log(f"teacher on {len(examples)} examples: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(result.items())))
+        return super().evaluate(model, inputs, release, global_step, run, log)

@@ -1,0 +1,103 @@
+"""`inference.plan`: one plan per model and machine, made by the rules the other tests check one by one.
+
+The rules table (`test_bert_model.py::test_xla_is_chosen_where_it_pays_for_inference`,
+`test_serving_precision.py::test_precision_follows_the_cpus_matrix_units`) is
+written out again here as the choices a plan holds for each machine, given
+as facts (no machine is asked).
+"""
+
+import pytest
+
+from keras_bert_impl.inference.plan import (
+    MAX_CONSTANT_BYTES,
+    InferencePlan,
+    Machine,
+    cut_bucket_size,
+    export_plan,
+    features_plan,
+    function_plan,
+)
+from keras_bert_impl.models.bert_model import BertModel
+from tests.helpers import tiny_config
+
+AMD_BF16 = dict(cpu_flags=frozenset({"avx2", "avx512f", "avx512_bf16"}), cpu_vendor="AuthenticAMD")
+AVX2 = dict(cpu_flags=frozenset({"avx2"}), cpu_vendor="AuthenticAMD")
+
+
+@pytest.mark.parametrize("dtype, accelerator, onednn_rewrites, jit, forms", [
+    ("float32", True, True, True, False),         # a GPU or TPU: XLA, no oneDNN kernels
+    ("mixed_bfloat16", True, None, True, False),
+    ("float32", False, False, True, False),       # AVX2 CPU, rewrites off: XLA
+    ("float32", False, True, False, True),        # rewrites on: oneDNN's products and forms
+    ("mixed_bfloat16", False, True, False, True),
+    ("mixed_bfloat16", False, False, False, False),
+])
+def test_function_plan_follows_the_rules_for_each_machine(dtype, accelerator, onednn_rewrites, jit, forms):
+    model = BertModel(tiny_config(), dtype=dtype)
+    machine = Machine(accelerator=accelerator, onednn_rewrites=onednn_rewrites)
+    plan = function_plan(model, padding_free=True, bucket_size=16, machine=machine)
+    assert (plan.jit_compile, plan.onednn_forms) == (jit, forms)
+    assert plan.precision == ("float32" if dtype == "float32" else "bfloat16")
+    assert plan.bucket_size == (16 if jit else 1)  # a plain graph computes exactly the real tokens
+
+
+@pytest.mark.parametrize("jit_compile, padding_free, expected", [
+    # (held_weights, frozen_kernels, constant_kernels)
+    (False, False, (True, False, True)),
+    (False, True, (True, False, True)),
+    (True, False, (True, False, False)),   # XLA compiles its own products: no constants
+    (True, True, (False, True, False)),    # XLA padding-free: the encoder kernels frozen
+])
+def test_freeze_kernels_becomes_one_way_of_holding_the_weights(jit_compile, padding_free, expected):
+    model = BertModel(tiny_config())
+    plan = function_plan(model, jit_compile=jit_compile, padding_free=padding_free, freeze_kernels=True,
+                         machine=Machine(accelerator=False, onednn_rewrites=True))
+    assert (plan.held_weights, plan.frozen_kernels, plan.constant_kernels) == expected
+    unfrozen = function_plan(model, jit_compile=jit_compile, padding_free=padding_free,
+                             machine=Machine(accelerator=False, onednn_rewrites=True))
+    assert (unfrozen.held_weights, unfrozen.frozen_kernels, unfrozen.constant_kernels) == (False, False, False)
+
+
+@pytest.mark.parametrize("facts, accelerator, precision, skip_padding, constants", [
+    (AMD_BF16, False, "bfloat16", True, True),   # Zen 4, rewrites on: bfloat16, every CPU choice
+    (AVX2, False, "float32", True, True),
+    (AMD_BF16, True, "bfloat16", False, False),  # a GPU seen: no gathers, no constants
+])
+def test_export_plan_follows_the_rules_for_each_machine(facts, accelerator, precision, skip_padding, constants):
+    model = BertModel(tiny_config())
+    machine = Machine(accelerator=accelerator, onednn_rewrites=True, **facts)
+    plan = export_plan(model, "auto", machine=machine)
+    assert plan == InferencePlan(precision=precision, padding_free=skip_padding, held_weights=True,
+                                 constant_kernels=constants, onednn_forms=not accelerator)
+    assert export_plan(model, machine=machine).precision == "float32"  # None: the model's own
+    assert export_plan(model, "float32", skip_padding=False, constant_kernels=False, machine=machine) == \
+        InferencePlan(precision="float32", held_weights=True, onednn_forms=not accelerator)
+
+
+def test_export_plan_refuses_what_it_cannot_honour(monkeypatch):
+    from keras_bert_impl.inference import plan
+
+    model = BertModel(tiny_config())
+    machine = Machine(accelerator=False, onednn_rewrites=True, **AVX2)
+    with pytest.raises(ValueError, match="precision 'float16' is not one of auto, float32, bfloat16"):
+        export_plan(model, "float16", machine=machine)
+    monkeypatch.setattr(plan, "MAX_CONSTANT_BYTES", 1)
+    assert MAX_CONSTANT_BYTES == 1 << 30
+    assert not export_plan(model, "float32", machine=machine).constant_kernels  # left out by default
+    with pytest.raises(ValueError, match="kernels as constants would take"):
+        export_plan(model, "float32", constant_kernels=True, machine=machine)
+
+
+def test_features_plan_and_cut_buckets_follow_the_machine():
+    cpu = Machine(accelerator=False, onednn_rewrites=True, **AMD_BF16)
+    gpu = Machine(accelerator=True, onednn_rewrites=True, **AMD_BF16)
+    assert features_plan("auto", cpu) == InferencePlan(precision="bfloat16", padding_free=True, held_weights=True,
+                                                        constant_kernels=True, onednn_forms=True)
+    assert features_plan("float32", gpu) == InferencePlan(precision="float32")
+    assert (cut_bucket_size(128, cpu), cut_bucket_size(128, gpu), cut_bucket_size(32, gpu)) == (8, 16, 8)
+
+
+def test_a_model_built_here_carries_the_machines_onednn_forms():
+    model = BertModel(tiny_config())
+    forms = {layer.onednn_forms for layer in model._flatten_layers() if hasattr(layer, "onednn_forms")}
+    assert forms == {Machine().onednn_runs_graphs}

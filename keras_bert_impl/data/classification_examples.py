@@ -64,10 +64,15 @@ def with_labels(dataset, train_examples):
     A no-op for datasets with a fixed label list and for regression.
 
     Raises:
-        InputFileError: fewer than two distinct training labels.
+        InputFileError: fewer than two distinct training labels, or a label
+            with a line break.
     """
     if dataset.is_regression or dataset.labels is not None:
         return dataset
+    for example in train_examples:
+        if isinstance(example.label, str) and ("\n" in example.label or "\r" in example.label):
+            # label_list.txt and the export's labels.txt hold one label a line.
+            raise InputFileError(f"{example.source}: label {example.label!r} holds a line break; a label is one line")
     labels = infer_labels(train_examples)
     if len(labels) < 2:
         where = train_examples[0].source.rsplit(":", 1)[0] if train_examples else "the training data"

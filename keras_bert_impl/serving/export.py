@@ -148,7 +148,8 @@ def _labels_file(model, spec, label_names, work):
     """Writes `labels.txt` in `work` for a task with labels; returns its path (None without labels).
 
     Raises:
-        ExportError: `label_names` has another count than the model's labels.
+        ExportError: `label_names` has another count than the model's labels,
+            or a name that is empty or holds a line break.
     """
     if not spec.uses_labels:
         return None
@@ -156,6 +157,9 @@ def _labels_file(model, spec, label_names, work):
     names = list(label_names) if label_names else [str(i) for i in range(num_labels)]
     if num_labels is not None and len(names) != num_labels:
         raise ExportError(f"--label_names has {len(names)} names for a {num_labels}-label classifier")
+    broken = [name for name in names if not isinstance(name, str) or not name.strip() or "\n" in name or "\r" in name]
+    if broken:  # labels.txt holds one name a line: class ids would shift
+        raise ExportError(f"label name {broken[0]!r}: a label name is one line of text, not empty")
     path = filesystem.join(work, "labels.txt")
     with filesystem.open_file(path, "w") as f:
         f.write("\n".join(names) + "\n")

@@ -122,6 +122,8 @@ def check_version_free(export_dir, version):
     """
     if version is None:
         return None
+    if isinstance(version, bool) or not float(version).is_integer():
+        raise ExportError(f"version {version!r}: a version is a non-negative integer")
     version = int(version)
     if version < 0:  # TF Serving would read "-1" as a version; our own scans would not
         raise ExportError(f"version {version}: a version is a non-negative integer")

@@ -23,7 +23,7 @@ from keras_bert_impl.models.pretraining import BertPretrainingModel
 from keras_bert_impl.probabilities import softmax
 from keras_bert_impl.tasks.fill_mask import mask_positions
 from keras_bert_impl.tasks.text_classifier import load_from_release
-from keras_bert_impl.tasks.text_data import num_texts, text_tensor
+from keras_bert_impl.tasks.text_data import check_count, num_texts, text_tensor
 
 _PACKAGE = "keras_bert_impl"
 
@@ -111,6 +111,8 @@ class MaskedLM(_PretrainingHeadTask):
             For each text, a list with one entry per mask, in order: a list of
             `(token, probability)` pairs. A text without "[MASK]" gives `[]`.
         """
+        check_count(top_k, "top_k", allow_none=False)
+        check_count(batch_size, "batch_size")
         vocabulary, mask_id, batch_size = self.preprocessor.vocabulary, self.preprocessor.mask_id, batch_size or 32
         texts = text_tensor(x)
         if num_texts(texts) == 0:

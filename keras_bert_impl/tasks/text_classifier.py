@@ -18,7 +18,15 @@ import numpy as np
 
 from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.tasks.classifier import CLASSIFIER, REGRESSION
-from keras_bert_impl.tasks.text_data import check_labelled, num_texts, text_dataset, text_tensor
+from keras_bert_impl.tasks.text_data import (
+    check_class_ids,
+    check_count,
+    check_labelled,
+    label_array,
+    num_texts,
+    text_dataset,
+    text_tensor,
+)
 from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
 
 _PACKAGE = "keras_bert_impl"
@@ -61,6 +69,7 @@ class TextClassifier(BertClassifier):
     def __init__(self, bert_config, num_classes, preprocessor, dropout_rate=0.1, learning_rate=5e-5,
                  warmup_proportion=0.1, seed=None, real_tokens_only=True, dtype=None, name="text_classifier",
                  **kwargs):
+        check_count(num_classes, "num_classes")  # 0 classes aborted the interpreter in oneDNN at predict
         if isinstance(preprocessor, dict):
             preprocessor = keras.layers.deserialize(preprocessor)
         super().__init__(bert_config, num_labels=num_classes, dropout_rate=dropout_rate, dtype=dtype, name=name,
@@ -249,6 +258,8 @@ class TextClassifier(BertClassifier):
         defaults to one pass. `validation_split` holds out the last part of
         the arrays, before shuffling, as Keras does.
         """
+        check_count(batch_size, "batch_size")
+        check_count(epochs, "epochs")
         in_memory = not _is_dataset(x)
         if in_memory:
             texts = text_tensor(x)
@@ -258,6 +269,8 @@ class TextClassifier(BertClassifier):
                 count = num_texts(texts)
             if count == 0:
                 raise ValueError("fit needs at least one text")
+            if y is not None and self.num_classes > 1:  # Checked before any step: out of range fails after one.
+                check_class_ids(label_array(y, count), self.num_classes)
             batch_size = batch_size or 32
             steps_per_epoch = steps_per_epoch or max(1, count // batch_size)
             x = self._dataset(texts, y, sample_weight, batch_size, shuffle=shuffle, repeat=True, drop_remainder=True)
@@ -295,6 +308,7 @@ class TextClassifier(BertClassifier):
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
         """Keras `evaluate` on raw texts."""
+        check_count(batch_size, "batch_size")
         if kwargs.get("_use_cached_eval_dataset"):  # fit's validation: already preprocessed
             return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight, **kwargs)
         if _is_dataset(x):
@@ -310,6 +324,7 @@ class TextClassifier(BertClassifier):
         `(texts_a, texts_b)` of pairs, or a dataset."""
         from keras_bert_impl.probabilities import softmax
 
+        check_count(batch_size, "batch_size")
         if _is_dataset(x):
             logits = super().predict(self._dataset(x, batch_size=batch_size), **kwargs)
         else:

@@ -42,6 +42,9 @@ def text_tensor(texts):
         return first, second
     if isinstance(texts, (str, bytes)):
         texts = [texts]
+    if isinstance(texts, (dict, set, frozenset)) or hasattr(texts, "__next__"):  # no order, or read once
+        raise TypeError(f"texts must be a list of strings (or a tuple of two lists for pairs); got a "
+                        f"{type(texts).__name__}")
     values = np.asarray(texts, dtype=object)
     if values.ndim == 2 and values.shape[1] == 1:
         values = values[:, 0]
@@ -76,7 +79,46 @@ def label_array(values, count, name="y"):
     if array.ndim == 0 or array.shape[0] != count:
         have = "a scalar" if array.ndim == 0 else f"{array.shape[0]} values"
         raise ValueError(f"{name} has {have} for {count} texts")
+    bad = np.flatnonzero(~np.isfinite(array.reshape(count, -1)).all(axis=1))
+    if bad.size:
+        raise ValueError(f"{name} {bad[0]} is {array[bad[0]]}: NaN or infinite values would train NaN weights")
     return array
+
+
+def check_class_ids(labels, num_classes, name="y"):
+    """Refuses class-id labels (one per text) that are not whole numbers in [0, num_classes).
+
+    One-hot rows ([n, num_classes], for a categorical loss) pass as they are.
+
+    Raises:
+        ValueError: naming the first such label.
+
+    Example:
+    >>> check_class_ids(np.array([0, 1, 0.5]), 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: y 2 is 0.5, not a class id in [0, 2)
+    """
+    if labels.ndim != 1:
+        return
+    bad = np.flatnonzero((labels != np.round(labels)) | (labels < 0) | (labels >= num_classes))
+    if bad.size:
+        raise ValueError(f"{name} {bad[0]} is {labels[bad[0]]}, not a class id in [0, {num_classes})")
+
+
+def check_count(value, name, allow_none=True):
+    """Refuses a count (batch size, epochs, top_k) that is not a whole number of at least 1.
+
+    Example:
+    >>> check_count(0, "batch_size")
+    Traceback (most recent call last):
+    ...
+    ValueError: batch_size must be a whole number of at least 1, got 0
+    """
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a whole number of at least 1, got {value!r}")
 
 
 def check_labelled(dataset, method):

@@ -93,6 +93,43 @@ def test_concurrent_exports_get_one_complete_version_each(release, tmp_path):
         np.testing.assert_array_equal(other, probabilities[0])
 
 
+def test_an_export_killed_mid_way_leaves_a_staging_directory_the_next_export_removes(release, tmp_path):
+    """kill -9 while the SavedModel is being staged: the next export clears the dead
+    process's staging directory, and leaves a live one's and other hidden entries alone."""
+    directory, _, model = release
+    export_dir = tmp_path / "saved_models" / "tiny"
+    # The export under test stops (as if killed) right after staging its SavedModel.
+    code = (
+        "import time, tensorflow as tf\n"
+        "save = tf.saved_model.save\n"
+        "def stalled(*args, **kwargs):\n"
+        "    save(*args, **kwargs)\n"
+        "    print('staged', flush=True)\n"
+        "    time.sleep(300)\n"
+        "tf.saved_model.save = stalled\n"
+        "from tools import export_saved_model\n"
+        f"export_saved_model.main(['--model_dir={directory}', '--task=classifier', '--max_seq_length={SEQ}', "
+        f"'--export_dir={export_dir}'])\n"
+    )
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    process = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "staged"
+    finally:
+        process.kill()  # SIGKILL: no clean-up runs
+        process.wait()
+        process.stdout.close()
+    left = [name for name in os.listdir(export_dir) if name.startswith(".tmp-")]
+    assert len(left) == 1 and f"-{process.pid}-" in left[0]
+    live = export_dir / versions.staging_name()  # this process's: alive
+    live.mkdir()
+    (export_dir / ".tmp-other").mkdir()
+
+    path = export_saved_model(model, "classifier", directory / "vocab.txt", export_dir, ExportOptions(max_seq_length=SEQ))
+    assert path == str(export_dir / "1")
+    assert sorted(os.listdir(export_dir)) == sorted(["1", live.name, ".tmp-other"])
+
+
 def test_publish_version_moves_past_a_version_taken_meanwhile(tmp_path, monkeypatch):
     export_dir = tmp_path / "tiny"
     (export_dir / "1").mkdir(parents=True)

@@ -112,6 +112,40 @@ def test_models_config_lists_only_directories_with_versions(tmp_path):
     assert sorted(os.listdir(base)) == ["alpha", "beta", "files_only", "models.config", "no_versions", "notes.txt", "zeta"]
 
 
+def test_models_config_written_by_someone_else_is_merged_into(tmp_path):
+    """An entry of a model outside the directory (another path, a version policy) stays as
+    written; the directory's models are added (was: the file rewritten with ours only)."""
+    base = tmp_path / "saved_models"
+    (base / "alpha" / "1").mkdir(parents=True)
+    theirs = (
+        'model_config_list {\n  config {\n    name: "other"\n    base_path: "/elsewhere/other"\n'
+        '    model_platform: "tensorflow"\n    model_version_policy { specific { versions: 4 } }\n  }\n}\n'
+    )
+    (base / "models.config").write_text(theirs)
+    config = parse_models_config(write_models_config(base, serving_base_path="/models"))
+    entries = {c.name: c for c in config.model_config_list.config}
+    assert sorted(entries) == ["alpha", "other"]
+    assert entries["other"].base_path == "/elsewhere/other"
+    assert list(entries["other"].model_version_policy.specific.versions) == [4]
+    assert entries["alpha"].base_path == "/models/alpha"
+
+
+@pytest.mark.parametrize("content, fragment", [
+    ("model_config_list { config { nme: 1 } }", "not a TF Serving model config in text format"),
+    ("custom_model_config { }", "a custom_model_config, which an export cannot add its model to"),
+])
+def test_a_models_config_an_export_cannot_merge_into_is_refused_before_the_export(tmp_path, content, fragment):
+    base = tmp_path / "saved_models"
+    base.mkdir()
+    (base / "models.config").write_text(content)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good"]) + "\n")
+    model = BertClassifier(tiny_config(vocab_size=6, max_position_embeddings=8), num_labels=2)
+    with pytest.raises(ExportError, match=fragment):
+        export_saved_model(model, "classifier", str(vocab), base / "tiny", ExportOptions(max_seq_length=8))
+    assert not (base / "tiny").exists() and (base / "models.config").read_text() == content
+
+
 # -- classify and regress, as TF Serving runs them -----------------------------------
 
 

@@ -19,7 +19,6 @@ import dataclasses
 import json
 import os
 import tempfile
-import uuid
 
 import tensorflow as tf
 
@@ -36,11 +35,18 @@ from keras_bert_impl.serving.signatures import SIGNATURE_METHODS, BertServingMod
 from keras_bert_impl.serving.tf_serving_files import (
     DEFAULT_SERVING_BASE_PATH,
     WARMUP_FILE,
+    read_models_config,
     set_method_names,
     write_models_config,
     write_warmup_requests,
 )
-from keras_bert_impl.serving.versions import ExportError, check_version_free, publish_version
+from keras_bert_impl.serving.versions import (
+    ExportError,
+    check_version_free,
+    publish_version,
+    remove_stale_staging,
+    staging_name,
+)
 from keras_bert_impl.tasks.registry import exported_task_names, get_task
 from keras_bert_impl.tokenization import check_special_tokens, check_vocab_fits, load_vocab
 from keras_bert_impl.tokenization.in_graph import InGraphTokenizer
@@ -213,10 +219,12 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None):
     for token, index in vocab.items():
         tokens[index] = token
 
+    read_models_config(filesystem.dirname(export_dir))  # One this export cannot merge into: refused before the work.
     filesystem.makedirs(export_dir)
+    remove_stale_staging(export_dir)  # What exports killed before their clean-up left.
     work = tempfile.mkdtemp(prefix="export-assets-")  # local scratch: the labels file, a remote export's staging
     # A local staging directory sits beside the versions, so that publishing is a rename.
-    staging = filesystem.join(work if remote else export_dir, f".tmp-{uuid.uuid4().hex}")
+    staging = filesystem.join(work if remote else export_dir, staging_name())
     try:
         labels_path = _labels_file(model, spec, options.label_names, work)
         tokenizer = InGraphTokenizer(tokens, do_lower_case=options.do_lower_case,

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from keras_bert_impl import filesystem
 from keras_bert_impl.io import write_bytes_atomically, write_text_atomically
-from keras_bert_impl.serving.versions import SAVED_MODEL_FILE, existing_versions
+from keras_bert_impl.serving.versions import SAVED_MODEL_FILE, ExportError, existing_versions
 
 WARMUP_FILE = "tf_serving_warmup_requests"
 MODELS_CONFIG = "models.config"
@@ -84,17 +84,68 @@ def model_names(export_base):
     return [name for name in filesystem.listdir(export_base) if is_model(filesystem.join(export_base, name))]
 
 
-def models_config_text(names, serving_base_path=DEFAULT_SERVING_BASE_PATH):
-    """A `ModelServerConfig` in text format listing `names` at `serving_base_path/<name>`."""
+def models_config_text(names, serving_base_path=DEFAULT_SERVING_BASE_PATH, existing=None):
+    """A `ModelServerConfig` in text format listing `names` at `serving_base_path/<name>`.
+
+    Args:
+        names: The model names to list.
+        serving_base_path: Where the server sees their parent directory.
+        existing: A `ModelServerConfig` already there (`read_models_config`):
+            its entries are kept (the base path of those named in `names`
+            set to theirs; version policies, labels and every other entry as
+            written), and the names it lacks are added.
+    """
     from google.protobuf import text_format
     from tensorflow_serving.config import model_server_config_pb2
 
     config = model_server_config_pb2.ModelServerConfig()
+    if existing is not None:
+        config.CopyFrom(existing)
+    present = set()
+    for entry in config.model_config_list.config:
+        present.add(entry.name)
+        if entry.name in names:
+            entry.base_path = posixpath.join(serving_base_path, entry.name)
     for name in names:
-        config.model_config_list.config.add(
-            name=name, base_path=posixpath.join(serving_base_path, name), model_platform="tensorflow"
-        )
+        if name not in present:
+            config.model_config_list.config.add(
+                name=name, base_path=posixpath.join(serving_base_path, name), model_platform="tensorflow"
+            )
+    # By name: the same models give the same bytes, whichever export wrote last.
+    entries = sorted(config.model_config_list.config, key=lambda entry: entry.name)
+    ordered = [type(entry)() for entry in entries]
+    for copy, entry in zip(ordered, entries):
+        copy.CopyFrom(entry)
+    del config.model_config_list.config[:]
+    config.model_config_list.config.extend(ordered)
     return text_format.MessageToString(config)
+
+
+def read_models_config(export_base):
+    """The `ModelServerConfig` of `export_base/models.config`, or None where there is none.
+
+    Raises:
+        ExportError: the file is not a text-format `ModelServerConfig` with a
+            model list (one an export could add to), naming the file.
+    """
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+
+    path = filesystem.join(export_base, MODELS_CONFIG)
+    if not filesystem.exists(path):
+        return None
+    with filesystem.open_file(path) as f:
+        text = f.read()
+    config = model_server_config_pb2.ModelServerConfig()
+    try:
+        text_format.Parse(text, config)
+    except text_format.ParseError as error:
+        raise ExportError(f"{path}: not a TF Serving model config in text format ({error}); fix or remove it, "
+                          "or export under another directory") from None
+    if config.WhichOneof("config") == "custom_model_config":
+        raise ExportError(f"{path}: a custom_model_config, which an export cannot add its model to; "
+                          "export under another directory")
+    return config
 
 
 def write_models_config(export_base, serving_base_path=DEFAULT_SERVING_BASE_PATH):
@@ -102,7 +153,10 @@ def write_models_config(export_base, serving_base_path=DEFAULT_SERVING_BASE_PATH
     listing every model under `export_base`, by name.
 
     The file is rewritten whole and atomically after each export; it names
-    models only, never versions (TF Serving serves the latest of each).
+    models only, never versions (TF Serving serves the latest of each). An
+    existing file is merged into, not replaced: entries of models that are
+    not under `export_base` stay as written (another tool's or a person's),
+    and those that are keep their version policies and labels.
 
     Args:
         export_base: The parent of the model directories (`saved_models`).
@@ -112,9 +166,13 @@ def write_models_config(export_base, serving_base_path=DEFAULT_SERVING_BASE_PATH
 
     Returns:
         The path written.
+
+    Raises:
+        ExportError: an existing file that is not a model list (`read_models_config`).
     """
+    existing = read_models_config(export_base)
     path = filesystem.join(export_base, MODELS_CONFIG)
-    write_text_atomically(path, models_config_text(model_names(export_base), serving_base_path))
+    write_text_atomically(path, models_config_text(model_names(export_base), serving_base_path, existing))
     return path
 
 

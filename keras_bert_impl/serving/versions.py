@@ -19,10 +19,18 @@ Example:
 ([], 1)
 """
 
+import os
+import re
+import socket
+import uuid
+
 from keras_bert_impl import filesystem
 from keras_bert_impl.errors import BertError
 
 SAVED_MODEL_FILE = "saved_model.pb"
+# A local export's staging directory beside the versions: `.tmp-<host>-<pid>-<random>`,
+# so a later export can tell the ones of dead processes on this host.
+_STAGING = re.compile(r"^\.tmp-(?P<host>[A-Za-z0-9_.-]+)-(?P<pid>\d+)-[0-9a-f]{32}$")
 
 
 class ExportError(BertError, ValueError):
@@ -70,6 +78,51 @@ def copy_to_new_directory(source, target):
     except BaseException:
         filesystem.rmtree(target)
         raise
+
+
+def staging_name():
+    """A new staging directory name for this process: `.tmp-<host>-<pid>-<random>`.
+
+    Example:
+    >>> _STAGING.match(staging_name()) is not None
+    True
+    """
+    host = re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname()) or "host"
+    return f".tmp-{host}-{os.getpid()}-{uuid.uuid4().hex}"
+
+
+def remove_stale_staging(export_dir, log=None):
+    """Removes the staging directories that exports killed on this host left in `export_dir`.
+
+    Only those of this host whose process is gone: a live export's (here or
+    on another host sharing the directory) is left alone, and so is any other
+    hidden entry.
+
+    Returns:
+        The names removed.
+    """
+    if filesystem.is_remote(export_dir) or not filesystem.isdir(export_dir):
+        return []
+    host = re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname()) or "host"
+    removed = []
+    for name in filesystem.listdir(export_dir):
+        match = _STAGING.match(name)
+        if match and match["host"] == host and not _alive(int(match["pid"])):
+            filesystem.rmtree(filesystem.join(export_dir, name), missing_ok=True)
+            removed.append(name)
+    if removed and log:
+        log(f"{export_dir}: removed {len(removed)} staging directories of killed exports ({', '.join(removed)})")
+    return removed
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
 
 
 def publish_version(staging, export_dir, version=None):

@@ -496,6 +496,10 @@ def test_serve_ids_rejects_ids_outside_the_tables(exported, input_ids, segment_i
     ([[1, 1, 1]], "input_mask must have the shape of input_ids"),  # narrower: would cut the ids silently
     ([[1, 2, 1, 0]], "input_mask must lie in [0, 2)"),  # 2 would add +10000 to a score
     ([[1, -1, 1, 0]], "input_mask must lie in [0, 2)"),
+    # [CLS] masked: one fixed answer whatever the ids (left padding, or no real token).
+    ([[0, 1, 1, 1]], "input_mask must be 1 at position 0 ([CLS])"),
+    ([[0, 0, 0, 0]], "input_mask must be 1 at position 0 ([CLS])"),
+    ([[1, 0, 1, 0]], "hold its 1s before its 0s"),
 ])
 def test_serve_ids_rejects_a_mask_that_does_not_fit(exported, mask, fragment):
     _, loaded = exported

@@ -136,7 +136,8 @@ class BertServingModule(tf.Module):
         checked in-graph: Keras' embedding lookup wraps a negative id to the
         end of the table, and on a GPU an id past the end reads zeros, so
         without the check some bad ids would answer silently; an `input_mask`
-        of another shape or outside {0, 1} would answer wrongly as silently.
+        of another shape or outside {0, 1}, or not of the form 1...10...0,
+        would answer wrongly as silently.
         A failed check is an InvalidArgument error naming the input and what
         it must be.
 
@@ -159,7 +160,16 @@ class BertServingModule(tf.Module):
             message = f"{name} must lie in [0, {size})"
             checks.append(tf.debugging.assert_non_negative(inputs[name], message=message))
             checks.append(tf.debugging.assert_less(inputs[name], tf.constant(size, inputs[name].dtype), message=message))
-        with tf.control_dependencies(checks):
+        # BERT answers at position 0 ([CLS]) and reads the padding after the
+        # real tokens: a left-padded or all-zero mask gave one fixed answer
+        # whatever the ids. Ones first, then zeros, position 0 real.
+        mask = inputs["input_mask"]
+        message = ("input_mask must be 1 at position 0 ([CLS]) and hold its 1s before its 0s (padding on the "
+                   "right, as BERT's inputs are made)")
+        with tf.control_dependencies(checks):  # after the range checks, so a mask of 2 is named as such
+            layout = [tf.debugging.assert_equal(mask[:, :1], tf.ones_like(mask[:, :1]), message=message),
+                      tf.debugging.assert_less_equal(mask[:, 1:], mask[:, :-1], message=message)]
+        with tf.control_dependencies(layout):
             return {name: tf.identity(value) for name, value in inputs.items()}
 
     # -- ids -> task outputs -----------------------------------------------------

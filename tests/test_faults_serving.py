@@ -253,6 +253,43 @@ class MisbehavingServer:
             handler.wfile.flush()
             time.sleep(0.1)
 
+    @staticmethod
+    def drip(handler, data, pause=0.1):
+        for byte in data:
+            handler.wfile.write(bytes([byte]))
+            handler.wfile.flush()
+            time.sleep(pause)
+
+    def drip_headers(self, handler):  # the status line and headers a byte at a time, for 10 s
+        handler.close_connection = True
+        self.drip(handler, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Padding: " + b"x" * 100)
+
+    def continue_flood(self, handler):  # `100 Continue` without end (each one in time)
+        handler.close_connection = True
+        for _ in range(200):
+            handler.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            handler.wfile.flush()
+            time.sleep(0.05)
+
+    def redirect_to_trickle(self, handler):  # 307 to the trickling answer, same POST
+        handler.send_response(307)
+        handler.send_header("Location", handler.path.replace("redirect_to_trickle", "trickle"))
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    def drip_error(self, handler):  # a 500 whose body comes a byte at a time
+        body = b'{"error": "' + b"e" * 100 + b'"}'
+        handler.send_response(500)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        self.drip(handler, body)
+
+    def large(self, handler):  # 2 MB, over a client limit of 1 MB, declared and not
+        self.send(handler, 200, b'{"predictions": ["' + b"x" * (2 << 20) + b'"]}')
+
+    def large_undeclared(self, handler):
+        self.send(handler, 200, b'{"predictions": ["' + b"x" * (2 << 20) + b'"]}', length=False)
+
     def deeply_nested(self, handler):  # valid JSON nested past Python's recursion limit
         self.send(handler, 200, b"[" * 200_000 + b"]" * 200_000)
 
@@ -320,6 +357,46 @@ def test_rest_client_gives_up_on_a_trickling_answer_at_its_timeout(misbehaving):
     with pytest.raises(ServingError, match="no answer within 0.5 s"):
         RestClient(misbehaving.url, "trickle", timeout=0.5).predict_instances(INSTANCES)
     assert time.monotonic() - start < 1.5
+
+
+@pytest.mark.parametrize("name", ["drip_headers", "continue_flood", "redirect_to_trickle", "drip_error", "slow"])
+def test_rest_client_timeout_bounds_the_whole_call(misbehaving, name):
+    """Headers a byte at a time, endless `100 Continue`, a redirect to a slow answer,
+    an error body dripped: each held the call as long as the server liked (50-200 s)."""
+    start = time.monotonic()
+    with pytest.raises(ServingError, match="no answer within 0.5 s"):
+        RestClient(misbehaving.url, name, timeout=0.5).predict_instances(INSTANCES)
+    assert time.monotonic() - start < 1.5
+
+
+@pytest.mark.parametrize("name", ["large", "large_undeclared"])
+def test_rest_client_caps_the_answer_body(misbehaving, name):
+    with pytest.raises(ServingError, match="over the client's limit of 1048576"):
+        RestClient(misbehaving.url, name, max_response_bytes=1 << 20).predict_instances(INSTANCES)
+    assert RestClient(misbehaving.url, name, timeout=10).predict_instances(INSTANCES)[0].startswith("xxx")
+
+
+def test_rest_client_follows_a_redirect_that_keeps_the_post(misbehaving):
+    # 307 to the trickling answer, given time: the answer arrives, the POST repeated there.
+    answer = RestClient(misbehaving.url, "redirect_to_trickle", timeout=20).predict_instances(INSTANCES)
+    assert answer == [{"probabilities": [0.25, 0.75]}] and misbehaving.count("trickle") == 1
+
+
+def test_a_grpc_tensor_declaring_a_huge_shape_is_a_serving_error_not_a_memory_error():
+    from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2
+
+    proto = tensor_pb2.TensorProto(
+        dtype=types_pb2.DT_FLOAT, float_val=[0.5],
+        tensor_shape=tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=s)
+                                                            for s in (1, 200000, 100000)]))
+    assert len(proto.SerializeToString()) < 40
+    with pytest.raises(ServingError, match=r"shape \[1, 200000, 100000\] \(80000000000 bytes of float32\) is over"):
+        tensor_proto_to_array("probabilities", proto)
+    proto.ClearField("float_val")
+    proto.tensor_content = b"\0" * 12
+    proto.tensor_shape.dim[1].size, proto.tensor_shape.dim[2].size = 2, 2
+    with pytest.raises(ServingError, match=r"12 bytes of values for shape \[1, 2, 2\] \(16 bytes\)"):
+        tensor_proto_to_array("probabilities", proto)
 
 
 def test_rest_client_rejects_outputs_without_a_row_per_example(misbehaving):

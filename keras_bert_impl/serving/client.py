@@ -24,14 +24,21 @@ Example:
 import base64
 import http.client
 import json
+import socket
+import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 
 import numpy as np
 
 from keras_bert_impl.errors import BertError
+
+# The most bytes one answer may take (its body, or a tensor it declares),
+# unless a client is given another limit.
+MAX_RESPONSE_BYTES = 256 << 20
+# Redirects that keep the POST and its body, followed within the one timeout.
+_KEPT_REDIRECTS = (307, 308)
+_MAX_REDIRECTS = 5
 
 
 class ServingError(BertError, RuntimeError):
@@ -76,19 +83,16 @@ def call_with_retries(call, retries=0, backoff=0.1, sleep=time.sleep):
         sleep(backoff * 2**attempt)
 
 
-def _error_detail(http_error):
+def _error_detail(body, reason):
     """The `error` of TF Serving's JSON error body, else the body, else the reason."""
+    text = body.decode("utf-8", "replace")
     try:
-        body = http_error.read().decode("utf-8", "replace")
-    except (http.client.HTTPException, OSError):
-        return http_error.reason
-    try:
-        return json.loads(body)["error"]
+        return json.loads(text)["error"]
     except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nested past Python's limit
-        return body[:500] or http_error.reason
+        return text[:500] or reason
 
 
-def _read_by(response, deadline):
+def _read_by(response, deadline, max_bytes=MAX_RESPONSE_BYTES):
     """The body of `response`, read whole before `deadline` (`time.monotonic()`).
 
     A socket timeout bounds each read, not the answer: a server sending a
@@ -96,9 +100,12 @@ def _read_by(response, deadline):
 
     Raises:
         TimeoutError: the deadline passed first.
+        ServingError: the body is (or says it will be) longer than `max_bytes`.
     """
+    if response.length is not None and response.length > max_bytes:
+        raise ServingError(f"the answer's body of {response.length} bytes is over the client's limit of {max_bytes}")
     sock = getattr(getattr(response.fp, "raw", None), "_sock", None)  # To bound each read by what is left.
-    chunks = []
+    chunks, size = [], 0
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -110,7 +117,37 @@ def _read_by(response, deadline):
             if response.length:  # The server hung up before the length it promised.
                 raise http.client.IncompleteRead(b"".join(chunks), response.length)
             return b"".join(chunks)
+        size += len(chunk)
+        if size > max_bytes:
+            raise ServingError(f"the answer's body is over the client's limit of {max_bytes} bytes")
         chunks.append(chunk)
+
+
+class _Watchdog:
+    """Shuts a connection's socket down at a deadline, so that no read or write
+    on it (headers dripped a byte at a time, an endless run of `100 Continue`)
+    outlasts the call's timeout."""
+
+    def __init__(self, connection, seconds):
+        self.connection, self.fired = connection, False
+        self.timer = threading.Timer(max(0.0, seconds), self._fire)
+        self.timer.daemon = True
+
+    def _fire(self):
+        self.fired = True
+        sock = self.connection.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def __enter__(self):
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.timer.cancel()
 
 
 def _check_batch(where, output_rows, input_rows):
@@ -142,16 +179,20 @@ class RestClient:
         base_url: e.g. `http://localhost:8501`.
         model_name: The served model's name (URL-quoted in the request).
         version: Optional integer version (default: the server's latest).
-        timeout: Seconds per attempt, to connect and to answer.
+        timeout: Seconds per attempt, all of it: to connect, send, and read
+            the headers and the body (redirects included).
         retries: Further attempts after an HTTP 503 or a refused connection.
         backoff: Seconds before the first retry, doubled for each next one.
+        max_response_bytes: The longest answer body taken.
     """
 
-    def __init__(self, base_url, model_name, version=None, timeout=30.0, retries=0, backoff=0.1):
+    def __init__(self, base_url, model_name, version=None, timeout=30.0, retries=0, backoff=0.1,
+                 max_response_bytes=MAX_RESPONSE_BYTES):
         self.base_url = base_url.rstrip("/")
         self.model_name = model_name
         self.version = version
         self.timeout = timeout
+        self.max_response_bytes = max_response_bytes
         self.retries = retries
         self.backoff = backoff
 
@@ -165,25 +206,23 @@ class RestClient:
         return self.method_url("predict")
 
     def _post_once(self, url, data):
-        """One POST of `data` to `url`; the response body as a JSON object."""
-        request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+        """One POST of `data` to `url` (following 307/308 redirects), all within
+        `timeout`; the response body as a JSON object."""
         deadline = time.monotonic() + self.timeout
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = _read_by(response, deadline)
-        except urllib.error.HTTPError as e:
-            raise ServingError(
-                f"{url}: HTTP {e.code}: {_error_detail(e)}", f"HTTP {e.code}", e.code == 503
-            ) from e
-        except urllib.error.URLError as e:  # raised while connecting and sending
-            if isinstance(e.reason, TimeoutError):
-                raise ServingError(f"{url}: no connection within {self.timeout} s") from e
-            refused = isinstance(e.reason, ConnectionRefusedError)
-            raise ServingError(f"{url}: cannot connect: {e.reason}", unavailable=refused) from e
-        except TimeoutError as e:
-            raise ServingError(f"{url}: no answer within {self.timeout} s") from e
-        except (http.client.HTTPException, OSError) as e:  # RemoteDisconnected, IncompleteRead, reset
-            raise ServingError(f"{url}: connection failed: {type(e).__name__}: {e}") from e
+        for _ in range(_MAX_REDIRECTS + 1):
+            status, reason, location, raw = self._exchange(url, data, deadline)
+            if status not in _KEPT_REDIRECTS:
+                break
+            if not location:
+                raise ServingError(f"{url}: HTTP {status} without a Location to go to")
+            url = urllib.parse.urljoin(url, location)
+        else:
+            raise ServingError(f"{url}: more than {_MAX_REDIRECTS} redirects")
+        if 300 <= status < 400:
+            raise ServingError(f"{url}: HTTP {status} redirect to {location!r}, which would drop the request's "
+                               "body; give the URL it names", f"HTTP {status}")
+        if status >= 400:
+            raise ServingError(f"{url}: HTTP {status}: {_error_detail(raw, reason)}", f"HTTP {status}", status == 503)
         try:
             payload = json.loads(raw)
         except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError; nested too deep
@@ -191,6 +230,42 @@ class RestClient:
         if not isinstance(payload, dict):
             raise ServingError(f"{url}: response is not a JSON object: {raw[:200]!r}")
         return payload
+
+    def _exchange(self, url, data, deadline):
+        """`(status, reason, location, body)` of one POST, or `ServingError` by `deadline`."""
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ServingError(f"{url}: not an http(s) URL")
+        connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise ServingError(f"{url}: no answer within {self.timeout} s")
+        connection = connection_class(parts.hostname, parts.port, timeout=remaining)
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        watchdog = _Watchdog(connection, remaining)
+        try:
+            with watchdog:
+                try:
+                    connection.connect()
+                except TimeoutError as e:
+                    raise ServingError(f"{url}: no connection within {self.timeout} s") from e
+                except OSError as e:
+                    refused = isinstance(e, ConnectionRefusedError)
+                    raise ServingError(f"{url}: cannot connect: {e}", unavailable=refused) from e
+                connection.request("POST", path, body=data, headers={"Content-Type": "application/json"})
+                response = connection.getresponse()
+                body = _read_by(response, deadline, self.max_response_bytes)
+                return response.status, response.reason, response.getheader("Location"), body
+        except ServingError:
+            raise
+        except TimeoutError as e:
+            raise ServingError(f"{url}: no answer within {self.timeout} s") from e
+        except (http.client.HTTPException, OSError) as e:  # RemoteDisconnected, IncompleteRead, reset
+            if watchdog.fired or time.monotonic() >= deadline:
+                raise ServingError(f"{url}: no answer within {self.timeout} s") from e
+            raise ServingError(f"{url}: connection failed: {type(e).__name__}: {e}") from e
+        finally:
+            connection.close()
 
     def _call(self, method, body, key):
         url = self.method_url(method)
@@ -317,7 +392,7 @@ _VALUE_FIELDS = {
 }
 
 
-def tensor_proto_to_array(name, proto):
+def tensor_proto_to_array(name, proto, max_bytes=MAX_RESPONSE_BYTES):
     """A response's `TensorProto` as a numpy array, its values checked against its shape.
 
     `tf.make_ndarray` fills a tensor whose values are missing with zeros or
@@ -327,12 +402,14 @@ def tensor_proto_to_array(name, proto):
     Args:
         name: The output's name, for the message.
         proto: A `tensorflow.TensorProto`.
+        max_bytes: The most bytes the array may take.
 
     Returns:
         The numpy array.
 
     Raises:
-        ServingError: values missing or not matching the shape.
+        ServingError: values missing or not matching the shape, or a shape
+            whose array would be larger than `max_bytes`.
     """
     import tensorflow as tf
 
@@ -341,7 +418,16 @@ def tensor_proto_to_array(name, proto):
     except TypeError:
         raise ServingError(f"output {name!r}: unknown dtype {proto.dtype}") from None
     shape = [dim.size for dim in proto.tensor_shape.dim]
-    size = int(np.prod(shape, dtype=np.int64))
+    if any(dim < 0 for dim in shape):
+        raise ServingError(f"output {name!r}: shape {shape} has a negative dimension")
+    size = int(np.prod(shape, dtype=object))  # exact: a declared shape may overflow int64
+    itemsize = 0 if dtype.base_dtype == tf.string else dtype.size
+    if size * itemsize > max_bytes:  # One value stands for every element: this would be allocated.
+        raise ServingError(f"output {name!r}: shape {shape} ({size * itemsize} bytes of {dtype.name}) is over the "
+                           f"client's limit of {max_bytes} bytes")
+    if proto.tensor_content and len(proto.tensor_content) != size * itemsize:
+        raise ServingError(f"output {name!r}: {len(proto.tensor_content)} bytes of values for shape {shape} "
+                           f"({size * itemsize} bytes)")
     if not proto.tensor_content and size > 0:
         # Only the field of its dtype holds its values (`make_ndarray` reads no other).
         field = _VALUE_FIELDS.get(dtype.base_dtype.name)

@@ -97,3 +97,11 @@ def test_a_training_label_with_a_line_break_is_named_with_its_line(tmp_path):
     dataset = get_dataset("csv")
     with pytest.raises(InputFileError, match=r"train.csv:3: label 'neg\\nworse' holds a line break"):
         with_labels(dataset, read_examples(dataset, str(tmp_path), "train"))
+
+
+def test_an_empty_vocabulary_is_named(tmp_path):
+    from keras_bert_impl.errors import VocabError
+
+    (tmp_path / "vocab.txt").write_text("")
+    with pytest.raises(VocabError, match=r"vocab.txt: empty; a vocabulary holds one token a line"):
+        BertPreprocessor(str(tmp_path / "vocab.txt"))  # was: max() arg is an empty sequence

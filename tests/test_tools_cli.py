@@ -191,6 +191,17 @@ def test_predict_saved_model_bad_requests_are_one_line(tmp_path):
     result = run("predict_saved_model.py", f"--saved_model_dir={tmp_path / 'doubler'}", stdin='[{"signature": "other", "inputs": {}}]')
     assert_one_line_error(result, "no signature 'other'")
 
+    class Ids(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.int32, name="ids")])
+        def first(self, ids):
+            return {"first": ids[:1]}
+
+    ids = Ids()
+    tf.saved_model.save(ids, str(tmp_path / "ids"), signatures={"serving_default": ids.first})
+    # An id of 1e20 for an int32 input: was a 19-line OverflowError traceback.
+    result = run("predict_saved_model.py", str(tmp_path / "ids"), stdin='[{"signature": "serving_default", "inputs": {"ids": [2, 1e20]}}]')
+    assert_one_line_error(result, "a value does not fit int32")
+
 
 def _console_scripts():
     try:

@@ -103,7 +103,10 @@ def predict(saved_model_dir, requests):
             return np.array([base64.b64decode(v) for v in value["b64"]], dtype=object)
         if dtype == tf.string:
             return np.array(value, dtype=object)
-        return np.array(value, dtype=dtype.as_numpy_dtype)
+        try:
+            return np.array(value, dtype=dtype.as_numpy_dtype)
+        except OverflowError as error:  # an id of 1e20 for an int32 input
+            raise ValueError(f"a value does not fit {dtype.name}: {error}") from None
 
     if not isinstance(requests, list):
         raise ValueError(f"the requests are a JSON {type(requests).__name__}, not a list")

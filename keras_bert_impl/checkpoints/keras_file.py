@@ -154,7 +154,7 @@ def check_keras_file_fits(path, config, bert_config_file, vocab_file, do_lower_c
         )
         raise CheckpointError(f"{keras_file.path}: its BertConfig differs from {bert_config_file} ({differences})")
     if keras_file.vocabularies:
-        vocab_size = max(load_vocab(vocab_file).values()) + 1
+        vocab_size = max(load_vocab(vocab_file).values(), default=-1) + 1
         for preprocessor_lower_case, vocabulary in keras_file.vocabularies:
             if len(vocabulary) != vocab_size:
                 raise CheckpointError(

@@ -13,6 +13,7 @@ import functools
 import keras
 import tensorflow as tf
 
+from keras_bert_impl.errors import VocabError
 from keras_bert_impl.tokenization.full_tokenizer import load_vocab
 from keras_bert_impl.tokenization.in_graph import InGraphTokenizer, build_tables
 
@@ -169,6 +170,8 @@ def _vocabulary_list(vocabulary):
     if isinstance(vocabulary, (list, tuple)):
         return list(vocabulary)
     vocab = load_vocab(vocabulary)
+    if not vocab:  # The original reads an empty file as no tokens; a preprocessor needs some.
+        raise VocabError(f"{vocabulary}: empty; a vocabulary holds one token a line")
     tokens = [""] * (max(vocab.values()) + 1)
     for token, index in vocab.items():
         tokens[index] = token

@@ -257,8 +257,28 @@ def flag_values(fv, names):
     return {name: fv[name].value for name in names}
 
 
+# TensorFlow's error codes for what the machine, not the program, did wrong:
+# a full disk (RESOURCE_EXHAUSTED), a file gone or not allowed, a damaged
+# file, a file system that did not answer.
+_ENVIRONMENT_ERROR_CODES = ("RESOURCE_EXHAUSTED", "PERMISSION_DENIED", "NOT_FOUND", "DATA_LOSS", "UNAVAILABLE")
+
+
+def _environment_error(error):
+    """The first line of a TensorFlow file-system error's message, or None for any other error."""
+    tf = sys.modules.get("tensorflow")
+    errors = getattr(tf, "errors", None)
+    if errors is None or not isinstance(error, errors.OpError):
+        return None
+    codes = {getattr(errors, name) for name in _ENVIRONMENT_ERROR_CODES}
+    if error.error_code not in codes:
+        return None
+    lines = [line.strip() for line in (error.message or "").splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
+
+
 def run_tool(main, argv=None, prog=None):
-    """Runs `main(argv)`; a `BertError` or OS error becomes one stderr line.
+    """Runs `main(argv)`; a `BertError`, an OS error or a TensorFlow file-system
+    error (a full disk while a checkpoint is written) becomes one stderr line.
 
     Returns:
         The process exit code: 0, `EXIT_BAD_FLAG` for a `FlagError`,
@@ -276,6 +296,12 @@ def run_tool(main, argv=None, prog=None):
     except OSError as e:
         where = f"{e.filename}: " if getattr(e, "filename", None) else ""
         print(f"{prog}: error: {where}{e.strerror or e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as e:  # noqa: BLE001: TensorFlow's file-system errors are no OSError
+        message = _environment_error(e)
+        if message is None:
+            raise
+        print(f"{prog}: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)

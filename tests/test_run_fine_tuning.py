@@ -197,3 +197,33 @@ def test_weights_that_diverge_are_never_saved(release, tmp_path):
         run_fine_tuning(ToyFineTuning(), toy_run(release, output_dir, save_checkpoints_steps=1, learning_rate=1e39,
                                                  do_train=True), log=lambda m: None)
     assert not list(output_dir.glob("model.ckpt*"))
+
+
+def test_a_full_disk_while_a_checkpoint_is_written_is_one_line_and_no_release(release, tmp_path, monkeypatch, capsys):
+    """TensorFlow's own write error (its code for ENOSPC), injected where the first checkpoint
+    is written: one stderr line from the tool (was a 30-line traceback), and nothing that looks
+    like a finished run in --output_dir."""
+    from keras_bert_impl.cli import run_tool
+    from keras_bert_impl.training import checkpointing
+    from tools import run_classifier
+
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = ["text,label"] + [f"{'odd one' if i % 2 else 'even two'},{'odd' if i % 2 else 'even'}" for i in range(16)]
+    (data / "train.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+    def full_disk(tensors, prefix):
+        raise tf.errors.ResourceExhaustedError(None, None, f"{prefix}.data-00000-of-00001.tempstate: No space left on "
+                                               "device\nmore detail\non more lines")
+
+    monkeypatch.setattr(checkpointing, "write_checkpoint_tensors", full_disk)
+    out = tmp_path / "out"
+    code = run_tool(run_classifier.main, [
+        "--task_name=csv", f"--data_dir={data}", f"--vocab_file={release}/vocab.txt",
+        f"--bert_config_file={release}/bert_config.json", f"--init_checkpoint={release}/bert_model.ckpt",
+        "--max_seq_length=6", "--train_batch_size=4", "--save_checkpoints_steps=2", "--do_train",
+        f"--output_dir={out}"], prog="run_classifier")
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("run_classifier: error")]
+    assert code == 1 and errors == [
+        f"run_classifier: error: {out}/model.ckpt-2.data-00000-of-00001.tempstate: No space left on device"]
+    assert not (out / "bert_config.json").exists() and not (out / "model.ckpt.index").exists()

@@ -758,3 +758,21 @@ def test_missing_variables_name_the_python_parameter(release, tmp_path):
     assert "2 missing (e.g. " in message and "output_weights" in message and "output_bias" in message
     assert "a Python caller may leave them freshly initialised by naming them in allow_fresh" in message
     assert "Pass allow_fresh" not in message
+
+
+def test_a_full_disk_during_an_export_is_one_line_and_publishes_nothing(release, tmp_path, capsys, monkeypatch):
+    """TensorFlow's write error for a full disk, injected while the SavedModel is staged:
+    one line (was a 47-line traceback), no version directory and no staging left."""
+    directory, _, _ = release
+
+    def full_disk(module, path, signatures=None, **kwargs):
+        raise tf.errors.ResourceExhaustedError(None, None, f"{path}/variables/variables.data-00000-of-00001: "
+                                               "No space left on device")
+
+    monkeypatch.setattr(tf.saved_model, "save", full_disk)
+    export_dir = tmp_path / "saved_models" / "tiny"
+    code, lines = export_tool([f"--model_dir={directory}", "--task=classifier", f"--max_seq_length={SEQ}",
+                               f"--export_dir={export_dir}"], capsys)
+    errors = [line for line in lines if ": error: " in line]
+    assert code == 1 and len(errors) == 1 and errors[0].endswith("No space left on device"), lines
+    assert os.listdir(export_dir) == []

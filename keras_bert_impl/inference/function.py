@@ -57,9 +57,10 @@ def make_inference_function(bert_model, plan):
                 return model(inputs, training=False)
 
         # No autograph: nothing here needs it, and errors raised while tracing
-        # (SequenceLengthError) then reach the caller as they are.
-        function = tf.function(call, jit_compile=plan.jit_compile, autograph=False,
-                               reduce_retracing=constants is not None)
+        # (SequenceLengthError) then reach the caller as they are. Shapes are
+        # left open after the second new one: a trace per request length
+        # would grow without bound (and hold constant kernels again each time).
+        function = tf.function(call, jit_compile=plan.jit_compile, autograph=False, reduce_retracing=True)
     return with_id_checks(function, bert_model.bert_config) if plan.jit_compile else function
 
 

@@ -265,7 +265,10 @@ def make_padding_free_function(bert_model, jit_compile=True, bucket_size=16, fre
                          reduce_retracing=constant_kernels is not None)
     bucket_size = bucket_size if jit_compile else 1
 
-    @tf.function(autograph=False)
+    # Shapes left open after the second new one: each trace of this function
+    # is a graph of its own, which inlines `layers` and so holds its constant
+    # kernels (and oneDNN's packed copies of them) again, per input shape.
+    @tf.function(autograph=False, reduce_retracing=True)
     def forward(inputs):
         # The row count must reach the host before the compiled program is
         # chosen. Found on the host, the few small index ops cost no

@@ -44,10 +44,11 @@ def model():
     dict(padding_free=True, freeze_kernels=True),
     dict(padding_free=True),
     dict(),
-], ids=["frozen", "padding-free frozen", "padding-free", "plain"])
+    dict(jit_compile=True),
+], ids=["frozen", "padding-free frozen", "padding-free", "plain", "XLA"])
 def test_many_request_lengths_trace_a_bounded_number_of_times_and_memory_holds(model, options):
     kernel_mib = dense_kernel_bytes(model) / 2**20
-    forward = model.make_inference_function(jit_compile=False, **options)
+    forward = model.make_inference_function(**{"jit_compile": False, **options})
     first, second = LENGTHS[0], LENGTHS[1]
     reference = model(_one_text(first), training=False)["pooled_output"]
     np.testing.assert_allclose(forward(_one_text(first))["pooled_output"], reference, atol=2e-5)
@@ -63,3 +64,18 @@ def test_many_request_lengths_trace_a_bounded_number_of_times_and_memory_holds(m
     last = _one_text(LENGTHS[-1])
     np.testing.assert_allclose(forward(last)["pooled_output"], model(last, training=False)["pooled_output"],
                                atol=2e-5)
+
+
+def test_xla_buckets_of_sequence_lengths_give_the_model_outputs_up_to_the_position_table():
+    # max_position_embeddings 24, buckets of 16: 3 -> 16 columns, 17 and 23 -> 24 (not 32).
+    config = tiny_config(max_position_embeddings=24)
+    model = BertModel(config)
+    randomize(model, seed=5, scale=0.2)
+    forward = model.make_inference_function(jit_compile=True, bucket_size=16)
+    for length in (3, 17, 23, 24):
+        inputs = _one_text(length)
+        inputs["input_mask"] = tf.concat([tf.ones((1, length - 1), tf.int32), tf.zeros((1, 1), tf.int32)], axis=1)
+        outputs, expected = forward(inputs), model(inputs, training=False)
+        assert outputs["sequence_output"].shape == (1, length, config.hidden_size)
+        np.testing.assert_allclose(outputs["sequence_output"][:, :-1], expected["sequence_output"][:, :-1], atol=2e-5)
+        np.testing.assert_allclose(outputs["pooled_output"], expected["pooled_output"], atol=2e-5)

@@ -38,7 +38,7 @@ def test_function_plan_follows_the_rules_for_each_machine(dtype, accelerator, on
     plan = function_plan(model, padding_free=True, bucket_size=16, machine=machine)
     assert (plan.jit_compile, plan.onednn_forms) == (jit, forms)
     assert plan.precision == ("float32" if dtype == "float32" else "bfloat16")
-    assert plan.bucket_size == (16 if jit else 1)  # a plain graph computes exactly the real tokens
+    assert plan.bucket_size == (16 if jit else 1)  # a plain graph computes the shapes as they come
 
 
 @pytest.mark.parametrize("jit_compile, padding_free, expected", [

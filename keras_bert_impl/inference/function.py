@@ -61,19 +61,28 @@ def make_inference_function(bert_model, plan):
         # left open after the second new one: a trace per request length
         # would grow without bound (and hold constant kernels again each time).
         function = tf.function(call, jit_compile=plan.jit_compile, autograph=False, reduce_retracing=True)
-    return with_id_checks(function, bert_model.bert_config) if plan.jit_compile else function
+    if not plan.jit_compile:
+        return function
+    postprocessor = bert_model.embedding_postprocessor
+    max_length = postprocessor.max_position_embeddings - getattr(postprocessor, "position_offset", 0)
+    if not plan.padding_free and plan.bucket_size > 1:
+        function = with_length_buckets(function, plan.bucket_size, max_length)
+    return with_id_checks(function, bert_model.bert_config, max_length)
 
 
-def with_id_checks(function, config):
-    """`function` of an inputs dict behind the id checks XLA leaves out.
+def with_id_checks(function, config, max_length=None):
+    """`function` of an inputs dict behind the id and length checks XLA leaves out.
 
     XLA drops `tf.debugging` assertions and clamps a gather's indices, so a
     compiled forward pass would read the wrong rows of the embedding tables
-    for an id outside them; these checks run first, in a plain graph.
+    for an id outside them; these checks run first, in a plain graph. The
+    checks are traced with shapes left open after the second new one, so a
+    sequence too long is caught here at run time.
 
     Args:
         function: A function of `{"input_ids", "input_mask", "segment_ids"}`.
         config: The `BertConfig` whose `vocab_size` and `type_vocab_size` bound the ids.
+        max_length: The longest sequence the position table takes; None: not checked.
 
     Example:
     >>> from keras_bert_impl.config import BertConfig
@@ -85,9 +94,13 @@ def with_id_checks(function, config):
     """
     bounds = {"input_ids": ("vocab_size", config.vocab_size), "segment_ids": ("type_vocab_size", config.type_vocab_size)}
 
-    @tf.function(autograph=False)
+    @tf.function(autograph=False, reduce_retracing=True)
     def checked(inputs):
         checks = []
+        if max_length is not None:
+            length = tf.shape(inputs["input_ids"])[1]
+            checks.append(tf.debugging.assert_less_equal(
+                length, max_length, message=f"sequence length exceeds max_position_embeddings {max_length}"))
         for key, (name, size) in bounds.items():
             if key in inputs:
                 ids = tf.cast(inputs[key], tf.int32)
@@ -100,3 +113,56 @@ def with_id_checks(function, config):
         return function(inputs)
 
     return checked
+
+
+def with_length_buckets(function, bucket_size, max_length):
+    """`function` on inputs padded to a multiple of `bucket_size` columns, its outputs cut back.
+
+    XLA compiles one program per input shape; padded to a bucket, requests
+    of any length meet at most `max_length / bucket_size` programs per batch
+    size. The added columns are masked (`input_mask` 0), and a masked key
+    adds exactly nothing to a real token's attention (exp(-10000) is 0), so
+    the real positions come out as without them.
+
+    Args:
+        function: A function of `{"input_ids", "input_mask", "segment_ids"}`
+            [batch, seq] returning `BertModel`'s outputs dict.
+        bucket_size: Columns are padded up to a multiple of this...
+        max_length: ... or to this, the longest the position table takes,
+            where that is less (a longer input is left as it is, for the
+            model to refuse).
+
+    Example:
+    >>> def forward(inputs):
+    ...     return {"sequence_output": tf.cast(inputs["input_ids"], tf.float32)[:, :, None] * tf.ones([1, 1, 2]),
+    ...             "pooled_output": tf.cast(tf.shape(inputs["input_ids"])[1:], tf.float32)}
+    >>> bucketed = with_length_buckets(forward, 4, max_length=512)
+    >>> outputs = bucketed({"input_ids": tf.constant([[5, 6, 7]]), "input_mask": tf.ones([1, 3], tf.int32)})
+    >>> outputs["sequence_output"].shape.as_list(), outputs["pooled_output"].numpy().tolist()
+    ([1, 3, 2], [4.0])
+    """
+
+    def padded(inputs):
+        # [batch, seq] -> [batch, bucketed seq], the new columns masked.
+        length = tf.shape(inputs["input_ids"])[1]
+        extra = tf.maximum(tf.minimum((-length) % bucket_size, max_length - length), 0)
+        return {key: tf.pad(value, [[0, 0], [0, extra]]) for key, value in inputs.items()}, length
+
+    def cut(outputs, length):
+        outputs = dict(outputs)
+        # [batch, bucketed seq, H] -> [batch, seq, H]
+        for key in ("sequence_output",):
+            outputs[key] = outputs[key][:, :length]
+        if "encoder_outputs" in outputs:
+            outputs["encoder_outputs"] = [layer[:, :length] for layer in outputs["encoder_outputs"]]
+        if "attention_probs" in outputs:
+            # [batch, heads, bucketed seq, bucketed seq] -> [batch, heads, seq, seq]
+            outputs["attention_probs"] = [probs[:, :, :length, :length] for probs in outputs["attention_probs"]]
+        return outputs
+
+    @tf.function(autograph=False, reduce_retracing=True)
+    def bucketed(inputs):
+        inputs, length = padded(inputs)
+        return cut(function(inputs), length)
+
+    return bucketed

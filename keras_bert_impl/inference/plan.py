@@ -202,8 +202,11 @@ class InferencePlan:
         precision: What the model computes in ("float32", "bfloat16", ...).
         jit_compile: Compile the forward pass with XLA (else a plain graph).
         padding_free: Run the per-token work on the real tokens only.
-        bucket_size: Real-token rows are rounded up to a multiple of this
-            (1: exactly the real tokens; more only where XLA compiles).
+        bucket_size: Where XLA compiles, the shapes it compiles for are
+            rounded up to a multiple of this, so that a bounded number of
+            programs serves every request: the real-token rows with
+            `padding_free`, else the sequence length (padded with masked
+            columns). 1: shapes as they come (a plain graph).
         held_weights: Run a copy of the model holding its weights rounded to
             `precision` once (`inference.precision`), taken when the plan is
             applied.
@@ -233,8 +236,11 @@ class InferencePlan:
         'bfloat16, plain graph, padding-free rows, kernels as graph constants'
         """
         parts = [self.precision, "XLA" if self.jit_compile else "plain graph"]
+        buckets = f" (buckets of {self.bucket_size})" if self.bucket_size > 1 else ""
         if self.padding_free:
-            parts.append("padding-free rows" + (f" (buckets of {self.bucket_size})" if self.bucket_size > 1 else ""))
+            parts.append("padding-free rows" + buckets)
+        elif buckets:
+            parts.append("sequence lengths" + buckets)
         if self.held_weights:
             parts.append(f"weights held in {self.precision}")
         if self.frozen_kernels:
@@ -280,7 +286,7 @@ def function_plan(model, jit_compile="auto", padding_free=False, bucket_size=16,
         precision=precision,
         jit_compile=jit_compile,
         padding_free=bool(padding_free),
-        bucket_size=bucket_size if padding_free and jit_compile else 1,
+        bucket_size=bucket_size if jit_compile else 1,
         held_weights=bool(freeze_kernels) and not frozen_kernels,
         frozen_kernels=frozen_kernels,
         constant_kernels=bool(freeze_kernels) and not jit_compile,

@@ -30,6 +30,7 @@ OPTIONAL_IMPORTS = {
     "matplotlib": "demo",  # bert-figures
     "sklearn": "demo",  # bert-tfidf-baseline
     "keras_hub": "keras-hub",  # bert-convert-keras-hub
+    "sentencepiece": "keras-hub",  # the Python ALBERT tokenizer (tokenization/sentencepiece_tokenizer.py)
 }
 # What only the tests and benchmarks import: never a run-time requirement.
 TEST_AND_BENCH_ONLY = {"tf-models-official", "keras-hub", "keras-nlp", "pytest", "hypothesis", "vermin", "seqeval"}

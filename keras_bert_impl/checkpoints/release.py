@@ -1,6 +1,9 @@
 """A release directory: `bert_config.json`, `vocab.txt` and an original-layout
 checkpoint, as google-research/bert publishes them and our tools write them.
 
+A variant's release has its tokenizer's files in place of `vocab.txt`
+(`TOKENIZER_FILES`, by the config's `model_type`).
+
 Example:
 >>> import os, tempfile
 >>> directory = tempfile.mkdtemp()
@@ -21,10 +24,36 @@ from keras_bert_impl.io import write_text_atomically
 # `checkpoint` state file names the other as the newest written.
 _PREFIXES = ("model.ckpt", "bert_model.ckpt")
 
+# The tokenizer files a release of each `model_type` holds, as Hugging Face's
+# `save_pretrained` writes them; the first is `ReleaseFiles.vocab_file`.
+TOKENIZER_FILES = {
+    "bert": ("vocab.txt",),
+    "distilbert": ("vocab.txt",),
+    "roberta": ("vocab.json", "merges.txt"),
+    "albert": ("spiece.model",),
+}
+# Copied into a converted release too where the source has them (special
+# tokens, the fast tokenizer's own file).
+TOKENIZER_EXTRAS = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def tokenizer_files_of(model_type):
+    """`(required, extras)`: the tokenizer file names of a release of `model_type`.
+
+    Example:
+    >>> tokenizer_files_of("roberta")[0]
+    ('vocab.json', 'merges.txt')
+    """
+    return TOKENIZER_FILES[model_type], TOKENIZER_EXTRAS
+
 
 @dataclasses.dataclass(frozen=True)
 class ReleaseFiles:
-    """The files of a release: `bert_config_file`, `vocab_file`, `checkpoint` (a prefix)."""
+    """The files of a release: `bert_config_file`, `vocab_file`, `checkpoint` (a prefix).
+
+    `vocab_file` is the first of the model type's `TOKENIZER_FILES`
+    (`vocab.json` for RoBERTa, `spiece.model` for ALBERT), the others beside it.
+    """
 
     bert_config_file: str
     vocab_file: str
@@ -51,8 +80,11 @@ def find_release(path):
     else:
         directory, prefix = filesystem.dirname(path) or ".", path
     config_file = filesystem.join(directory, "bert_config.json")
-    vocab_file = filesystem.join(directory, "vocab.txt")
-    for required in (config_file, vocab_file):
+    if not filesystem.exists(config_file):
+        raise CheckpointError(f"{directory}: not a release, it has no bert_config.json")
+    tokenizer_files = [filesystem.join(directory, name) for name in TOKENIZER_FILES[_model_type(config_file)]]
+    vocab_file = tokenizer_files[0]
+    for required in tokenizer_files:
         if not filesystem.exists(required):
             raise CheckpointError(f"{directory}: not a release, it has no {filesystem.basename(required)}")
     if prefix is None:
@@ -67,6 +99,17 @@ def find_release(path):
     if prefix is None or not filesystem.exists(prefix + ".index"):
         raise CheckpointError(f"{directory}: not a release, it has no checkpoint ({' or '.join(_PREFIXES)})")
     return ReleaseFiles(config_file, vocab_file, prefix)
+
+
+def _model_type(config_file):
+    """The config's `model_type` ("bert" when it has none, or cannot say: `BertConfig` reports that later)."""
+    from keras_bert_impl.config import BertConfig
+    from keras_bert_impl.errors import ConfigError
+
+    try:
+        return BertConfig.from_json_file(config_file).model_type
+    except ConfigError:
+        return "bert"
 
 
 def infer_do_lower_case(vocab_file, checkpoint):

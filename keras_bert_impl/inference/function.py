@@ -63,8 +63,7 @@ def make_inference_function(bert_model, plan):
         function = tf.function(call, jit_compile=plan.jit_compile, autograph=False, reduce_retracing=True)
     if not plan.jit_compile:
         return function
-    postprocessor = bert_model.embedding_postprocessor
-    max_length = postprocessor.max_position_embeddings - getattr(postprocessor, "position_offset", 0)
+    max_length = bert_model.bert_config.max_sequence_length
     if not plan.padding_free and plan.bucket_size > 1:
         function = with_length_buckets(function, plan.bucket_size, max_length)
     return with_id_checks(function, bert_model.bert_config, max_length)

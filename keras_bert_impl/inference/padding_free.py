@@ -52,7 +52,7 @@ def forward_on_rows(bert_model, inputs, token_positions, row_of_position, dense=
 
     Returns:
         Dict of `sequence_output` [batch, seq, H] (zeros at padded positions)
-        and `pooled_output` [batch, H].
+        and `pooled_output` [batch, H] (where the model has a pooler).
     """
     input_ids = tf.convert_to_tensor(inputs["input_ids"])
     input_mask = tf.convert_to_tensor(inputs["input_mask"])
@@ -74,7 +74,10 @@ def forward_on_rows(bert_model, inputs, token_positions, row_of_position, dense=
         )
     # [batch, seq, H], zeros at padding.
     sequence_output = rows_to_padded(hidden, row_of_position, input_mask)
-    return {"sequence_output": sequence_output, "pooled_output": bert_model.pooler(sequence_output)}
+    outputs = {"sequence_output": sequence_output}
+    if bert_model.pooler is not None:  # none in a config without one (DistilBERT)
+        outputs["pooled_output"] = bert_model.pooler(sequence_output)
+    return outputs
 
 
 def frozen_kernels(bert_model, held_dtype=None):

@@ -1,6 +1,8 @@
 """An HF-layout BERT (config.json, model.safetensors, vocab.txt) as an original
 google-research/bert release directory, without torch
-(`tools/convert_hf_checkpoint.py`, console `bert-convert-hf`).
+(`tools/convert_hf_checkpoint.py`, console `bert-convert-hf`); a RoBERTa,
+ALBERT or DistilBERT directory likewise, as a release of that variant
+(docs/VARIANTS.md).
 
 Example:
 >>> convert_hf_checkpoint("release/")  # neither source given
@@ -15,7 +17,7 @@ import time
 
 def convert_hf_checkpoint(output_dir, hf_model_dir=None, from_pip=False, cache_dir=None,
                           original_compatible_config=False):
-    """Writes `bert_config.json`, `bert_model.ckpt.*` and `vocab.txt` into `output_dir`.
+    """Writes `bert_config.json`, `bert_model.ckpt.*` and the tokenizer files into `output_dir`.
 
     Args:
         output_dir: Where the release goes (created if needed).
@@ -66,7 +68,7 @@ def convert_hf_checkpoint(output_dir, hf_model_dir=None, from_pip=False, cache_d
         config = written
     prefix = write_converted_release(loaded.model, config, hf_dir, output_dir, loaded.absent)
     print(
-        f"convert_hf_checkpoint: wrote {prefix} ({config.num_hidden_layers} layers, hidden "
+        f"convert_hf_checkpoint: wrote {prefix} ({config.model_type}, {config.num_hidden_layers} layers, hidden "
         f"{config.hidden_size}, hidden_act {config.hidden_act}) in {time.perf_counter() - start:.1f}s",
         file=sys.stderr,
     )

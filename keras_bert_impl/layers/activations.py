@@ -65,6 +65,7 @@ def gelu_exact(x):
 _ACTIVATIONS = {
     "gelu": gelu,
     "gelu_exact": gelu_exact,
+    "gelu_new": gelu,  # Hugging Face's name for the same tanh form (ALBERT's configs)
     "relu": keras.activations.relu,
     "tanh": keras.activations.tanh,
     "linear": None,
@@ -75,7 +76,8 @@ def get_activation(name):
     """Maps an activation name from `bert_config.json` to a callable (or None).
 
     Args:
-        name: One of `gelu`, `gelu_exact`, `relu`, `tanh`, `linear`.
+        name: One of `gelu`, `gelu_exact`, `gelu_new` (= `gelu`), `relu`,
+            `tanh`, `linear`.
 
     Returns:
         The activation function, or None for `linear` (a `Dense` layer's
@@ -90,7 +92,7 @@ def get_activation(name):
     >>> get_activation("swish")
     Traceback (most recent call last):
     ...
-    ValueError: unknown activation 'swish'; known: gelu, gelu_exact, relu, tanh, linear
+    ValueError: unknown activation 'swish'; known: gelu, gelu_exact, gelu_new, relu, tanh, linear
     """
     try:
         return _ACTIVATIONS[name]

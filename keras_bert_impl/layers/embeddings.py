@@ -85,17 +85,39 @@ class EmbeddingPostprocessor(keras.layers.Layer):
     """Adds token-type and position embeddings, then LayerNorm and dropout.
 
     Mirrors the original `embedding_postprocessor` (`bert/embeddings/...`):
-    `token_type_embeddings` [type_vocab_size, H], `position_embeddings`
-    [max_position_embeddings, H] sliced to the sequence length, and
-    `LayerNorm` (epsilon 1e-12).
+    `token_type_embeddings` [type_vocab_size, E], `position_embeddings`
+    [max_position_embeddings, E] sliced to the sequence length, and
+    `LayerNorm` (epsilon 1e-12). `E` is the embedding width (`H` but in ALBERT).
+
+    The variants configure it (docs/VARIANTS.md): `type_vocab_size=0` adds no
+    token types (DistilBERT; `segment_ids` are then ignored);
+    `position_offset` starts the positions at that row (RoBERTa's 2: rows 0
+    and 1 belong to its padding index, never read here); `projection_size`
+    ends with ALBERT's `embedding_hidden_mapping_in`, a dense layer from `E`
+    to `H` (ALBERT scopes it in `bert/encoder`; it sits here so that every
+    consumer of the embeddings gets `H`-wide rows).
+
+    RoBERTa's position ids: Hugging Face counts them from the non-pad tokens
+    (`cumsum(input_ids != padding_idx) + padding_idx`), so padded slots read
+    row `padding_idx` and real tokens rows `padding_idx + 1 + i`. Here slot
+    `i` always reads row `position_offset + i`: the same rows at every real
+    token of a left-aligned input (padding only at the end, no `<pad>` id
+    among the real tokens), which is every input our preprocessors make;
+    padded slots differ, and the attention mask keeps them from every real
+    token.
 
     Args:
-        hidden_size: Embedding width.
-        type_vocab_size: Number of segment ids.
-        max_position_embeddings: Longest sequence accepted; longer input raises
+        hidden_size: Embedding width `E` (the tables' width).
+        type_vocab_size: Number of segment ids; 0 for none.
+        max_position_embeddings: Rows of the position table; input longer
+            than `max_position_embeddings - position_offset` raises
             `SequenceLengthError`.
         dropout_rate: `hidden_dropout_prob`.
         initializer_range: Stddev of the truncated-normal initializer.
+        position_offset: First row of the position table read.
+        layer_norm_epsilon: The LayerNorm's epsilon.
+        projection_size: When given, the output is projected to this width
+            (`embedding_projection`, ALBERT's `embedding_hidden_mapping_in`).
 
     Example:
     >>> layer = EmbeddingPostprocessor(hidden_size=4, type_vocab_size=2,
@@ -103,6 +125,10 @@ class EmbeddingPostprocessor(keras.layers.Layer):
     >>> word = keras.ops.ones((1, 3, 4))
     >>> layer(word, keras.ops.convert_to_tensor([[0, 0, 1]])).shape
     TensorShape([1, 3, 4])
+    >>> albert = EmbeddingPostprocessor(hidden_size=4, type_vocab_size=2, max_position_embeddings=8,
+    ...                                 projection_size=6)
+    >>> albert(word, keras.ops.convert_to_tensor([[0, 0, 1]])).shape
+    TensorShape([1, 3, 6])
     """
 
     def __init__(
@@ -112,6 +138,9 @@ class EmbeddingPostprocessor(keras.layers.Layer):
         max_position_embeddings=512,
         dropout_rate=0.1,
         initializer_range=0.02,
+        position_offset=0,
+        layer_norm_epsilon=LAYER_NORM_EPSILON,
+        projection_size=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -120,38 +149,54 @@ class EmbeddingPostprocessor(keras.layers.Layer):
         self.max_position_embeddings = max_position_embeddings
         self.dropout_rate = dropout_rate
         self.initializer_range = initializer_range
+        self.position_offset = position_offset
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.projection_size = projection_size
         self.layer_norm = LayerNorm(
-            epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="LayerNorm"
+            epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="LayerNorm"
         )
         self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.embedding_projection = None
+        if projection_size is not None:
+            self.embedding_projection = keras.layers.Dense(
+                projection_size,
+                kernel_initializer=truncated_normal(initializer_range),
+                dtype=self.dtype_policy,
+                name="embedding_hidden_mapping_in",
+            )
 
     def build(self, word_embeddings_shape, segment_ids_shape=None):
         initializer = truncated_normal(self.initializer_range)
-        self.token_type_embeddings = self.add_weight(
-            name="token_type_embeddings",
-            shape=(self.type_vocab_size, self.hidden_size),
-            initializer=initializer,
-        )
+        self.token_type_embeddings = None
+        if self.type_vocab_size:
+            self.token_type_embeddings = self.add_weight(
+                name="token_type_embeddings",
+                shape=(self.type_vocab_size, self.hidden_size),
+                initializer=initializer,
+            )
         self.position_embeddings = self.add_weight(
             name="position_embeddings",
             shape=(self.max_position_embeddings, self.hidden_size),
             initializer=initializer,
         )
         self.layer_norm.build(word_embeddings_shape)
+        if self.embedding_projection is not None:
+            self.embedding_projection.build((None, self.hidden_size))
 
     def _check_length(self, seq_length):
+        limit = self.max_position_embeddings - self.position_offset
+        # The original's words where there is no offset: the two are the same limit then.
+        what = "max_position_embeddings" if not self.position_offset else (
+            f"max_position_embeddings - position_offset ({self.max_position_embeddings} - {self.position_offset})")
         if isinstance(seq_length, int):
-            if seq_length > self.max_position_embeddings:
-                raise SequenceLengthError(
-                    f"sequence length {seq_length} exceeds max_position_embeddings "
-                    f"{self.max_position_embeddings}"
-                )
+            if seq_length > limit:
+                raise SequenceLengthError(f"sequence length {seq_length} exceeds {what} {limit}")
             return []
         return [
             tf.debugging.assert_less_equal(
                 seq_length,
-                self.max_position_embeddings,
-                message="sequence length exceeds max_position_embeddings",
+                limit,
+                message=f"sequence length exceeds {what}",
             )
         ]
 
@@ -161,11 +206,19 @@ class EmbeddingPostprocessor(keras.layers.Layer):
             seq_length = ops.shape(word_embeddings)[1]
         checks = self._check_length(seq_length)
         with tf.control_dependencies(checks):
-            # [seq_length, hidden_size], broadcast over the batch.
-            positions = self.position_embeddings[:seq_length]
-        output = word_embeddings + self._token_types(segment_ids) + positions
-        output = self.layer_norm(output)
-        return self.dropout(output, training=training)
+            # [seq_length, E], broadcast over the batch.
+            offset = self.position_offset
+            positions = self.position_embeddings[offset:offset + seq_length] if offset else (
+                self.position_embeddings[:seq_length])
+        output = word_embeddings
+        if self.token_type_embeddings is not None:
+            output = output + self._token_types(segment_ids)
+        output = output + positions  # in the original's order: (word + token type) + position
+        output = self.dropout(self.layer_norm(output), training=training)
+        if self.embedding_projection is not None:
+            # [batch_size, seq_length, E] -> [batch_size, seq_length, H]
+            output = self.embedding_projection(output)
+        return output
 
     def _token_types(self, segment_ids):
         """The token-type rows of `segment_ids`, by the original's one-hot
@@ -190,6 +243,8 @@ class EmbeddingPostprocessor(keras.layers.Layer):
         return tf.reshape(flat, tf.concat([tf.shape(ids), [self.hidden_size]], axis=0))
 
     def compute_output_shape(self, word_embeddings_shape, segment_ids_shape=None):
+        if self.projection_size is not None:
+            return tuple(word_embeddings_shape[:-1]) + (self.projection_size,)
         return word_embeddings_shape
 
     def get_config(self):
@@ -200,5 +255,8 @@ class EmbeddingPostprocessor(keras.layers.Layer):
             max_position_embeddings=self.max_position_embeddings,
             dropout_rate=self.dropout_rate,
             initializer_range=self.initializer_range,
+            position_offset=self.position_offset,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            projection_size=self.projection_size,
         )
         return config

@@ -23,13 +23,23 @@ class MaskedLMHead(keras.layers.Layer):
     head alone rebuilds it with a fresh embedding layer of the same shape,
     whose weights it does not own (set them, or tie it, before use).
 
+    Each variant's masked-LM head is this layer (docs/VARIANTS.md): the
+    transform maps the encoder's `H` to the embedding width `E` (ALBERT's
+    `predictions.dense`, H -> E; `H` itself elsewhere), RoBERTa's `lm_head`
+    (dense, exact GELU, LayerNorm 1e-5, tied decoder, bias) and DistilBERT's
+    `vocab_transform`/`vocab_layer_norm`/`vocab_projector` are the same
+    computation under other names.
+
     Args:
         word_embedding: The model's `WordEmbedding` layer.
-        hidden_act: Activation of the transform (the encoder's `hidden_act`).
+        hidden_act: Activation of the transform (the encoder's `hidden_act`;
+            `BertConfig.masked_lm_act`).
         initializer_range: Stddev of the truncated-normal initializer.
+        layer_norm_epsilon: The transform LayerNorm's epsilon.
 
     Call args:
-        sequence_output: [batch_size, seq_length, H].
+        sequence_output: [batch_size, seq_length, H]; `H` may differ from
+            the embedding width (ALBERT).
         masked_lm_positions: [batch_size, max_predictions_per_seq], or None
             when `sequence_output` holds only those positions already
             ([batch_size, max_predictions_per_seq, H]).
@@ -46,13 +56,16 @@ class MaskedLMHead(keras.layers.Layer):
     TensorShape([2, 3, 10])
     """
 
-    def __init__(self, word_embedding, hidden_act="gelu", initializer_range=0.02, **kwargs):
+    def __init__(self, word_embedding, hidden_act="gelu", initializer_range=0.02,
+                 layer_norm_epsilon=LAYER_NORM_EPSILON, **kwargs):
         super().__init__(**kwargs)
         # Held without Keras tracking: the table belongs to the encoder, and
         # tracking it here would save it twice and list it under both owners.
         object.__setattr__(self, "word_embedding", word_embedding)
         self.hidden_act = hidden_act
         self.initializer_range = initializer_range
+        self.layer_norm_epsilon = layer_norm_epsilon
+        # The transform's output width: the embedding table's (E).
         self.hidden_size = word_embedding.hidden_size
         self.vocab_size = word_embedding.vocab_size
         self.transform = keras.layers.Dense(
@@ -63,25 +76,25 @@ class MaskedLMHead(keras.layers.Layer):
             name="transform_dense",
         )
         self.layer_norm = LayerNorm(
-            epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="transform_LayerNorm"
+            epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="transform_LayerNorm"
         )
 
     def build(self, sequence_output_shape, masked_lm_positions_shape=None):
-        self.transform.build((None, self.hidden_size))
+        # The encoder's width H (E only where the two are equal).
+        self.transform.build((None, sequence_output_shape[-1]))
         self.layer_norm.build((None, self.hidden_size))
         self.output_bias = self.add_weight(
             name="output_bias", shape=(self.vocab_size,), initializer="zeros"
         )
 
     def call(self, sequence_output, masked_lm_positions=None):
-        hidden_size = self.hidden_size
         # [batch_size, num_positions, H]
         hidden = sequence_output
         if masked_lm_positions is not None:
             hidden = gather_indexes(sequence_output, masked_lm_positions)
         batch_size, num_positions = ops.shape(hidden)[0], ops.shape(hidden)[1]
-        # [batch_size * num_positions, H]
-        hidden = self.layer_norm(self.transform(ops.reshape(hidden, (-1, hidden_size))))
+        # [batch_size * num_positions, H] -> [batch_size * num_positions, E]
+        hidden = self.layer_norm(self.transform(ops.reshape(hidden, (-1, self.transform.kernel.shape[0]))))
         # [batch_size * num_positions, vocab_size]. The table is used as
         # stored, [vocab_size, H], with the product transposing it: its
         # gradient then comes out in the table's layout, with no transpose of
@@ -103,6 +116,7 @@ class MaskedLMHead(keras.layers.Layer):
             word_embedding=keras.layers.serialize(self.word_embedding),
             hidden_act=self.hidden_act,
             initializer_range=self.initializer_range,
+            layer_norm_epsilon=self.layer_norm_epsilon,
         )
         return config
 

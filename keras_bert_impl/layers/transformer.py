@@ -30,6 +30,8 @@ class TransformerLayer(keras.layers.Layer):
         hidden_dropout_prob: Dropout on sub-layer outputs.
         attention_probs_dropout_prob: Dropout on attention probabilities.
         initializer_range: Stddev of the truncated-normal initializer.
+        layer_norm_epsilon: Epsilon of both LayerNorms (the original's 1e-12;
+            RoBERTa's 1e-5).
 
     Call args:
         hidden_states: [batch_size, seq_length, H].
@@ -59,6 +61,7 @@ class TransformerLayer(keras.layers.Layer):
         hidden_dropout_prob=0.1,
         attention_probs_dropout_prob=0.1,
         initializer_range=0.02,
+        layer_norm_epsilon=LAYER_NORM_EPSILON,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -69,6 +72,7 @@ class TransformerLayer(keras.layers.Layer):
         self.hidden_dropout_prob = hidden_dropout_prob
         self.attention_probs_dropout_prob = attention_probs_dropout_prob
         self.initializer_range = initializer_range
+        self.layer_norm_epsilon = layer_norm_epsilon
 
         policy = self.dtype_policy
         initializer = truncated_normal(initializer_range)
@@ -87,7 +91,7 @@ class TransformerLayer(keras.layers.Layer):
             name="attention_output_dense",
         )
         self.attention_layer_norm = LayerNorm(
-            epsilon=LAYER_NORM_EPSILON, dtype=policy, name="attention_output_LayerNorm"
+            epsilon=layer_norm_epsilon, dtype=policy, name="attention_output_LayerNorm"
         )
         self.intermediate = keras.layers.Dense(
             intermediate_size,
@@ -100,7 +104,7 @@ class TransformerLayer(keras.layers.Layer):
             hidden_size, kernel_initializer=initializer, dtype=policy, name="output_dense"
         )
         self.output_layer_norm = LayerNorm(
-            epsilon=LAYER_NORM_EPSILON, dtype=policy, name="output_LayerNorm"
+            epsilon=layer_norm_epsilon, dtype=policy, name="output_LayerNorm"
         )
         self.dropout = keras.layers.Dropout(hidden_dropout_prob, dtype=policy)
 
@@ -159,7 +163,7 @@ class TransformerLayer(keras.layers.Layer):
         def to_heads(x):
             # [rows, H] -> [batch * seq, H] -> [batch, seq, N, D] -> [batch, N, seq, D]
             x = ops.reshape(ops.take(x, row_of_position, axis=0), (batch_size, seq_length, heads, size_per_head))
-            return ops.transpose(x, (0, 2, 1, 3))
+            return attention._transpose(x, (0, 2, 1, 3), training)
 
         # [batch, N, seq, D]
         context, probs = attention.attend(
@@ -167,7 +171,7 @@ class TransformerLayer(keras.layers.Layer):
             to_heads(dense(attention.value, rows)), mask_adder, training=training,
         )
         # [batch, N, seq, D] -> [batch, seq, N, D] -> [batch * seq, H] -> [rows, H]
-        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, heads * size_per_head))
+        context = ops.reshape(attention._transpose(context, (0, 2, 1, 3), training), (-1, heads * size_per_head))
         context = ops.take(context, token_positions, axis=0)
         return self.after_attention(context, rows, training=training, dense=dense), probs
 
@@ -207,6 +211,7 @@ class TransformerLayer(keras.layers.Layer):
             hidden_dropout_prob=self.hidden_dropout_prob,
             attention_probs_dropout_prob=self.attention_probs_dropout_prob,
             initializer_range=self.initializer_range,
+            layer_norm_epsilon=self.layer_norm_epsilon,
         )
         return config
 
@@ -215,8 +220,21 @@ class TransformerLayer(keras.layers.Layer):
 class TransformerEncoder(keras.layers.Layer):
     """The original `transformer_model`: `num_hidden_layers` blocks (`layer_N`).
 
+    With `num_hidden_groups`, ALBERT's `transformer_model` instead: the
+    weights are `num_hidden_groups` groups of `inner_group_num` blocks
+    (`layer_groups[G][J]`, ALBERT's `transformer/group_G/inner_group_J`), and
+    layer `i` runs group `int(i / num_hidden_layers * num_hidden_groups)`,
+    its blocks one after another. `blocks` is then the sequence of blocks as
+    they run, `num_hidden_layers * inner_group_num` of them, one object
+    repeated wherever its weights are shared; everything that walks
+    `blocks` (this layer's `call`, padding-free inference) runs ALBERT as it
+    runs BERT.
+
     Args:
         num_hidden_layers: Number of `TransformerLayer`s.
+        num_hidden_groups: ALBERT's number of weight groups, or None for
+            one block of its own per layer (the original).
+        inner_group_num: ALBERT's blocks per group.
         (the remaining args are those of `TransformerLayer`)
 
         real_tokens_only: Run every per-token operation on the real tokens
@@ -239,7 +257,8 @@ class TransformerEncoder(keras.layers.Layer):
     Returns:
         `(all_layer_outputs, all_attention_probs)`: lists with one
         [batch_size, seq_length, H] and one [batch, N, seq, seq] tensor per
-        layer (the last [batch_size, num_outputs, H] and
+        block run (per layer but in ALBERT with `inner_group_num` > 1, as
+        ALBERT's `all_layer_outputs`; the last [batch_size, num_outputs, H] and
         [batch, N, num_outputs, seq] with `output_positions`).
 
     Example:
@@ -248,6 +267,11 @@ class TransformerEncoder(keras.layers.Layer):
     >>> outputs, probs = encoder(keras.ops.ones((1, 3, 8)))
     >>> len(outputs), tuple(outputs[-1].shape)
     (2, (1, 3, 8))
+    >>> albert = TransformerEncoder(num_hidden_layers=4, hidden_size=8, num_attention_heads=2,
+    ...                             intermediate_size=16, num_hidden_groups=1)
+    >>> outputs, _ = albert(keras.ops.ones((1, 3, 8)))
+    >>> len(outputs), len(albert.blocks), len(albert.trainable_weights)
+    (4, 4, 16)
     """
 
     def __init__(
@@ -261,6 +285,9 @@ class TransformerEncoder(keras.layers.Layer):
         attention_probs_dropout_prob=0.1,
         initializer_range=0.02,
         real_tokens_only=False,
+        layer_norm_epsilon=LAYER_NORM_EPSILON,
+        num_hidden_groups=None,
+        inner_group_num=1,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -273,8 +300,12 @@ class TransformerEncoder(keras.layers.Layer):
         self.hidden_dropout_prob = hidden_dropout_prob
         self.attention_probs_dropout_prob = attention_probs_dropout_prob
         self.initializer_range = initializer_range
-        self.blocks = [
-            TransformerLayer(
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.num_hidden_groups = num_hidden_groups
+        self.inner_group_num = inner_group_num
+
+        def block(name):
+            return TransformerLayer(
                 hidden_size,
                 num_attention_heads,
                 intermediate_size,
@@ -282,15 +313,32 @@ class TransformerEncoder(keras.layers.Layer):
                 hidden_dropout_prob=hidden_dropout_prob,
                 attention_probs_dropout_prob=attention_probs_dropout_prob,
                 initializer_range=initializer_range,
+                layer_norm_epsilon=layer_norm_epsilon,
                 dtype=self.dtype_policy,
-                name=f"layer_{i}",
+                name=name,
             )
-            for i in range(num_hidden_layers)
-        ]
+
+        if num_hidden_groups is None:
+            self.layer_groups = None
+            self.blocks = [block(f"layer_{i}") for i in range(num_hidden_layers)]
+        else:
+            # Owned here, once; `blocks` below refers to them again (Keras
+            # tracks each weight once, however often it is referred to).
+            self.layer_groups = [
+                [block(f"group_{g}_inner_group_{j}") for j in range(inner_group_num)]
+                for g in range(num_hidden_groups)
+            ]
+            # ALBERT's own arithmetic (a float quotient, truncated).
+            self.blocks = [
+                layer
+                for i in range(num_hidden_layers)
+                for layer in self.layer_groups[int(i / num_hidden_layers * num_hidden_groups)]
+            ]
 
     def build(self, hidden_states_shape, input_mask_shape=None):
         for block in self.blocks:
-            block.build(hidden_states_shape)
+            if not block.built:
+                block.build(hidden_states_shape)
 
     @property
     def real_tokens_only(self):
@@ -340,7 +388,7 @@ class TransformerEncoder(keras.layers.Layer):
     def compute_output_shape(self, hidden_states_shape, input_mask_shape=None, output_positions_shape=None):
         batch, seq = hidden_states_shape[0], hidden_states_shape[1]
         probs = (batch, self.num_attention_heads, seq, seq)
-        n = self.num_hidden_layers
+        n = len(self.blocks)
         outputs, all_probs = [tuple(hidden_states_shape)] * n, [probs] * n
         if n and output_positions_shape is not None:
             queries = output_positions_shape[1]
@@ -360,5 +408,8 @@ class TransformerEncoder(keras.layers.Layer):
             attention_probs_dropout_prob=self.attention_probs_dropout_prob,
             initializer_range=self.initializer_range,
             real_tokens_only=self.real_tokens_only,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            num_hidden_groups=self.num_hidden_groups,
+            inner_group_num=self.inner_group_num,
         )
         return config

@@ -37,10 +37,17 @@ class BertModel(BertConfigModel):
 
     Inputs are a dict of `input_ids`, `input_mask` and `segment_ids`, each
     [batch_size, seq_length] int; outputs a dict with `sequence_output`
-    [batch_size, seq_length, H], `pooled_output` [batch_size, H] and, when
+    [batch_size, seq_length, H], `pooled_output` [batch_size, H] (not for a
+    config without a pooler, `use_pooler=False`: DistilBERT) and, when
     asked, `encoder_outputs` (one [batch, seq, H] per layer, as the
     original's `get_all_encoder_layers`) and `attention_probs` (one
     [batch, heads, seq, seq] per layer).
+
+    RoBERTa, ALBERT and DistilBERT are this model under their configs
+    (`BertConfig`'s variant keys, docs/VARIANTS.md): the embeddings' width,
+    position offset, token types and projection (`EmbeddingPostprocessor`),
+    shared layer groups (`TransformerEncoder`), LayerNorm epsilon and
+    whether there is a pooler.
 
     Args:
         bert_config: A `BertConfig` (or its dict).
@@ -75,17 +82,21 @@ class BertModel(BertConfigModel):
         # === Layers ===
         word_embedding = WordEmbedding(
             config.vocab_size,
-            config.hidden_size,
+            config.embedding_width,
             initializer_range=config.initializer_range,
             dtype=dtype,
             name="word_embeddings",
         )
         embedding_postprocessor = EmbeddingPostprocessor(
-            config.hidden_size,
+            config.embedding_width,
             type_vocab_size=config.type_vocab_size,
             max_position_embeddings=config.max_position_embeddings,
             dropout_rate=config.hidden_dropout_prob,
             initializer_range=config.initializer_range,
+            position_offset=config.position_offset,
+            layer_norm_epsilon=config.layer_norm_eps,
+            # ALBERT's embedding_hidden_mapping_in, E -> H.
+            projection_size=config.hidden_size if config.embedding_size is not None else None,
             dtype=dtype,
             name="embeddings",
         )
@@ -98,15 +109,20 @@ class BertModel(BertConfigModel):
             hidden_dropout_prob=config.hidden_dropout_prob,
             attention_probs_dropout_prob=config.attention_probs_dropout_prob,
             initializer_range=config.initializer_range,
+            layer_norm_epsilon=config.layer_norm_eps,
+            num_hidden_groups=config.num_hidden_groups,
+            inner_group_num=config.inner_group_num,
             dtype=dtype,
             name="encoder",
         )
-        pooler = Pooler(
-            config.hidden_size,
-            initializer_range=config.initializer_range,
-            dtype=dtype,
-            name="pooler",
-        )
+        pooler = None
+        if config.use_pooler:
+            pooler = Pooler(
+                config.hidden_size,
+                initializer_range=config.initializer_range,
+                dtype=dtype,
+                name="pooler",
+            )
 
         # === Functional model ===
         inputs = sequence_inputs("input_ids", "input_mask", "segment_ids")
@@ -115,10 +131,9 @@ class BertModel(BertConfigModel):
         embedded = embedding_postprocessor(embedded, inputs["segment_ids"])
         all_outputs, all_probs = encoder(embedded, inputs["input_mask"])
         sequence_output = all_outputs[-1]
-        outputs = {
-            "sequence_output": sequence_output,
-            "pooled_output": pooler(sequence_output),
-        }
+        outputs = {"sequence_output": sequence_output}
+        if pooler is not None:
+            outputs["pooled_output"] = pooler(sequence_output)
         if output_all_encoder_layers:
             outputs["encoder_outputs"] = all_outputs
         if output_attention_probs:
@@ -169,9 +184,11 @@ class BertModel(BertConfigModel):
                 model's compute dtype, as above.
             padding_free: Skip the padded positions
                 (`padding_free.make_padding_free_function`).
-            bucket_size: With `padding_free` and `jit_compile`, the real-token
-                count is rounded up to a multiple of this, and XLA compiles
-                once per multiple.
+            bucket_size: With `jit_compile`, XLA compiles once per multiple
+                of this: of the real-token count with `padding_free`, else of
+                the sequence length (the inputs padded with masked columns,
+                the outputs cut back), so varied request lengths meet a
+                bounded number of programs.
             freeze_kernels: Take the weights as they are now, rounded to the
                 compute dtype once rather than on every call; the function
                 then ignores later changes to them. In a plain graph: a copy

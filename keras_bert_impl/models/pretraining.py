@@ -92,6 +92,13 @@ class BertPretrainingModel(BertConfigModel):
     positions, the only rows the heads read (same weights and values as the
     full `BertModel`; `self.bert` is that full model, sharing the layers).
 
+    The variants' heads are these two (docs/VARIANTS.md): ALBERT's
+    sentence-order head is the next-sentence head's shape on the pooler
+    (`cls/seq_relationship`, labels 0 = in order, 1 = swapped), and each
+    variant's masked-LM head is `MaskedLMHead` under its config. A config
+    without a pooler (DistilBERT) has no sentence head: the model outputs
+    `masked_lm_logits` only, and the loss is the masked-LM loss.
+
     Args:
         bert_config: A `BertConfig` (or its dict).
         dtype: Keras dtype policy.
@@ -117,17 +124,20 @@ class BertPretrainingModel(BertConfigModel):
         bert = BertModel(config, dtype=dtype, name="bert")
         masked_lm_head = MaskedLMHead(
             bert.word_embedding,
-            hidden_act=config.hidden_act,
+            hidden_act=config.masked_lm_act,
             initializer_range=config.initializer_range,
+            layer_norm_epsilon=config.layer_norm_eps,
             dtype=dtype,
             name="predictions",
         )
-        next_sentence_head = OutputProjection(
-            2,
-            initializer_range=config.initializer_range,
-            dtype=dtype,
-            name="seq_relationship",
-        )
+        next_sentence_head = None
+        if config.use_pooler:
+            next_sentence_head = OutputProjection(
+                2,
+                initializer_range=config.initializer_range,
+                dtype=dtype,
+                name="seq_relationship",
+            )
 
         # === Functional model ===
         inputs = sequence_inputs("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
@@ -153,16 +163,18 @@ class BertPretrainingModel(BertConfigModel):
         outputs = {
             # [batch_size, max_predictions_per_seq, vocab_size]
             "masked_lm_logits": masked_lm_head(selected[:, 1:]),
-            # The pooler reads row 0: [CLS].
-            "next_sentence_logits": next_sentence_head(bert.pooler(selected)),
         }
+        if next_sentence_head is not None:
+            # The pooler reads row 0: [CLS].
+            outputs["next_sentence_logits"] = next_sentence_head(bert.pooler(selected))
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, name=name, **kwargs)
 
         # === Config ===
         self.bert_config = config
         self.bert = bert
         self.masked_lm_head = masked_lm_head
-        self.next_sentence_head = next_sentence_head
+        if next_sentence_head is not None:  # (absent, not None: the name map asks hasattr)
+            self.next_sentence_head = next_sentence_head
         self.masked_lm_accuracy = keras.metrics.Mean(name="masked_lm_accuracy")
         self.masked_lm_mean_loss = keras.metrics.Mean(name="masked_lm_loss")
         self.next_sentence_accuracy = keras.metrics.Mean(name="next_sentence_accuracy")
@@ -170,24 +182,25 @@ class BertPretrainingModel(BertConfigModel):
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         mlm_logits = y_pred["masked_lm_logits"]
-        nsp_logits = y_pred["next_sentence_logits"]
         weights = ops.cast(y["masked_lm_weights"], "float32")
         mlm_loss, mlm_per_example = masked_lm_loss(
             mlm_logits, y["masked_lm_ids"], weights
         )
-        nsp_labels = ops.reshape(y["next_sentence_labels"], (-1,))
-        nsp_loss, nsp_per_example = next_sentence_loss(nsp_logits, nsp_labels)
-
         mlm_correct = ops.cast(
             top_class(mlm_logits) == ops.cast(y["masked_lm_ids"], "int32"), "float32"
         )
         self.masked_lm_accuracy.update_state(mlm_correct, sample_weight=weights)
         self.masked_lm_mean_loss.update_state(mlm_per_example, sample_weight=weights)
-        nsp_correct = ops.cast(top_class(nsp_logits) == ops.cast(nsp_labels, "int32"), "float32")
-        self.next_sentence_accuracy.update_state(nsp_correct)
-        self.next_sentence_mean_loss.update_state(nsp_per_example)
+        total = mlm_loss
 
-        total = mlm_loss + nsp_loss
+        if "next_sentence_logits" in y_pred:
+            nsp_logits = y_pred["next_sentence_logits"]
+            nsp_labels = ops.reshape(y["next_sentence_labels"], (-1,))
+            nsp_loss, nsp_per_example = next_sentence_loss(nsp_logits, nsp_labels)
+            nsp_correct = ops.cast(top_class(nsp_logits) == ops.cast(nsp_labels, "int32"), "float32")
+            self.next_sentence_accuracy.update_state(nsp_correct)
+            self.next_sentence_mean_loss.update_state(nsp_per_example)
+            total = total + nsp_loss
         if self.losses:
             total = total + ops.sum(self.losses)
         return _scale_for_replicas(total)

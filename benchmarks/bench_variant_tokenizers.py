@@ -1,24 +1,77 @@
 """Python vs in-graph speed of the RoBERTa (byte-level BPE) and ALBERT (SentencePiece) tokenizers.
 
-Vocabularies are trained here on the test corpus (tiny); 1000 texts, 10 distinct, batches of 64.
+The vocabularies are trained here on the tests' small corpus; 1,000 texts
+(10 distinct hard ones), the in-graph tokenizers in batches of 64.
+
 Run: .venv/bin/python benchmarks/bench_variant_tokenizers.py
 """
-import io, pathlib, sys, tempfile, time
+
+import io
+import pathlib
+import sys
+import tempfile
+import time
+
+import sentencepiece
+import tensorflow as tf
+import tokenizers
+
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
-import tensorflow as tf, tokenizers, sentencepiece as spm
-from test_variant_tokenizers import CORPUS, HARD_TEXTS
-from keras_bert_impl.tokenization.byte_level_bpe import *
-from keras_bert_impl.tokenization.sentencepiece_tokenizer import *
-texts = [t for t in (HARD_TEXTS[3:13] * 100)]  # 1000 short texts
-OUT = tempfile.mkdtemp()
-t = tokenizers.ByteLevelBPETokenizer(); t.train_from_iterator(CORPUS * 5, vocab_size=500, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"]); t.save_model(OUT)
-vocab, merges = read_byte_level_bpe_files(OUT)
-m = io.BytesIO(); spm.SentencePieceTrainer.train(sentence_iterator=iter([preprocess_text(c) for c in CORPUS]*5), model_writer=m, vocab_size=220, pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]","[SEP]","[MASK]"], minloglevel=2, hard_vocab_limit=False)
-for name, py, g in [("byte-level BPE", ByteLevelBpeTokenizer.from_vocab(vocab, merges), InGraphByteLevelBpeTokenizer(vocab, merges)),
-                    ("SentencePiece", SentencePieceTokenizer.from_model_proto(m.getvalue()), InGraphSentencePieceTokenizer(m.getvalue()))]:
-    f = tf.function(g.tokenize); batch = tf.constant(texts); f(batch[:64])
-    t0 = time.perf_counter(); [py.encode(x) for x in texts]; tp = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for i in range(0, len(texts), 64): f(batch[i:i+64])
-    tg = time.perf_counter() - t0
-    print(f"{name}: python {len(texts)/tp:.0f} texts/s, in-graph (batches of 64) {len(texts)/tg:.0f} texts/s")
+
+from test_variant_tokenizers import CORPUS, HARD_TEXTS  # noqa: E402
+
+from keras_bert_impl.hardware import cpu_description  # noqa: E402
+from keras_bert_impl.tokenization.byte_level_bpe import (  # noqa: E402
+    ByteLevelBpeTokenizer,
+    InGraphByteLevelBpeTokenizer,
+    read_byte_level_bpe_files,
+)
+from keras_bert_impl.tokenization.sentencepiece_tokenizer import (  # noqa: E402
+    InGraphSentencePieceTokenizer,
+    SentencePieceTokenizer,
+    preprocess_text,
+)
+
+BATCH = 64
+
+
+def trained_tokenizers(directory):
+    """(name, Python tokenizer, in-graph tokenizer) for a BPE and a unigram model trained on `CORPUS`."""
+    bpe = tokenizers.ByteLevelBPETokenizer()
+    bpe.train_from_iterator(CORPUS * 5, vocab_size=500, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    bpe.save_model(directory)
+    vocab, merges = read_byte_level_bpe_files(directory)
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter([preprocess_text(text) for text in CORPUS] * 5), model_writer=model, vocab_size=220,
+        pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"], minloglevel=2,
+        hard_vocab_limit=False)
+    return [
+        ("byte-level BPE", ByteLevelBpeTokenizer.from_vocab(vocab, merges), InGraphByteLevelBpeTokenizer(vocab, merges)),
+        ("SentencePiece", SentencePieceTokenizer.from_model_proto(model.getvalue()),
+         InGraphSentencePieceTokenizer(model.getvalue())),
+    ]
+
+
+def main():
+    print(f"CPU: {cpu_description()}")
+    texts = HARD_TEXTS[3:13] * 100
+    print("| tokenizer | Python, texts/s | in-graph (batches of 64), texts/s |\n|---|---:|---:|")
+    with tempfile.TemporaryDirectory() as directory:
+        for name, python_tokenizer, graph_tokenizer in trained_tokenizers(directory):
+            tokenize = tf.function(graph_tokenizer.tokenize)
+            batch = tf.constant(texts)
+            tokenize(batch[:BATCH])
+            start = time.perf_counter()
+            for text in texts:
+                python_tokenizer.encode(text)
+            python_seconds = time.perf_counter() - start
+            start = time.perf_counter()
+            for i in range(0, len(texts), BATCH):
+                tokenize(batch[i:i + BATCH])
+            graph_seconds = time.perf_counter() - start
+            print(f"| {name} | {len(texts) / python_seconds:,.0f} | {len(texts) / graph_seconds:,.0f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -2,8 +2,8 @@
 
 Checked against a float64 NumPy layer norm written here, and by what
 TensorFlow ran: with the oneDNN rewrites on, a BERT inference graph runs one
-`_MklLayerNorm` per LayerNorm and no softmax casts; with them off, Keras'
-element-wise LayerNorm as before.
+`_MklLayerNorm` per LayerNorm (Keras' ops for a small request) and no
+softmax casts; with them off, Keras' element-wise LayerNorm as before.
 """
 
 import keras
@@ -63,14 +63,18 @@ def test_layer_norm_keeps_keras_variables_and_config():
 
 MODEL_OPS = TINY_MODEL_PROFILE + """
 from keras_bert_impl.layers.attention import SelfAttention
+# 16 x 12 tokens: past FUSED_MIN_ROWS; 2 x 12 (one small request): below it.
+large = {k: tf.tile(v, [8, 1]) for k, v in inputs.items()}
 for dtype in ("float32", "mixed_bfloat16"):
     for padding_free in (False, True):
-        inference = BertModel(config, dtype=dtype).make_inference_function(
-            jit_compile=False, padding_free=padding_free, freeze_kernels=True)
-        op_seconds, _ = profile_forward.profile(tf.function(lambda x: tuple(inference(x).values())), inputs, steps=1)
-        ops = {op for _, op in op_seconds}
-        ran[f"{dtype} {padding_free}"] = [sum(op == "_MklLayerNorm" for _, op in op_seconds),
-                                          sorted(ops & {"SquaredDifference", "Rsqrt"})]
+        for size, batch in (("large", large), ("small", inputs)):
+            inference = BertModel(config, dtype=dtype).make_inference_function(
+                jit_compile=False, padding_free=padding_free, freeze_kernels=True)
+            op_seconds, _ = profile_forward.profile(tf.function(lambda x: tuple(inference(x).values())), batch, steps=1)
+            ops = {op for _, op in op_seconds}
+            ran[f"{dtype} {padding_free} {size}"] = [sum(op == "_MklLayerNorm" for _, op in op_seconds),
+                                                     sorted(ops & {"SquaredDifference", "Rsqrt"}),
+                                                     sum(op == "_MklTranspose" for _, op in op_seconds)]
 # The dtype the attention's softmax takes, in inference and in training, with
 # the forms the inference plan sets on this machine (as a model's constructor does).
 from keras_bert_impl.inference.plan import Machine
@@ -89,12 +93,37 @@ print(json.dumps(ran))
 @pytest.mark.parametrize("setting", ["1", "0"])
 def test_the_models_layer_norms_and_softmax_run_on_onednn_kernels_with_the_rewrites(setting):
     ran = run_with_onednn_rewrites(MODEL_OPS, setting)
+    keras_ops = ["Rsqrt", "SquaredDifference"]
     for dtype in ("float32", "mixed_bfloat16"):
         for padding_free in (False, True):
             key = f"{dtype} {padding_free}"
-            # Embeddings and two per layer: one kernel each with the rewrites, else Keras' element-wise ops.
-            expected = [5, []] if setting == "1" else [0, ["Rsqrt", "SquaredDifference"]]
-            assert ran[key] == expected, key
+            # Embeddings and two per layer: one kernel each with the rewrites (where the
+            # rows are many: a small request takes Keras' element-wise ops), else Keras'
+            # element-wise ops. No transpose runs on oneDNN with the rewrites (the heads
+            # move as integer bits): Eigen's.
+            if setting == "1":
+                assert ran[f"{key} large"] == [5, [], 0], key
+                assert ran[f"{key} small"] == [0, keras_ops, 0], key
+            else:
+                assert ran[f"{key} large"] == ran[f"{key} small"] == [0, keras_ops, 0], key
     # oneDNN's softmax takes bfloat16 (float32 inside): no casts around it, for inference only.
     assert ran["softmax training=False"] == (["bfloat16"] if setting == "1" else ["float32"])
     assert ran["softmax training=True"] == ["float32"]
+
+
+@pytest.mark.parametrize("rows", [3, 300])
+def test_a_layer_norm_traced_for_any_row_count_takes_either_form_and_equals_the_original(rows):
+    # Traced with the row count unknown (as an export's signature is), the
+    # layer chooses at run time between Keras' ops (few rows) and the fused form.
+    from keras_bert_impl.layers.layer_norm import FUSED_MIN_ROWS
+
+    assert 3 < FUSED_MIN_ROWS <= 300
+    layer = LayerNorm(epsilon=1e-12)
+    layer.build((None, 16))
+    layer.gamma.assign(np.linspace(0.5, 1.5, 16))
+    layer.beta.assign(np.linspace(-1, 1, 16))
+    layer.onednn_forms = True
+    traced = tf.function(lambda v: layer(v, training=False), input_signature=[tf.TensorSpec([None, 16])])
+    x = np.random.default_rng(rows).normal(size=(rows, 16)).astype("float32") * 3 + 1
+    expected = numpy_layer_norm(x, layer.gamma.numpy(), layer.beta.numpy(), 1e-12)
+    np.testing.assert_allclose(traced(x).numpy(), expected, atol=2e-5)

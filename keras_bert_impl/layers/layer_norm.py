@@ -23,6 +23,9 @@ import tensorflow as tf
 from keras_bert_impl.layers.onednn_forms import traced_outside_xla
 
 _PACKAGE = "keras_bert_impl"
+# Fewer rows than this take Keras' computation even where the fused kernel
+# applies (measured: docs/BENCHMARKS.md, "Serving latency").
+FUSED_MIN_ROWS = 128
 
 
 def fused_layer_norm(inputs, gamma, beta, epsilon):
@@ -90,8 +93,8 @@ class LayerNorm(keras.layers.LayerNormalization):
     `onednn_forms` on (set by the inference plan where TensorFlow's oneDNN
     rewrites are on and no GPU or TPU is visible), it computes
     `fused_layer_norm` in its compute dtype (bfloat16 in and out under
-    mixed_bfloat16, the statistics in float32 inside the kernel), else
-    Keras' computation.
+    mixed_bfloat16, the statistics in float32 inside the kernel) for
+    `FUSED_MIN_ROWS` rows or more, else Keras' computation.
 
     Example:
     >>> layer = LayerNorm(epsilon=1e-12)
@@ -107,6 +110,15 @@ class LayerNorm(keras.layers.LayerNormalization):
         self.onednn_forms = False
 
     def call(self, inputs, training=None):
-        if fused_layer_norm_applies(inputs, self, training):
-            return fused_layer_norm(inputs, self.gamma, self.beta, self.epsilon)
-        return super().call(inputs)
+        if not fused_layer_norm_applies(inputs, self, training):
+            return super().call(inputs)
+        # [rows]: the fused kernel's set-up on each call outweighs the work
+        # of a few rows (one request), where Keras' element-wise ops are faster.
+        rows = inputs.shape[:-1].num_elements()
+        if rows is None:
+            rows = tf.reduce_prod(tf.shape(inputs)[:-1])
+            return tf.cond(rows < FUSED_MIN_ROWS, lambda: super(LayerNorm, self).call(inputs),
+                           lambda: fused_layer_norm(inputs, self.gamma, self.beta, self.epsilon))
+        if rows < FUSED_MIN_ROWS:
+            return super().call(inputs)
+        return fused_layer_norm(inputs, self.gamma, self.beta, self.epsilon)

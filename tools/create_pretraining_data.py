@@ -18,6 +18,9 @@ Examples:
       --max_predictions_per_seq=20 --masked_lm_prob=0.15 --random_seed=12345 --dupe_factor=5
     bert-create-pretraining-data --scalable --num_workers=8 --num_shards=64 --gzip_compress \\
       --input_file=wiki/*.txt --output_file=data/wiki.tfrecord --vocab_file=vocab.txt
+    # ALBERT's sentence order; RoBERTa's packed, unmasked records (dynamic masking):
+    bert-create-pretraining-data --sentence_order_prediction --input_file=... --output_file=... --vocab_file=...
+    bert-create-pretraining-data --full_sentences --dynamic_masking --dupe_factor=1 --input_file=... ...
 """
 
 import sys
@@ -44,6 +47,9 @@ def define_flags(fv):
     flags.DEFINE_integer("dupe_factor", 10, "Passes over the input, each with other masks.", **define)
     flags.DEFINE_float("masked_lm_prob", 0.15, "Masked-LM probability.", **define)
     flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a target length shorter than the maximum.", **define)
+    flags.DEFINE_boolean("sentence_order_prediction", False, "ALBERT's sentence-order prediction: next_sentence_labels is 1 when two consecutive texts of a document are swapped (as google-research/albert), not when B is random.", **define)
+    flags.DEFINE_boolean("full_sentences", False, "RoBERTa's FULL-SENTENCES: no pairs; whole sentences packed up to --max_seq_length across documents, a [SEP] between documents.", **define)
+    flags.DEFINE_boolean("dynamic_masking", False, "Write unmasked records (no masked_lm_* features) for run_pretraining --dynamic_masking, which draws the masks anew each epoch.", **define)
     flags.DEFINE_boolean("gzip_compress", False, "Write gzip-compressed TFRecords (tf-models' flag).", **define)
     flags.DEFINE_boolean("use_v2_feature_names", False, "Name features input_word_ids / input_type_ids (tf-models' flag).", **define)
     flags.DEFINE_boolean("skip_invalid_utf8", False, "Skip and count lines that are not UTF-8 instead of stopping.", **define)
@@ -88,7 +94,8 @@ def main(argv=None):
         fv.input_file, fv.output_file, fv.vocab_file, pipeline_args=pipeline_args,
         **flag_values(fv, (
             "do_lower_case", "do_whole_word_mask", "max_seq_length", "max_predictions_per_seq", "random_seed",
-            "dupe_factor", "masked_lm_prob", "short_seq_prob", "gzip_compress", "use_v2_feature_names",
+            "dupe_factor", "masked_lm_prob", "short_seq_prob", "sentence_order_prediction", "full_sentences",
+            "dynamic_masking", "gzip_compress", "use_v2_feature_names",
             "skip_invalid_utf8", "scalable", "beam", "progress", *SHARDING_FLAGS,
         )),
     )

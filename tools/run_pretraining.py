@@ -20,6 +20,8 @@ Example:
       --do_train --do_eval --train_batch_size=32 --max_seq_length=128 \\
       --max_predictions_per_seq=20 --num_train_steps=10000 --num_warmup_steps=1000 \\
       --learning_rate=2e-5
+    # RoBERTa's recipe on records of create_pretraining_data --full_sentences --dynamic_masking:
+    bert-run-pretraining --nonext_sentence_prediction --dynamic_masking --vocab_file=vocab.txt ...
 """
 
 import math
@@ -47,7 +49,8 @@ JOB_FLAGS = (
     "do_train", "do_eval", "train_batch_size", "eval_batch_size", "learning_rate", "num_train_steps",
     "num_warmup_steps", "save_checkpoints_steps", "max_eval_steps", "keep_checkpoint_max", "strategy", "tpu_name",
     "mixed_precision", "jit_compile", "clip_norm", "gradient_accumulation_steps", "seed", "num_cpu_devices",
-    "summary_steps", "scan_input_files", "allow_changed_settings",
+    "summary_steps", "scan_input_files", "allow_changed_settings", "next_sentence_prediction", "dynamic_masking",
+    "vocab_file", "masked_lm_prob",
 )
 
 
@@ -94,6 +97,19 @@ def define_flags(fv):
         "(e.g. the second phase at --max_seq_length=512 on its own data, as the original README describes); "
         "without it such a rerun is refused, naming each change.", **define,
     )
+    # The variants' recipes (docs/VARIANTS.md, "Pretraining recipes").
+    flags.DEFINE_boolean(
+        "next_sentence_prediction", True,
+        "Train the cls/seq_relationship head on next_sentence_labels (NSP; ALBERT's sentence order for records "
+        "made with --sentence_order_prediction); --nonext_sentence_prediction: masked-LM only (RoBERTa).", **define,
+    )
+    flags.DEFINE_boolean(
+        "dynamic_masking", False,
+        "RoBERTa's dynamic masking: the records are unmasked (create_pretraining_data --dynamic_masking) and "
+        "each batch's masks are drawn in the input pipeline, anew each epoch (needs --vocab_file).", **define,
+    )
+    flags.DEFINE_string("vocab_file", None, "--dynamic_masking: the vocab.txt, vocab.json or spiece.model the records were made with.", **define)
+    flags.DEFINE_float("masked_lm_prob", 0.15, "--dynamic_masking: fraction of the tokens masked.", **define)
 
 
 def main(argv=None):

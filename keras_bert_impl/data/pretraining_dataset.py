@@ -7,16 +7,23 @@ under the original names. Before a run builds a model or writes anything,
 first record has other feature lengths than the run expects, or (reading
 every record once) that is truncated or corrupted; `reading_input_files`
 names the files in what tf.data raises later.
+
+RoBERTa's dynamic masking (`DynamicMasking`, `draw_masked_lm_predictions`):
+records written unmasked (`create_pretraining_data --dynamic_masking`: no
+`masked_lm_*` features) get their masks drawn in the pipeline, anew for
+every batch, so each pass over the data masks other tokens.
 """
 
 import contextlib
+import dataclasses
 import os
+import random
 import re
 
 from keras_bert_impl import filesystem
 from keras_bert_impl.data.tfrecord_files import GZIP, GZIP_MAGIC, check_shard_sets_finished
 from keras_bert_impl.data.tfrecord_format import V2_FEATURE_NAMES
-from keras_bert_impl.errors import InputFileError
+from keras_bert_impl.errors import InputFileError, VocabError
 
 
 def _compression(path):
@@ -87,8 +94,12 @@ def detect_record_format(path):
     return compression, use_v2
 
 
-def pretraining_features_spec(max_seq_length, max_predictions_per_seq, use_v2_feature_names=False):
-    """The `tf.io.parse_example` spec of the original schema."""
+MASKED_LM_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
+
+
+def pretraining_features_spec(max_seq_length, max_predictions_per_seq, use_v2_feature_names=False, masked_lm=True):
+    """The `tf.io.parse_example` spec of the original schema (without the
+    `masked_lm_*` features for the unmasked records of dynamic masking)."""
     import tensorflow as tf
 
     int64 = lambda length: tf.io.FixedLenFeature([length], tf.int64)  # noqa: E731
@@ -101,6 +112,8 @@ def pretraining_features_spec(max_seq_length, max_predictions_per_seq, use_v2_fe
         "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
         "next_sentence_labels": int64(1),
     }
+    if not masked_lm:
+        spec = {name: feature for name, feature in spec.items() if name not in MASKED_LM_FEATURES}
     if use_v2_feature_names:
         spec = {V2_FEATURE_NAMES.get(name, name): feature for name, feature in spec.items()}
     return spec
@@ -124,13 +137,14 @@ _SCAN_BATCH = 4096
 _MAX_FILES_NAMED = 5
 
 
-def check_pretraining_record(path, record, max_seq_length, max_predictions_per_seq):
+def check_pretraining_record(path, record, max_seq_length, max_predictions_per_seq, dynamic_masking=False):
     """Checks a file's first record against the original pretraining schema.
 
     Args:
         path: The file it came from (for the message).
         record: Its first record, a serialized `tf.train.Example`.
         max_seq_length, max_predictions_per_seq: The lengths expected.
+        dynamic_masking: Expect unmasked records (no `masked_lm_*` features).
 
     Returns:
         True when the record uses the v2 feature names.
@@ -148,7 +162,19 @@ def check_pretraining_record(path, record, max_seq_length, max_predictions_per_s
     except DecodeError:
         raise InputFileError(f"{path}: its first record is not a tf.train.Example") from None
     use_v2 = V2_FEATURE_NAMES["input_ids"] in features
-    spec = pretraining_features_spec(max_seq_length, max_predictions_per_seq)
+    has_masks = "masked_lm_positions" in features
+    if dynamic_masking and has_masks:
+        raise InputFileError(
+            f"{path}: its records carry masks (masked_lm_positions), their input_ids masked already; "
+            "--dynamic_masking reads records written unmasked (create_pretraining_data --dynamic_masking)"
+        )
+    has_ids = "input_ids" in features or V2_FEATURE_NAMES["input_ids"] in features
+    if not dynamic_masking and not has_masks and has_ids and "next_sentence_labels" in features:
+        raise InputFileError(
+            f"{path}: its records are unmasked, written for dynamic masking (create_pretraining_data "
+            "--dynamic_masking, no masked_lm_* features): pass --dynamic_masking to draw their masks"
+        )
+    spec = pretraining_features_spec(max_seq_length, max_predictions_per_seq, masked_lm=not dynamic_masking)
     mismatches = {}
     for name, feature_spec in spec.items():
         stored_name = V2_FEATURE_NAMES.get(name, name) if use_v2 else name
@@ -253,7 +279,8 @@ def count_records(files, compressions=None):
         raise damaged_files_error(files, error) from None
 
 
-def check_pretraining_files(files, max_seq_length, max_predictions_per_seq, read_all_records=True):
+def check_pretraining_files(files, max_seq_length, max_predictions_per_seq, read_all_records=True,
+                            dynamic_masking=False):
     """Checks pretraining input files before a model is built or anything written.
 
     Shards of an unfinished generator run are refused
@@ -268,6 +295,7 @@ def check_pretraining_files(files, max_seq_length, max_predictions_per_seq, read
         files: The files (see `resolve_input_files`).
         max_seq_length, max_predictions_per_seq: As the run will read them.
         read_all_records: Read every record, not only the first of each file.
+        dynamic_masking: Expect unmasked records (see `check_pretraining_record`).
 
     Returns:
         The number of records in all files, or None without `read_all_records`.
@@ -290,7 +318,7 @@ def check_pretraining_files(files, max_seq_length, max_predictions_per_seq, read
         if first is None:
             empty.append(path)
             continue
-        names.add(check_pretraining_record(path, first, max_seq_length, max_predictions_per_seq))
+        names.add(check_pretraining_record(path, first, max_seq_length, max_predictions_per_seq, dynamic_masking))
     if len(empty) == len(files):
         raise InputFileError(f"{_name_files(files)}: no records")
     if len(names) > 1:
@@ -338,6 +366,136 @@ def reading_input_files(files):
         raise
 
 
+@dataclasses.dataclass(frozen=True)
+class DynamicMasking:
+    """RoBERTa's dynamic masking: what `draw_masked_lm_predictions` draws with.
+
+    Attributes:
+        max_predictions_per_seq: Prediction slots per sequence (most masks).
+        masked_lm_prob: Fraction of each sequence's tokens to mask.
+        vocab_size: Random replacements are drawn from ids [0, vocab_size).
+        mask_id: The mask token's id ([MASK], <mask>).
+        special_ids: Ids never masked ([CLS] [SEP] [PAD], <s> </s> <pad>).
+    """
+
+    max_predictions_per_seq: int
+    masked_lm_prob: float
+    vocab_size: int
+    mask_id: int
+    special_ids: tuple
+
+    def __post_init__(self):
+        if self.max_predictions_per_seq < 1:
+            raise ValueError(f"max_predictions_per_seq must be positive, got {self.max_predictions_per_seq}")
+        if not 0.0 < self.masked_lm_prob <= 1.0:
+            raise ValueError(f"masked_lm_prob must lie in (0, 1], got {self.masked_lm_prob}")
+
+    @classmethod
+    def from_vocab_file(cls, vocab_file, vocab_size, max_predictions_per_seq, masked_lm_prob=0.15):
+        """The special ids from the tokenizer file that the records were made with.
+
+        Args:
+            vocab_file: WordPiece `vocab.txt`, byte-level BPE `vocab.json` or
+                SentencePiece `spiece.model` (any `*.model`).
+            vocab_size: The model's (`BertConfig.vocab_size`).
+            max_predictions_per_seq, masked_lm_prob: As the attributes.
+
+        Raises:
+            VocabError: the file lacks one of its family's special tokens.
+        """
+        import base64
+        import json
+
+        from keras_bert_impl.tokenization import load_vocab
+        from keras_bert_impl.tokenization.from_files import (
+            BYTE_LEVEL_BPE,
+            SENTENCEPIECE,
+            SPECIAL_TOKENS,
+            WORDPIECE,
+            token_ids,
+        )
+
+        name = os.path.basename(str(vocab_file))
+        if name.endswith(".model"):
+            with filesystem.open_file(vocab_file, "rb") as reader:
+                files = {"kind": SENTENCEPIECE, "model_proto": base64.b64encode(reader.read()).decode("ascii")}
+        elif name.endswith(".json"):
+            with filesystem.open_file(vocab_file, "rb") as reader:
+                files = {"kind": BYTE_LEVEL_BPE, "vocab": json.loads(reader.read().decode("utf-8"))}
+        else:
+            files = {"kind": WORDPIECE, "vocabulary": list(load_vocab(vocab_file))}
+        tokens = SPECIAL_TOKENS[files["kind"]]
+        try:
+            cls_id, sep_id, pad_id, mask_id = token_ids(files, [tokens.cls, tokens.sep, tokens.pad, tokens.mask])
+        except VocabError as error:
+            raise VocabError(f"{vocab_file}: {error}") from None
+        return cls(max_predictions_per_seq, masked_lm_prob, vocab_size, mask_id, (cls_id, sep_id, pad_id))
+
+
+def draw_masked_lm_predictions(features, masking, seed):
+    """Masks a batch of unmasked sequences, as the original's 80/10/10 rule.
+
+    Per sequence, `min(max_predictions_per_seq, max(1, round(n *
+    masked_lm_prob)))` positions (n: its tokens, special ones included, as
+    the original counts them; fewer when it has fewer maskable tokens) are
+    drawn uniformly among its tokens that are neither padding nor special;
+    each is [MASK] 80% of the time, kept 10%, a uniformly random id 10%.
+    The draws are stateless: the same `seed` gives the same masks.
+
+    Args:
+        features: Dict with int32 `input_ids` and `input_mask` [batch_size,
+            seq_length] (others pass through).
+        masking: `DynamicMasking`; `max_predictions_per_seq` at most seq_length.
+        seed: int [2], the stateless random seed.
+
+    Returns:
+        `features` with `input_ids` masked and `masked_lm_positions`,
+        `masked_lm_ids` (int32), `masked_lm_weights` (float32) [batch_size,
+        max_predictions_per_seq]: positions ascending, then zeros of weight 0.
+    """
+    import tensorflow as tf
+
+    input_ids = features["input_ids"]
+    input_mask = features["input_mask"]
+    seq_length = tf.shape(input_ids)[1]
+    k = masking.max_predictions_per_seq
+    position_seed, rule_seed, word_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 3))
+
+    # [batch_size, seq_length]
+    special = tf.reduce_any(input_ids[:, :, None] == tf.constant(masking.special_ids, tf.int32), axis=-1)
+    maskable = (input_mask > 0) & ~special
+    num_tokens = tf.cast(tf.reduce_sum(input_mask, axis=1), tf.float32)
+    # [batch_size]; tf.round rounds half to even, as Python's round.
+    num_to_predict = tf.minimum(k, tf.maximum(1, tf.cast(tf.round(num_tokens * masking.masked_lm_prob), tf.int32)))
+    num_to_predict = tf.minimum(num_to_predict, tf.reduce_sum(tf.cast(maskable, tf.int32), axis=1))
+
+    # The k maskable positions of highest random score: a uniform sample.
+    scores = tf.random.stateless_uniform(tf.shape(input_ids), position_seed)
+    scores = tf.where(maskable, scores, -1.0)
+    _, chosen = tf.math.top_k(scores, k=k)  # [batch_size, k]
+    valid = tf.range(k)[None, :] < num_to_predict[:, None]
+    # Ascending, the unused slots (moved past the end) last, then zero.
+    positions = tf.sort(tf.where(valid, chosen, seq_length), axis=1)
+    positions = tf.where(valid, positions, 0)
+    masked_lm_ids = tf.where(valid, tf.gather(input_ids, positions, batch_dims=1), 0)
+
+    rule = tf.random.stateless_uniform(tf.shape(positions), rule_seed)
+    random_ids = tf.random.stateless_uniform(
+        tf.shape(positions), word_seed, minval=0, maxval=masking.vocab_size, dtype=tf.int32
+    )
+    replacements = tf.where(rule < 0.8, masking.mask_id, tf.where(rule < 0.9, masked_lm_ids, random_ids))
+    rows = tf.broadcast_to(tf.range(tf.shape(positions)[0])[:, None], tf.shape(positions))
+    indices = tf.boolean_mask(tf.stack([rows, positions], axis=-1), valid)  # [num_masked, 2]
+    masked_ids = tf.tensor_scatter_nd_update(input_ids, indices, tf.boolean_mask(replacements, valid))
+    return {
+        **features,
+        "input_ids": masked_ids,
+        "masked_lm_positions": positions,
+        "masked_lm_ids": masked_lm_ids,
+        "masked_lm_weights": tf.cast(valid, tf.float32),
+    }
+
+
 def pretraining_dataset(
     input_files,
     batch_size,
@@ -348,6 +506,7 @@ def pretraining_dataset(
     drop_remainder=True,
     repeat=True,
     num_cpu_threads=4,
+    dynamic_masking=None,
 ):
     """The original `run_pretraining.input_fn_builder` as a `tf.data.Dataset`.
 
@@ -365,6 +524,11 @@ def pretraining_dataset(
         drop_remainder: Drop a last partial batch (the original always does).
         repeat: Repeat endlessly (the original does, for training and eval).
         num_cpu_threads: Files read in parallel when training.
+        dynamic_masking: A `DynamicMasking` for unmasked records: each
+            batch's masks drawn by `draw_masked_lm_predictions` with the
+            seed `[seed, batch index]` (the index counts from the first
+            batch, so a run that skips batches to resume draws the masks it
+            would have drawn).
 
     Returns:
         `tf.data.Dataset` of dicts with the seven original feature names:
@@ -384,7 +548,16 @@ def pretraining_dataset(
     name_kinds = {use_v2 for _, use_v2 in formats}
     if len(name_kinds) > 1:
         raise InputFileError(f"{_name_files(files)}: mix original and v2 feature names")
-    spec = pretraining_features_spec(max_seq_length, max_predictions_per_seq, name_kinds.pop())
+    spec = pretraining_features_spec(
+        max_seq_length, max_predictions_per_seq, name_kinds.pop(), masked_lm=dynamic_masking is None
+    )
+    if dynamic_masking is not None and not (
+        dynamic_masking.max_predictions_per_seq == max_predictions_per_seq <= max_seq_length
+    ):
+        raise ValueError(
+            f"dynamic masking's {dynamic_masking.max_predictions_per_seq} predictions per sequence must be "
+            f"max_predictions_per_seq {max_predictions_per_seq}, at most max_seq_length {max_seq_length}"
+        )
     renames = {v2: name for name, v2 in V2_FEATURE_NAMES.items()}
 
     def decode(serialized):
@@ -420,4 +593,13 @@ def pretraining_dataset(
             dataset = dataset.repeat()
     # Batch first, then parse the whole batch at once (faster than per record).
     dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-    return dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+    if dynamic_masking is None:
+        return dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+    # Without a seed, one drawn here: each batch still gets its own masks.
+    mask_seed = seed if seed is not None else random.SystemRandom().randrange(1 << 31)
+
+    def decode_and_mask(index, serialized):
+        stateless_seed = tf.stack([tf.constant(mask_seed, tf.int64), index])
+        return draw_masked_lm_predictions(decode(serialized), dynamic_masking, stateless_seed)
+
+    return dataset.enumerate().map(decode_and_mask, num_parallel_calls=tf.data.AUTOTUNE)

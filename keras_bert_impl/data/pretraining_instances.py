@@ -19,6 +19,15 @@ order:
    when that one is >= 0.5.
 3. `shuffle(instances)`.
 
+The variants' recipes (docs/VARIANTS.md, "Pretraining recipes") change these
+calls only where they change the instances: ALBERT's sentence-order
+prediction (`sentence_order_prediction`) draws the same numbers as
+google-research/albert's `create_pretraining_data.py` (whose pairs are made
+with the same calls as BERT's, the `random()` deciding a swap where BERT's
+decides a random next sentence); RoBERTa's full-sentence packing
+(`full_sentences`) draws nothing but the masks; unmasked instances for
+dynamic masking (`dynamic_masking`) draw no masks.
+
 Tokens are handled as vocabulary ids rather than strings (the original converts
 them at the end; the mapping is the same).
 """
@@ -56,6 +65,9 @@ class InstanceOptions:
     short_seq_prob: float = 0.1
     dupe_factor: int = 10
     do_whole_word_mask: bool = False
+    sentence_order_prediction: bool = False
+    full_sentences: bool = False
+    dynamic_masking: bool = False
 
     def __post_init__(self):
         # The original needs room for [CLS] a [SEP] b [SEP] and a target of at
@@ -69,6 +81,8 @@ class InstanceOptions:
         for name in ("masked_lm_prob", "short_seq_prob"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must lie in [0, 1], got {getattr(self, name)}")
+        if self.sentence_order_prediction and self.full_sentences:
+            raise ValueError("sentence_order_prediction makes pairs; full_sentences makes none: choose one")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,7 +132,11 @@ class TrainingInstance:
         segment_a_length: How many leading tokens have segment id 0 ([CLS], A, [SEP]).
         masked_lm_positions: Masked positions, ascending.
         masked_lm_ids: The original ids at those positions.
-        is_random_next: True when B comes from another document (label 1).
+        is_random_next: The pair label (`next_sentence_labels`), 1 when B
+            comes from another document; with sentence-order prediction, 1
+            when A and B are swapped (or, for a one-segment chunk, as in
+            google-research/albert, B comes from another document); always
+            False for full sentences.
     """
 
     input_ids: list
@@ -339,7 +357,7 @@ def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
     return a_start, a_end, b_start, b_end
 
 
-def create_masked_lm_predictions(input_ids, segment_a_length, options, vocab, rng):
+def create_masked_lm_predictions(input_ids, segment_a_length, options, vocab, rng, separators=()):
     """Chooses and replaces the masked tokens, as the original.
 
     Candidates are all positions but [CLS] and the two [SEP]s; with whole-word
@@ -355,6 +373,8 @@ def create_masked_lm_predictions(input_ids, segment_a_length, options, vocab, rn
         options: `InstanceOptions`.
         vocab: `InstanceVocab`.
         rng: `random.Random`.
+        separators: Further positions never masked (the [SEP]s between
+            documents of a full-sentence instance).
 
     Returns:
         `(masked_lm_positions, masked_lm_ids)`, positions ascending.
@@ -368,7 +388,7 @@ def create_masked_lm_predictions(input_ids, segment_a_length, options, vocab, rn
         is_subword = vocab.is_subword
         candidates = []
         for index in range(1, length - 1):
-            if index == middle_sep:
+            if index == middle_sep or index in separators:
                 continue
             if candidates and is_subword[input_ids[index]]:
                 candidates[-1].append(index)
@@ -385,6 +405,8 @@ def create_masked_lm_predictions(input_ids, segment_a_length, options, vocab, rn
     else:
         candidates = list(range(1, middle_sep))
         candidates += range(segment_a_length, length - 1)
+        if separators:
+            candidates = [index for index in candidates if index not in separators]
         shuffle(rng, candidates)
         chosen = candidates[:num_to_predict]
 
@@ -411,7 +433,10 @@ def create_instances_from_document(all_documents, document_index, options, vocab
     one); a random number of leading segments become A; B is either the rest
     (is_random_next False) or, half of the time and always for a one-segment
     chunk, text from a random other document, in which case the unused
-    segments are put back for the next chunk.
+    segments are put back for the next chunk. With
+    `options.sentence_order_prediction` B is always the rest (but for a
+    one-segment chunk, as google-research/albert), and half of the time A
+    and B are swapped (is_random_next True).
 
     Args:
         all_documents: List of documents, each a list of segments (id lists).
@@ -446,7 +471,9 @@ def create_instances_from_document(all_documents, document_index, options, vocab
                 tokens_a += segment
 
             tokens_b = []
-            if len(current_chunk) == 1 or rng.random() < 0.5:
+            sentence_order = options.sentence_order_prediction
+            # One draw either way: with sentence order, it decides a swap below.
+            if len(current_chunk) == 1 or (not sentence_order and rng.random() < 0.5):
                 is_random_next = True
                 target_b_length = target_seq_length - len(tokens_a)
                 # The original tries 10 times to find another document.
@@ -463,9 +490,12 @@ def create_instances_from_document(all_documents, document_index, options, vocab
                 # The segments not used for A go back for the next chunk.
                 i -= len(current_chunk) - a_end
             else:
-                is_random_next = False
                 for segment in current_chunk[a_end:]:
                     tokens_b += segment
+                # Sentence order: the two consecutive texts swapped (label 1).
+                is_random_next = sentence_order and rng.random() < 0.5
+                if is_random_next:
+                    tokens_a, tokens_b = tokens_b, tokens_a
 
             a_start, a_stop, b_start, b_stop = truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
             input_ids = [vocab.cls_id]
@@ -475,7 +505,7 @@ def create_instances_from_document(all_documents, document_index, options, vocab
             input_ids += tokens_b[b_start:b_stop]
             input_ids.append(vocab.sep_id)  # [max_seq_length at most]
 
-            positions, labels = create_masked_lm_predictions(input_ids, segment_a_length, options, vocab, rng)
+            positions, labels = _masked_lm_predictions(input_ids, segment_a_length, options, vocab, rng)
             instances.append(TrainingInstance(input_ids, segment_a_length, positions, labels, is_random_next))
             current_chunk = []
             current_length = 0
@@ -483,11 +513,75 @@ def create_instances_from_document(all_documents, document_index, options, vocab
     return instances
 
 
+def _masked_lm_predictions(input_ids, segment_a_length, options, vocab, rng, separators=()):
+    """`create_masked_lm_predictions`, or none for dynamic masking."""
+    if options.dynamic_masking:
+        return [], []
+    return create_masked_lm_predictions(input_ids, segment_a_length, options, vocab, rng, separators)
+
+
+def create_full_sentence_instances(all_documents, options, vocab, rng):
+    """RoBERTa's FULL-SENTENCES instances: `[CLS] s1 s2 ... [SEP]`, no pairs.
+
+    Whole sentences (segments) are packed in document order until the next
+    would pass `max_seq_length - 2` tokens; at the end of a document the
+    packing goes on into the next one, with a [SEP] between the two
+    documents. A sentence longer than a whole instance is cut into pieces of
+    that length (RoBERTa's inputs are at most 512 tokens; nothing is
+    dropped). Every token has segment id 0 and the pair label is 0; static
+    masks never fall on a separator.
+
+    Args:
+        all_documents: List of documents, each a list of segments (id lists).
+        options: `InstanceOptions`.
+        vocab: `InstanceVocab`.
+        rng: `random.Random`, for the masks only.
+
+    Returns:
+        List of `TrainingInstance`.
+
+    Example:
+    >>> vocab = InstanceVocab(cls_id=1, sep_id=2, mask_id=3, word_ids=(), is_subword=b"")
+    >>> options = InstanceOptions(max_seq_length=7, full_sentences=True, dynamic_masking=True)
+    >>> documents = [[[10, 11], [12, 13]], [[20], [21, 22, 23, 24, 25, 26, 27]]]
+    >>> [i.input_ids for i in create_full_sentence_instances(documents, options, vocab, None)]
+    [[1, 10, 11, 12, 13, 2], [1, 20, 2], [1, 21, 22, 23, 24, 25, 2], [1, 26, 27, 2]]
+    """
+    max_num_tokens = options.max_seq_length - 2  # [CLS], [SEP]
+    instances = []
+    packed = []
+
+    def emit():
+        input_ids = [vocab.cls_id, *packed, vocab.sep_id]
+        separators = {index for index in range(1, len(input_ids) - 1) if input_ids[index] == vocab.sep_id}
+        positions, labels = _masked_lm_predictions(input_ids, len(input_ids), options, vocab, rng, separators)
+        instances.append(TrainingInstance(input_ids, len(input_ids), positions, labels, False))
+        packed.clear()
+
+    for document_index, document in enumerate(all_documents):
+        for segment_index, segment in enumerate(document):
+            # The separator a new document's first sentence needs after the last one's.
+            separator = [vocab.sep_id] if packed and document_index and segment_index == 0 else []
+            if packed and len(packed) + len(separator) + len(segment) > max_num_tokens:
+                emit()
+                separator = []
+            packed += separator
+            for start in range(0, len(segment), max_num_tokens):
+                piece = segment[start:start + max_num_tokens]
+                if packed and len(packed) + len(piece) > max_num_tokens:
+                    emit()
+                packed += piece
+    if packed:
+        emit()
+    return instances
+
+
 def create_training_instances(documents, options, vocab, rng):
     """All instances of a corpus in the original's order before its final shuffle.
 
     Removes empty documents, shuffles the rest with `rng`, then makes
-    `dupe_factor` passes over them. The caller finishes the original's sequence
+    `dupe_factor` passes over them (with `full_sentences`, each pass packs
+    them all in that order). The caller finishes the original's sequence
     with `shuffle(rng, instances)` (or shuffles positions of the same count:
     a shuffle's draws depend only on the length).
 
@@ -504,5 +598,8 @@ def create_training_instances(documents, options, vocab, rng):
     all_documents = [document for document in documents if document]
     shuffle(rng, all_documents)
     for _ in range(options.dupe_factor):
+        if options.full_sentences:
+            yield from create_full_sentence_instances(all_documents, options, vocab, rng)
+            continue
         for document_index in range(len(all_documents)):
             yield from create_instances_from_document(all_documents, document_index, options, vocab, rng)

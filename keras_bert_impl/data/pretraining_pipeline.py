@@ -96,12 +96,34 @@ class GenerationSettings:
         return {
             "vocab_sha256": hashlib.sha256(tokens).hexdigest(),
             "do_lower_case": self.do_lower_case,
-            "options": dataclasses.asdict(self.options),
+            "options": _options_fingerprint(self.options),
             "random_seed": self.random_seed,
             "compression": self.compression,
             "use_v2_feature_names": self.use_v2_feature_names,
             "skip_invalid_utf8": self.skip_invalid_utf8,
         }
+
+
+# The variants' options, left out of a fingerprint at their defaults so that a
+# manifest written before they existed still matches.
+_VARIANT_OPTIONS = {"sentence_order_prediction": False, "full_sentences": False, "dynamic_masking": False}
+
+
+def _options_fingerprint(options):
+    values = dataclasses.asdict(options)
+    for name, default in _VARIANT_OPTIONS.items():
+        if values.get(name) == default:
+            del values[name]
+    return values
+
+
+def example_encoder(settings):
+    """The `ExampleEncoder` of `settings`: without masked-LM features for dynamic masking."""
+    options = settings.options
+    return ExampleEncoder(
+        options.max_seq_length, options.max_predictions_per_seq, settings.use_v2_feature_names,
+        masked_lm=not options.dynamic_masking,
+    )
 
 
 @dataclasses.dataclass
@@ -113,7 +135,8 @@ class PretrainingDataStats:
         instances: Instances written.
         tokens: Real (unpadded) tokens in them, [CLS]/[SEP] included.
         masked: Masked-LM predictions in them.
-        random_next: Instances whose B is a random next sentence.
+        random_next: Instances of pair label 1 (B a random next sentence,
+            or with sentence-order prediction, A and B swapped).
         skipped_lines: Lines skipped as invalid UTF-8.
     """
 
@@ -348,9 +371,7 @@ def write_original_order(input_files, output_files, settings, progress=None):
         raise InputFileError(f"{', '.join(input_files)}: no text to make instances of (empty or blank lines only)")
 
     stats = PretrainingDataStats(documents=len(documents), skipped_lines=counts.skipped_lines)
-    encoder = ExampleEncoder(
-        settings.options.max_seq_length, settings.options.max_predictions_per_seq, settings.use_v2_feature_names
-    )
+    encoder = example_encoder(settings)
     rng = random.Random(settings.random_seed)
     filesystem.makedirs_for(output_files[0])
     # The spill is an unlinked local file: next to a local output, in the
@@ -510,9 +531,7 @@ class ShardWriter:
         self.filesystem = filesystem
         self.tokenizer = FullTokenizer.from_vocab(settings.vocab, do_lower_case=settings.do_lower_case)
         self.vocab = InstanceVocab.from_vocab(settings.vocab, settings.vocab_file)
-        self.encoder = ExampleEncoder(
-            settings.options.max_seq_length, settings.options.max_predictions_per_seq, settings.use_v2_feature_names
-        )
+        self.encoder = example_encoder(settings)
 
     def write(self, path, indexed_chunks, on_chunk=None):
         """Writes the instances of `indexed_chunks` to `path` (complete or not at all).

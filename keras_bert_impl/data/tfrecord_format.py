@@ -5,7 +5,10 @@ per instance with int64 `input_ids`, `input_mask`, `segment_ids`
 [max_seq_length], `masked_lm_positions`, `masked_lm_ids`
 [max_predictions_per_seq], float `masked_lm_weights` [max_predictions_per_seq]
 and int64 `next_sentence_labels` [1] (1 = B is a random next sentence), every
-list zero-padded. tf-models can name `input_ids` / `segment_ids`
+list zero-padded. Records for dynamic masking (RoBERTa's recipe: masks drawn
+by the input pipeline, `pretraining_dataset.draw_masked_lm_predictions`)
+leave out the three `masked_lm_*` features and hold the unmasked `input_ids`.
+tf-models can name `input_ids` / `segment_ids`
 `input_word_ids` / `input_type_ids` instead ("v2" names).
 
 Writing needs no TensorFlow (what importing it would cost each worker
@@ -66,6 +69,8 @@ class ExampleEncoder:
         max_seq_length: Length of `input_ids`, `input_mask`, `segment_ids`.
         max_predictions_per_seq: Length of the three masked-LM lists.
         use_v2_feature_names: Use tf-models' `input_word_ids` / `input_type_ids`.
+        masked_lm: Write the `masked_lm_*` features; False for the unmasked
+            records of dynamic masking.
 
     Example:
     >>> from keras_bert_impl.data.pretraining_instances import TrainingInstance
@@ -75,10 +80,11 @@ class ExampleEncoder:
     ('bytes', 1, 1)
     """
 
-    def __init__(self, max_seq_length, max_predictions_per_seq, use_v2_feature_names=False):
+    def __init__(self, max_seq_length, max_predictions_per_seq, use_v2_feature_names=False, masked_lm=True):
         self.max_seq_length = max_seq_length
         self.max_predictions_per_seq = max_predictions_per_seq
         self.use_v2_feature_names = use_v2_feature_names
+        self.masked_lm = masked_lm
         names = {name: name for name in FEATURE_NAMES}
         if use_v2_feature_names:
             names.update(V2_FEATURE_NAMES)
@@ -112,16 +118,20 @@ class ExampleEncoder:
             )
         segment_a = instance.segment_a_length
         entry = self._entry
-        features = b"".join((
+        features = [
             entry("input_ids", _packed_varints(instance.input_ids) + b"\x00" * pad),
             entry("input_mask", b"\x01" * length + b"\x00" * pad),
             entry("segment_ids", b"\x00" * segment_a + b"\x01" * (length - segment_a) + b"\x00" * pad),
-            entry("masked_lm_positions", _packed_varints(instance.masked_lm_positions) + b"\x00" * pad_masked),
-            entry("masked_lm_ids", _packed_varints(instance.masked_lm_ids) + b"\x00" * pad_masked),
-            # Little-endian float32 1.0 per prediction, then 0.0.
-            entry("masked_lm_weights", b"\x00\x00\x80\x3f" * num_masked + b"\x00" * (4 * pad_masked)),
-            entry("next_sentence_labels", b"\x01" if instance.is_random_next else b"\x00"),
-        ))
+        ]
+        if self.masked_lm:
+            features += (
+                entry("masked_lm_positions", _packed_varints(instance.masked_lm_positions) + b"\x00" * pad_masked),
+                entry("masked_lm_ids", _packed_varints(instance.masked_lm_ids) + b"\x00" * pad_masked),
+                # Little-endian float32 1.0 per prediction, then 0.0.
+                entry("masked_lm_weights", b"\x00\x00\x80\x3f" * num_masked + b"\x00" * (4 * pad_masked)),
+            )
+        features.append(entry("next_sentence_labels", b"\x01" if instance.is_random_next else b"\x00"))
+        features = b"".join(features)
         return _field(b"\x0a", features)  # Example.features (field 1)
 
 

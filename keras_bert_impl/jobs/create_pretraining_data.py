@@ -63,6 +63,9 @@ def create_pretraining_data(
     dupe_factor=10,
     masked_lm_prob=0.15,
     short_seq_prob=0.1,
+    sentence_order_prediction=False,
+    full_sentences=False,
+    dynamic_masking=False,
     gzip_compress=False,
     use_v2_feature_names=False,
     skip_invalid_utf8=False,
@@ -84,6 +87,12 @@ def create_pretraining_data(
             `scalable`/`beam` the prefix of `num_shards` shards.
         vocab_file: The model's vocab.txt.
         do_lower_case ... short_seq_prob: The original's flags.
+        sentence_order_prediction: ALBERT's pair label (`next_sentence_labels`
+            1 = A and B swapped) instead of BERT's random next sentence.
+        full_sentences: RoBERTa's packing: no pairs, whole sentences packed
+            across documents.
+        dynamic_masking: Write the records unmasked (no `masked_lm_*`
+            features), for `run_pretraining(dynamic_masking=True)`.
         gzip_compress, use_v2_feature_names: tf-models' flags.
         skip_invalid_utf8: Count lines that are not UTF-8 instead of stopping.
         scalable: Streaming, sharded, multi-process mode.
@@ -124,6 +133,9 @@ def create_pretraining_data(
             short_seq_prob=short_seq_prob,
             dupe_factor=dupe_factor,
             do_whole_word_mask=do_whole_word_mask,
+            sentence_order_prediction=sentence_order_prediction,
+            full_sentences=full_sentences,
+            dynamic_masking=dynamic_masking,
         )
     except ValueError as error:
         raise FlagError(f"--{error}") from None

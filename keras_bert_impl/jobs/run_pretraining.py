@@ -1,6 +1,9 @@
 """MLM + NSP pretraining with `model.fit`, resumable and distributed, as the
 original run_pretraining.py (`tools/run_pretraining.py`, console
-`bert-run-pretraining`).
+`bert-run-pretraining`); and the variants' recipes: ALBERT's sentence order
+(the same head on records made with `--sentence_order_prediction`), RoBERTa's
+masked-LM only (`next_sentence_prediction=False`) with dynamic masking
+(`dynamic_masking=True`).
 
 Checkpoints `model.ckpt-<step>` in `output_dir` are in the original layout
 (weights, Adam slots, global_step): rerunning after a crash (even kill -9)
@@ -28,6 +31,7 @@ import sys
 import time
 
 from keras_bert_impl.cli import FlagError
+from keras_bert_impl.errors import VocabError
 
 # --mixed_precision values -> Keras dtype policies.
 MIXED_PRECISION = {"none": None, "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
@@ -81,6 +85,10 @@ def run_pretraining(
     summary_steps=100,
     scan_input_files=True,
     allow_changed_settings=False,
+    next_sentence_prediction=True,
+    dynamic_masking=False,
+    vocab_file=None,
+    masked_lm_prob=0.15,
 ):
     """Trains and/or evaluates a `BertPretrainingModel`; the arguments are
     run_pretraining.py's flags (and this tool's extra ones).
@@ -110,6 +118,18 @@ def run_pretraining(
             though they were trained with other settings (as the original's
             second phase at 512 tokens continues the 128-token run); by
             default that is refused (`training.run_settings`).
+        next_sentence_prediction: Train the `cls/seq_relationship` head on
+            `next_sentence_labels` (NSP, or ALBERT's sentence order for
+            records made with `--sentence_order_prediction`); False:
+            masked-LM only (RoBERTa). A config without a pooler has no
+            sentence head either way.
+        dynamic_masking: The records are unmasked (`create_pretraining_data
+            --dynamic_masking`); the input pipeline draws each batch's masks
+            (`pretraining_dataset.draw_masked_lm_predictions`), anew each
+            epoch, from `seed`.
+        vocab_file: With `dynamic_masking`, the tokenizer file the records
+            were made with (its mask and special tokens).
+        masked_lm_prob: With `dynamic_masking`, the fraction of tokens masked.
 
     Returns:
         The evaluation results (`{}` without `do_eval`), also written to
@@ -129,6 +149,7 @@ def run_pretraining(
     from keras_bert_impl.checkpoints.original import load_original_checkpoint
     from keras_bert_impl.config import BertConfig
     from keras_bert_impl.data.pretraining_dataset import (
+        DynamicMasking,
         check_pretraining_files,
         pretraining_dataset,
         reading_input_files,
@@ -163,6 +184,10 @@ def run_pretraining(
             "mixed_precision": mixed_precision,
             "clip_norm": clip_norm,
             "seed": seed,
+            # The recipes' settings, only where they differ from BERT's: a
+            # run checkpointed before they existed resumes unchanged.
+            **({} if next_sentence_prediction else {"next_sentence_prediction": False}),
+            **({"dynamic_masking": True, "masked_lm_prob": masked_lm_prob} if dynamic_masking else {}),
         }
 
     if num_cpu_devices > 1:
@@ -171,6 +196,20 @@ def run_pretraining(
     check_max_seq_length(max_seq_length, config, bert_config_file)
     if train_batch_size % gradient_accumulation_steps:
         raise FlagError("--train_batch_size must be divisible by --gradient_accumulation_steps")
+    masking = None
+    if dynamic_masking:
+        if not vocab_file:
+            raise FlagError("--dynamic_masking needs --vocab_file: the tokenizer file the records were made with")
+        if max_predictions_per_seq > max_seq_length:
+            raise FlagError(f"--max_predictions_per_seq {max_predictions_per_seq} exceeds --max_seq_length {max_seq_length}")
+        try:
+            masking = DynamicMasking.from_vocab_file(vocab_file, config.vocab_size, max_predictions_per_seq, masked_lm_prob)
+        except VocabError:
+            raise  # Names the file already.
+        except ValueError as error:
+            raise FlagError(f"--{error}") from None
+    elif vocab_file:
+        raise FlagError("--vocab_file is read only with --dynamic_masking")
     input_files = resolve_input_files(input_file)
     # The strategy comes before any TensorFlow op runs: a multi-worker one
     # can only configure its collectives at program start.
@@ -180,7 +219,9 @@ def run_pretraining(
     # Before any output: a file of another schema or a damaged one is named
     # now, not as a tf.data traceback after the model is built.
     scan_start = time.perf_counter()
-    num_records = check_pretraining_files(input_files, max_seq_length, max_predictions_per_seq, scan_input_files)
+    num_records = check_pretraining_files(
+        input_files, max_seq_length, max_predictions_per_seq, scan_input_files, dynamic_masking=dynamic_masking
+    )
     scan_seconds = time.perf_counter() - scan_start
     chief = is_chief()
     if chief:
@@ -191,7 +232,9 @@ def run_pretraining(
     # tools) and for the data order (`pretraining_dataset` below).
     keras.utils.set_random_seed(seed)
     with distribution.scope():
-        model = BertPretrainingModel(config, dtype=MIXED_PRECISION[mixed_precision])
+        model = BertPretrainingModel(
+            config, dtype=MIXED_PRECISION[mixed_precision], next_sentence=next_sentence_prediction
+        )
         optimizer = create_optimizer(
             learning_rate, num_train_steps, num_warmup_steps,
             gradient_accumulation_steps=gradient_accumulation_steps if gradient_accumulation_steps > 1 else None,
@@ -231,6 +274,7 @@ def run_pretraining(
         micro_batch = train_batch_size // accumulation
         dataset = pretraining_dataset(
             input_files, micro_batch, max_seq_length, max_predictions_per_seq, is_training=True, seed=seed,
+            dynamic_masking=masking,
         ).map(split_pretraining_features)
         # The data position: skip the micro-batches the restored steps consumed.
         dataset = dataset.skip(step * accumulation)
@@ -269,11 +313,13 @@ def run_pretraining(
     if do_eval:
         dataset = pretraining_dataset(
             input_files, eval_batch_size, max_seq_length, max_predictions_per_seq,
-            is_training=False, drop_remainder=True,
+            is_training=False, drop_remainder=True, seed=seed, dynamic_masking=masking,
         ).map(split_pretraining_features).take(max_eval_steps)
         with reading_input_files(input_files):
             results = model.evaluate(dataset, return_dict=True, verbose=1 if chief else 0)
         results = {k: float(v) for k, v in results.items()}
+        if not hasattr(model, "next_sentence_head"):  # Masked-LM only: no sentence metrics to report.
+            results = {k: v for k, v in results.items() if not k.startswith("next_sentence_")}
         results["global_step"] = global_step(optimizer)
         if chief:
             write_results(filesystem.join(output_dir, "eval_results.txt"), results)

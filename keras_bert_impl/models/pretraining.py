@@ -97,11 +97,14 @@ class BertPretrainingModel(BertConfigModel):
     (`cls/seq_relationship`, labels 0 = in order, 1 = swapped), and each
     variant's masked-LM head is `MaskedLMHead` under its config. A config
     without a pooler (DistilBERT) has no sentence head: the model outputs
-    `masked_lm_logits` only, and the loss is the masked-LM loss.
+    `masked_lm_logits` only, and the loss is the masked-LM loss; so does
+    `next_sentence=False` for a config with one (RoBERTa's recipe: no NSP).
 
     Args:
         bert_config: A `BertConfig` (or its dict).
         dtype: Keras dtype policy.
+        next_sentence: Whether the model has the sentence head (when the
+            config has a pooler) and trains it on `next_sentence_labels`.
 
     Example:
     >>> import numpy as np
@@ -117,7 +120,7 @@ class BertPretrainingModel(BertConfigModel):
     ((2, 3, 30), (2, 2))
     """
 
-    def __init__(self, bert_config, dtype=None, name="bert_pretraining", **kwargs):
+    def __init__(self, bert_config, dtype=None, name="bert_pretraining", next_sentence=True, **kwargs):
         config = as_bert_config(bert_config)
 
         # === Layers ===
@@ -131,7 +134,7 @@ class BertPretrainingModel(BertConfigModel):
             name="predictions",
         )
         next_sentence_head = None
-        if config.use_pooler:
+        if config.use_pooler and next_sentence:
             next_sentence_head = OutputProjection(
                 2,
                 initializer_range=config.initializer_range,
@@ -171,6 +174,7 @@ class BertPretrainingModel(BertConfigModel):
 
         # === Config ===
         self.bert_config = config
+        self.next_sentence = next_sentence
         self.bert = bert
         self.masked_lm_head = masked_lm_head
         if next_sentence_head is not None:  # (absent, not None: the name map asks hasattr)
@@ -179,6 +183,12 @@ class BertPretrainingModel(BertConfigModel):
         self.masked_lm_mean_loss = keras.metrics.Mean(name="masked_lm_loss")
         self.next_sentence_accuracy = keras.metrics.Mean(name="next_sentence_accuracy")
         self.next_sentence_mean_loss = keras.metrics.Mean(name="next_sentence_loss")
+
+    def get_config(self):
+        config = super().get_config()
+        if not self.next_sentence:  # Left out at the default: older configs stay as they were.
+            config["next_sentence"] = False
+        return config
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         mlm_logits = y_pred["masked_lm_logits"]

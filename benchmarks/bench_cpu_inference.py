@@ -100,8 +100,13 @@ ARTIFACT_FILES = {
     "onnx_optimized": "bert_optimized.onnx",
     "onnx_int8_per_tensor": "bert_int8_per_tensor.onnx",
     "onnx_int8_per_channel": "bert_int8_per_channel.onnx",
-    "saved_model": "saved_model_path.txt",  # holds the export's version directory
+    # Each holds the version directory of an export in one precision.
+    "saved_model": "saved_model_path.txt",
+    "saved_model_bf16": "saved_model_bf16_path.txt",
+    "saved_model_int8": "saved_model_int8_path.txt",
 }
+# The exports' precisions, by artifact (int8: activation ranges per batch, no calibration).
+EXPORT_PRECISIONS = {"saved_model": "float32", "saved_model_bf16": "bfloat16", "saved_model_int8": "int8"}
 
 
 def as_numpy(outputs):
@@ -127,14 +132,18 @@ def ours_inference_function(**options):
     return build
 
 
-def ours_serve_ids(artifacts):
-    """The export's `serve_ids` signature, as TF Serving loads it."""
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (registers the in-graph tokenizer's ops the export holds)
+def ours_serve_ids(artifact="saved_model"):
+    """A factory of the `serve_ids` signature of the export in `artifact`, as TF Serving loads it."""
 
-    path = artifacts.path("saved_model").read_text().strip()
-    signature = tf.saved_model.load(path).signatures["serve_ids"]
-    return lambda inputs: as_numpy(signature(**{name: tf.constant(inputs[name]) for name in INPUT_NAMES}))
+    def build(artifacts):
+        import tensorflow as tf
+        import tensorflow_text  # noqa: F401  (registers the in-graph tokenizer's ops the export holds)
+
+        path = artifacts.path(artifact).read_text().strip()
+        signature = tf.saved_model.load(path).signatures["serve_ids"]
+        return lambda inputs: as_numpy(signature(**{name: tf.constant(inputs[name]) for name in INPUT_NAMES}))
+
+    return build
 
 
 def onnx_runtime(artifact):
@@ -184,7 +193,7 @@ class Stack:
         build: `build(artifacts) -> run`, called in the stack's own process.
         needs: Names of `ARTIFACT_FILES` the main process must write for it.
         precision: "fp32" (checked against our model to `FP32_TOLERANCE`) or
-            "int8" (its cosine to it printed).
+            "bf16" or "int8" (its cosine to it printed).
         module: A module it imports, or None; a stack whose module is not
             installed is left out, and the header says so.
     """
@@ -201,7 +210,11 @@ OURS = {
     "ours_function": Stack("ours, make_inference_function()", ours_inference_function(), ("weights",)),
     "ours_padding_free": Stack("ours, make_inference_function(padding_free=True)",
                                ours_inference_function(padding_free=True), ("weights",)),
-    "ours_serve_ids": Stack("ours, export serve_ids (tf.saved_model.load)", ours_serve_ids, ("saved_model",)),
+    "ours_serve_ids": Stack("ours, export serve_ids (tf.saved_model.load)", ours_serve_ids(), ("saved_model",)),
+    "ours_serve_ids_bf16": Stack("ours, export serve_ids, bfloat16", ours_serve_ids("saved_model_bf16"),
+                                 ("saved_model_bf16",), "bf16"),
+    "ours_serve_ids_int8": Stack("ours, export serve_ids, int8 (ranges per batch)", ours_serve_ids("saved_model_int8"),
+                                 ("saved_model_int8",), "int8"),
 }
 PEERS = {
     "ort_fp32": Stack("ONNX Runtime fp32, optimized", onnx_runtime("onnx_optimized"), ("onnx_optimized",),
@@ -397,12 +410,14 @@ def write_artifacts(model, config, needs, model_dir, vocab_file, max_seq_length)
     config.to_json_file(model_dir / "bert_config.json")
     if "weights" in needs:
         model.save_weights(model_dir / ARTIFACT_FILES["weights"])
-    if "saved_model" in needs:
+    for artifact, precision in EXPORT_PRECISIONS.items():
+        if artifact not in needs:
+            continue
         from keras_bert_impl.serving.export import ExportOptions, export_saved_model
 
-        version = export_saved_model(model, "embeddings", vocab_file, model_dir / "export" / "bert_embeddings",
-                                     ExportOptions(max_seq_length=max_seq_length, precision="float32"))
-        (model_dir / ARTIFACT_FILES["saved_model"]).write_text(str(version) + "\n")
+        version = export_saved_model(model, "embeddings", vocab_file, model_dir / "export" / f"bert_{precision}",
+                                     ExportOptions(max_seq_length=max_seq_length, precision=precision))
+        (model_dir / ARTIFACT_FILES[artifact]).write_text(str(version) + "\n")
     onnx_needs = {name for name in needs if name.startswith("onnx")}
     if not onnx_needs:
         return {}
@@ -468,7 +483,7 @@ def mean_cosine(a, b):
 
 
 def describe_agreement(stack, outputs, reference):
-    """One cell: max |difference| from our model for fp32, mean cosines for int8."""
+    """One cell: max |difference| from our model for fp32, mean cosines for bf16 and int8."""
     if stack.precision == "fp32":
         key = "tokens" if outputs["tokens"] is not None else "mean_pooled"
         worst = float(np.abs(outputs[key] - reference[key]).max())

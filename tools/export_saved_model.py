@@ -28,7 +28,7 @@ from keras_bert_impl.io import check_output_dir
 
 
 def define_flags(fv):
-    from keras_bert_impl.inference.plan import PRECISION_CHOICES
+    from keras_bert_impl.inference.plan import EXPORT_PRECISION_CHOICES
     from keras_bert_impl.tasks.registry import TASKS, exported_task_names
 
     define = dict(flag_values=fv)
@@ -49,13 +49,21 @@ def define_flags(fv):
     flags.DEFINE_string("export_dir", None, "saved_models/<model_name>; versions are written below it.", **define)
     flags.DEFINE_integer("version", None, "Version number (default: the next free one).", **define)
     flags.DEFINE_enum(
-        "precision", "auto", list(PRECISION_CHOICES),
+        "precision", "auto", list(EXPORT_PRECISION_CHOICES),
         "What the export computes in: bfloat16 (weights held in bfloat16 but the LayerNorms', bfloat16 "
         "products; faster on CPUs with Intel AMX or AMD's AVX-512 bf16, slower than float32 without them, Intel's AVX-512 bf16 without AMX included) or float32. "
         "auto: bfloat16 where this CPU has amx_bf16 (or avx512_bf16 on AMD) and TensorFlow's oneDNN rewrites are on (its "
         "default there; "
         "TF_ENABLE_ONEDNN_OPTS=0 turns them off), else float32; export on (or name the precision of) the CPU that "
-        "will serve. The choice is written to assets.extra/export_metadata.json.", **define,
+        "will serve. int8: the encoder's Dense kernels in int8 (a scale per output channel), products on the CPU's int8 units "
+        "through oneDNN (serve it with TensorFlow's oneDNN rewrites on); prints its agreement with float32. The choice is "
+        "written to assets.extra/export_metadata.json.", **define,
+    )
+    flags.DEFINE_string(
+        "calibration_file", None,
+        "With --precision=int8: texts of the task, one a line, whose activations fix the input range of each int8 "
+        "product (without it each batch's own range is used); the agreement with float32 is measured on them.",
+        **define,
     )
     flags.DEFINE_boolean(
         "skip_padding", None,
@@ -91,8 +99,15 @@ def main(argv=None):
     )
     require(fv, "bert_config_file", "init_checkpoint", "vocab_file", "task", "export_dir")
     check_output_dir(fv.export_dir, "--export_dir")
+    if fv.calibration_file and fv.precision != "int8":
+        raise FlagError("--calibration_file is for --precision=int8")
     log = log_to_stderr("export_saved_model")
-    options = ExportOptions(**flag_values(fv, (
+    calibration_texts = None
+    if fv.calibration_file:
+        from keras_bert_impl.inference.int8 import read_calibration_texts
+
+        calibration_texts = read_calibration_texts(fv.calibration_file)
+    options = ExportOptions(calibration_texts=calibration_texts, **flag_values(fv, (
         "do_lower_case", "max_seq_length", "label_names", "version", "serving_base_path", "precision", "skip_padding",
         "constant_kernels",
     )))

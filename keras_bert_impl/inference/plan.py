@@ -59,6 +59,10 @@ from keras_bert_impl import hardware
 # `inference.precision`).
 DTYPE_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16"}
 PRECISION_CHOICES = ("auto",) + tuple(DTYPE_POLICIES)
+# Int8 products (`inference.int8`) with everything else in float32: for an export only (its
+# kernels quantized as graph constants, which need oneDNN's kernels where it is served).
+INT8 = "int8"
+EXPORT_PRECISION_CHOICES = PRECISION_CHOICES + (INT8,)
 # The CPU flag of the bf16 instructions that beat float32 on any vendor's CPU
 # (AMX), and the flag and vendors where AVX-512 bf16 does (AMD's, measured on Zen 4).
 AMX_FLAG = "amx_bf16"
@@ -299,8 +303,9 @@ def export_plan(model, precision=None, skip_padding=None, constant_kernels=None,
 
     Args:
         model: The task model exported.
-        precision: "float32", "bfloat16" or "auto" (`default_precision`);
-            None: the model's own.
+        precision: "float32", "bfloat16", "int8" (`inference.int8`: the
+            encoder's products in int8, its kernels always graph constants)
+            or "auto" (`default_precision`); None: the model's own.
         skip_padding: Whether a batch with padding runs the encoder's
             per-token work on its real tokens only; None: where no GPU or
             TPU is visible.
@@ -321,7 +326,14 @@ def export_plan(model, precision=None, skip_padding=None, constant_kernels=None,
     from keras_bert_impl.inference.precision import model_precision
 
     machine = machine or Machine()
-    if precision:
+    if precision == INT8:
+        if constant_kernels is False:
+            raise ValueError("an int8 export holds its kernels as graph constants: leave constant_kernels on")
+        if machine.onednn_rewrites is False:
+            raise ValueError("int8 products run only in oneDNN's kernels, and TensorFlow's oneDNN rewrites are off "
+                             "here (TF_ENABLE_ONEDNN_OPTS=0): export (and serve) int8 with them on")
+        constant_kernels = True
+    elif precision:
         precision = resolve_precision(precision, machine.cpu_flags, machine.onednn_rewrites, machine.cpu_vendor)
     else:
         precision = model_precision(model)

@@ -135,3 +135,13 @@ def copy_weights(source, target):
     values = {variable.path: variable for variable in source.weights}
     for variable in target.weights:
         variable.assign(tf.cast(values[variable.path].value, variable.dtype))
+
+
+def compute_precision(precision):
+    """What a model exported in `precision` computes in outside its products: "int8" computes in float32.
+
+    Example:
+    >>> compute_precision("int8"), compute_precision("bfloat16")
+    ('float32', 'bfloat16')
+    """
+    return "float32" if precision == "int8" else precision

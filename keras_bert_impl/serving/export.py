@@ -12,7 +12,13 @@ exporting CPU), per-token work on real tokens only for a batch with
 padding, Dense kernels as graph constants; `export_metadata.json` says which,
 beside the CPU it was chosen for. TF Serving ignores that file; the
 bfloat16 graph uses only stock ops, and holds its weights in bfloat16 but
-for the LayerNorms' (`inference.precision`).
+for the LayerNorms' (`inference.precision`). An int8 export
+(`inference.int8`) holds the encoder's Dense kernels as int8 constants and
+multiplies them with oneDNN's int8 kernels (stock ops that only oneDNN runs:
+it must be served by a TensorFlow with its oneDNN rewrites on); its
+activations are quantized per batch, or over ranges calibrated on
+`calibration_texts`, on which the export also measures how far int8 is
+from float32 (`export_metadata.json`, "int8").
 """
 
 import dataclasses
@@ -20,12 +26,16 @@ import json
 import os
 import tempfile
 
+import numpy as np
 import tensorflow as tf
 
 from keras_bert_impl import filesystem, hardware
+from keras_bert_impl.inference import int8
 from keras_bert_impl.inference import plan as inference_plan
 from keras_bert_impl.inference.constant_kernels import ConstantKernels
+from keras_bert_impl.inference.padding_free import real_tokens_only_set_to
 from keras_bert_impl.inference.precision import (
+    compute_precision,
     copy_weights,
     holds_weights_for,
     inference_dtype_policy,
@@ -86,6 +96,11 @@ class ExportOptions:
             where no GPU or TPU is visible and the copies (two with
             `skip_padding`) take at most `inference.plan.MAX_CONSTANT_BYTES`.
             Written to the export's metadata.
+        calibration_texts: For precision "int8": texts of the task (one
+            request each) whose activations fix each product's input range
+            (static quantization), and on which int8 is compared with
+            float32. None: ranges found per batch, compared on
+            `warmup_texts`.
     """
 
     do_lower_case: bool = True
@@ -98,6 +113,7 @@ class ExportOptions:
     precision: str = None
     skip_padding: bool = None
     constant_kernels: bool = None
+    calibration_texts: tuple = None
 
 
 def in_precision(model, spec, precision):
@@ -121,23 +137,25 @@ def in_precision(model, spec, precision):
     return copy
 
 
-def export_metadata(task, plan, options):
+def export_metadata(task, plan, options, int8_report=None):
     """What `assets.extra/export_metadata.json` says of an export (a dict).
 
     Args:
         task: The task name.
         plan: The export's `InferencePlan`.
         options: Its `ExportOptions`.
+        int8_report: For an int8 export, what `int8_agreement` found.
     """
     from keras_bert_impl import __version__
 
     name, flags = hardware.read_cpuinfo()
     precision = plan.precision
-    return {
+    weights = {"float32": "float32", "int8": "int8 encoder Dense kernels (a scale per output channel), float32 else"}
+    metadata = {
         "task": task,
         "precision": precision,
-        "dtype_policy": inference_plan.DTYPE_POLICIES[precision],
-        "weights_dtype": precision if precision == "float32" else "bfloat16 (LayerNorm float32)",
+        "dtype_policy": inference_plan.DTYPE_POLICIES[compute_precision(precision)],
+        "weights_dtype": weights.get(precision, "bfloat16 (LayerNorm float32)"),
         "skips_padding": plan.padding_free,
         "kernels": "graph constants" if plan.constant_kernels else "variables",
         "max_seq_length": options.max_seq_length,
@@ -148,6 +166,44 @@ def export_metadata(task, plan, options):
         "keras_bert_impl": __version__,
         "tensorflow": tf.__version__,
     }
+    if int8_report is not None:
+        metadata["int8"] = int8_report
+    return metadata
+
+
+def int8_agreement(module, model, texts, input_ranges, batch_size=32):
+    """How far the int8 module's outputs are from float32 `model`'s on `texts` (`int8.agreement`'s dict).
+
+    Both run on the module's own tokenization of each text; a classifier is
+    compared by argmax, other tasks by the cosine of their first output
+    (`pooled_output` for embeddings).
+
+    Args:
+        module: The int8 `BertServingModule` (its `forward` is traced with
+            the int8 products).
+        model: The float32 model it was made from.
+        texts: Strings.
+        input_ranges: The calibrated ranges, or None (dynamic); recorded.
+        batch_size: Texts per forward pass.
+    """
+
+    def first(outputs):
+        if isinstance(outputs, dict):
+            return outputs.get("pooled_output", next(iter(outputs.values())))
+        return tf.nest.flatten(outputs)[0]
+
+    reference, quantized = [], []
+    for start in range(0, len(texts), batch_size):
+        inputs = module.encode(tf.constant(list(texts[start:start + batch_size])))
+        with real_tokens_only_set_to(model, True):
+            reference.append(first(model(inputs, training=False)).numpy())
+        quantized.append(first(module.forward(inputs)).numpy())
+    reference, quantized = np.concatenate(reference), np.concatenate(quantized)
+    labels = module.spec.uses_labels and reference.ndim == 2 and reference.shape[-1] > 1
+    report = int8.agreement(reference, quantized, labels)
+    report["activation_ranges"] = (f"calibrated on {len(texts)} texts" if input_ranges is not None
+                                   else "per batch (dynamic)")
+    return report
 
 
 def _labels_file(model, spec, label_names, work):
@@ -172,17 +228,21 @@ def _labels_file(model, spec, label_names, work):
     return path
 
 
-def export_saved_model(model, task, vocab_file, export_dir, options=None):
+def export_saved_model(model, task, vocab_file, export_dir, options=None, log=None):
     """Exports `model` as `export_dir/<version>/` for TF Serving, and lists
     it in the export base's `models.config`.
 
     Args:
         model: A built task model (see `BertServingModule`).
         task: A task name of `tasks.registry` with serving outputs.
-        vocab_file: The model's `vocab.txt` (tokenization happens in-graph).
+        vocab_file: The model's `vocab.txt` (tokenization happens in-graph), or
+            a variant's first tokenizer file (`vocab.json` with `merges.txt`
+            beside it, `spiece.model`): its in-graph tokenizer and special
+            tokens (`tokenization.from_files`) go into the graph.
         export_dir: `saved_models/<model_name>`; the model name is its
             basename, `saved_models` the export base. May be remote.
         options: `ExportOptions`; default `ExportOptions()`.
+        log: Optional `log(message)`: an int8 export's agreement with float32.
 
     Returns:
         The path of the version directory written.
@@ -191,33 +251,43 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None):
         ExportError: existing version, unknown task, label count mismatch,
             unknown precision, a model that cannot be rebuilt in it, a
             `max_seq_length` below 3 or past the model's position embeddings,
-            constant kernels asked for past `inference.plan.MAX_CONSTANT_BYTES`.
+            constant kernels asked for past `inference.plan.MAX_CONSTANT_BYTES`,
+            int8 without oneDNN's rewrites or without constant kernels,
+            empty `calibration_texts`.
     """
     options = options or ExportOptions()
     if task not in exported_task_names():
         raise ExportError(f"--task {task!r} is not one of {', '.join(exported_task_names())}")
     spec = get_task(task)
     # Checked here, not by the first long request TF Serving gets.
-    positions = model.bert_config.max_position_embeddings
+    positions = model.bert_config.max_sequence_length  # RoBERTa: its position rows less 2
     if not 3 <= options.max_seq_length <= positions:
+        what = "max_position_embeddings" if not model.bert_config.position_offset else "longest sequence"
         raise ExportError(f"--max_seq_length {options.max_seq_length}: must be at least 3 ([CLS] and two [SEP]s) "
-                          f"and at most the model's max_position_embeddings {positions}")
+                          f"and at most the model's {what} {positions}")
     try:
         plan = inference_plan.export_plan(model, options.precision, options.skip_padding, options.constant_kernels)
     except ValueError as error:
         raise ExportError(str(error)) from None
+    calibration = options.calibration_texts
+    if calibration is not None and plan.precision != inference_plan.INT8:
+        raise ExportError("calibration texts are for an int8 export (--precision=int8)")
+    if calibration is not None and not [text for text in calibration if text.strip()]:
+        raise ExportError("the calibration texts hold no text")
     export_dir = os.fspath(export_dir).rstrip("/")
     remote = filesystem.is_remote(export_dir)
     if not remote:
         export_dir = os.path.abspath(export_dir)
     model_name = filesystem.basename(export_dir)
     version = check_version_free(export_dir, options.version)
-    vocab = load_vocab(vocab_file)
-    check_special_tokens(vocab, vocab_file, required=spec.required_tokens)
-    check_vocab_fits(vocab, vocab_file, model.bert_config.vocab_size, "the model's config")
-    tokens = [""] * (max(vocab.values()) + 1)
-    for token, index in vocab.items():
-        tokens[index] = token
+    variant = _variant_tokenizer(vocab_file, options.do_lower_case, model.bert_config.vocab_size)
+    if variant is None:
+        vocab = load_vocab(vocab_file)
+        check_special_tokens(vocab, vocab_file, required=spec.required_tokens)
+        check_vocab_fits(vocab, vocab_file, model.bert_config.vocab_size, "the model's config")
+        tokens = [""] * (max(vocab.values()) + 1)
+        for token, index in vocab.items():
+            tokens[index] = token
 
     read_models_config(filesystem.dirname(export_dir))  # One this export cannot merge into: refused before the work.
     filesystem.makedirs(export_dir)
@@ -227,25 +297,46 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None):
     staging = filesystem.join(work if remote else export_dir, staging_name())
     try:
         labels_path = _labels_file(model, spec, options.label_names, work)
-        tokenizer = InGraphTokenizer(tokens, do_lower_case=options.do_lower_case,
-                                     tables=options.tables or shared_tables())
-        served = in_precision(model, spec, plan.precision)
-        module = BertServingModule(
-            served, task, tokenizer, options.max_seq_length,
-            {"cls": vocab["[CLS]"], "sep": vocab["[SEP]"], "mask": vocab.get("[MASK]", 0)},
-            labels_path=labels_path, skip_padding=plan.padding_free,
-            constant_kernels=ConstantKernels(served) if plan.constant_kernels else None,
-        )
+        if variant is None:
+            tokenizer = InGraphTokenizer(tokens, do_lower_case=options.do_lower_case,
+                                         tables=options.tables or shared_tables())
+            special_ids = {"cls": vocab["[CLS]"], "sep": vocab["[SEP]"], "mask": vocab.get("[MASK]", 0)}
+            special_tokens, mask_token = None, "[MASK]"
+        else:
+            tokenizer, special_ids, special_tokens, tokens = variant
+            mask_token = special_tokens.mask
+        served = in_precision(model, spec, compute_precision(plan.precision))
+
+        def serving_module(constant_kernels):
+            return BertServingModule(
+                served, task, tokenizer, options.max_seq_length, special_ids,
+                labels_path=labels_path, skip_padding=plan.padding_free, constant_kernels=constant_kernels,
+                special_tokens=special_tokens, vocabulary=tokens,
+            )
+
+        int8_report = None
+        if plan.precision == inference_plan.INT8:
+            texts = [text for text in calibration if text.strip()] if calibration else list(options.warmup_texts)
+            ranges = None
+            if calibration:  # tokenized as the export tokenizes
+                batches = _real_token_batches(serving_module(None), served, texts)
+                ranges = int8.calibrate_input_ranges(served, batches)
+            module = serving_module(int8.Int8Kernels(served, ranges))
+            int8_report = int8_agreement(module, served, texts, ranges)
+            if log:
+                log(int8_report["summary"] + f" (activation ranges {int8_report['activation_ranges']})")
+        else:
+            module = serving_module(ConstantKernels(served) if plan.constant_kernels else None)
         tf.saved_model.save(module, staging, signatures=module.signatures())
         if task in SIGNATURE_METHODS:
             set_method_names(staging, SIGNATURE_METHODS[task])
         extra = filesystem.join(staging, "assets.extra")
         filesystem.makedirs(extra)
-        texts = [t + " [MASK] ." if spec.masks_in_text else t for t in options.warmup_texts]
+        texts = [f"{t} {mask_token} ." if spec.masks_in_text else t for t in options.warmup_texts]
         write_warmup_requests(filesystem.join(extra, WARMUP_FILE), model_name, texts,
                               text_b=texts if spec.warmup_pairs else None)
         with filesystem.open_file(filesystem.join(extra, METADATA_FILE), "w") as f:
-            json.dump(export_metadata(task, plan, options), f, indent=2)
+            json.dump(export_metadata(task, plan, options, int8_report), f, indent=2)
             f.write("\n")
         final = publish_version(staging, export_dir, version)
     finally:
@@ -255,13 +346,63 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None):
     return final
 
 
+def _variant_tokenizer(vocab_file, do_lower_case, vocab_size):
+    """For a variant's tokenizer file, `(in-graph tokenizer, special ids, SpecialTokens, vocabulary)`; None for WordPiece.
+
+    Raises:
+        VocabError: the tokenizer files are missing or bad, or hold more
+            tokens than the model's embeddings.
+    """
+    from keras_bert_impl.tokenization.from_files import (
+        SPECIAL_TOKENS,
+        WORDPIECE,
+        in_graph_tokenizer,
+        read_tokenizer_files,
+        release_tokenizer,
+        token_ids,
+        vocab_file_kind,
+        vocabulary,
+    )
+
+    if vocab_file_kind(vocab_file) == WORDPIECE:
+        return None
+    release_tokenizer(vocab_file, vocab_size, do_lower_case)  # the checks
+    files = read_tokenizer_files(filesystem.dirname(os.fspath(vocab_file)) or ".")
+    specials = SPECIAL_TOKENS[files["kind"]]
+    ids = dict(zip(("cls", "sep", "pad", "mask"),
+                   token_ids(files, [specials.cls, specials.sep, specials.pad, specials.mask])))
+    return in_graph_tokenizer(files, do_lower_case=do_lower_case), ids, specials, vocabulary(files)
+
+
+def _real_token_batches(module, model, texts, batch_size=32):
+    """The module's inputs for `texts`, in batches, with `model` set to compute real tokens only while each is used."""
+    for start in range(0, len(texts), batch_size):
+        inputs = module.encode(tf.constant(texts[start:start + batch_size]))
+        with real_tokens_only_set_to(model, True):
+            yield inputs
+
+
+def _lacks_pooler(config, init_checkpoint):
+    """Whether a variant's config has a pooler that its original-layout checkpoint does not hold."""
+    from keras_bert_impl.checkpoints.keras_file import is_keras_file
+
+    if config.model_type == "bert" or not config.use_pooler or not init_checkpoint or is_keras_file(init_checkpoint):
+        return False
+    return not any(name.startswith("bert/pooler/") for name, _ in tf.train.list_variables(init_checkpoint))
+
+
 def release_files(model_dir, bert_config_file=None, vocab_file=None, init_checkpoint=None):
     """`(bert_config_file, vocab_file, init_checkpoint)`, filled in from a
     release directory written by our tools (its latest checkpoint, else
     `bert_model.ckpt`) where not given."""
     if model_dir:
+        from keras_bert_impl.checkpoints.release import TOKENIZER_FILES, _model_type
+
         bert_config_file = bert_config_file or filesystem.join(model_dir, "bert_config.json")
-        vocab_file = vocab_file or filesystem.join(model_dir, "vocab.txt")
+        # A variant's release: its first tokenizer file (vocab.json, spiece.model).
+        vocab_name = (TOKENIZER_FILES[_model_type(bert_config_file)][0]
+                      if filesystem.exists(bert_config_file) else "vocab.txt")
+        vocab_file = vocab_file or filesystem.join(model_dir, vocab_name)
         init_checkpoint = init_checkpoint or tf.train.latest_checkpoint(model_dir) or filesystem.join(
             model_dir, "bert_model.ckpt"
         )
@@ -282,8 +423,9 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
         options: `ExportOptions`; default `ExportOptions(precision="auto")`.
             Its `precision` ("auto": `inference.plan.default_precision`,
             bfloat16 on a CPU with AMX or AMD's AVX-512 bf16 and
-            TensorFlow's oneDNN rewrites on, else float32; None: "auto") is
-            what the model is built and exported in.
+            TensorFlow's oneDNN rewrites on, else float32; None: "auto";
+            "int8": built in float32, its encoder's products exported in
+            int8) is what the model is built and exported in.
         num_labels: Classes, where the task has labels (`options.label_names` wins).
         log: `log(message)`.
 
@@ -312,14 +454,21 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
     if is_keras_file(init_checkpoint):
         check_keras_file_fits(init_checkpoint, config, bert_config_file, vocab_file, options.do_lower_case)
     spec = get_task(task)
+    if _lacks_pooler(config, init_checkpoint):
+        # A variant's masked-LM release (RoBERTa's): built without the pooler
+        # it never trained, so an export has no untrained output.
+        config = dataclasses.replace(config, use_pooler=False)
     try:
-        precision = inference_plan.resolve_precision(options.precision or "auto")
+        precision = options.precision
+        if precision != inference_plan.INT8:
+            precision = inference_plan.resolve_precision(precision or "auto")
     except ValueError as error:
         raise ExportError(str(error)) from None
     label_names = options.label_names
     model = spec.build_model(config, len(label_names) if label_names else num_labels,
-                             dtype=inference_plan.DTYPE_POLICIES[precision])
+                             dtype=inference_plan.DTYPE_POLICIES[compute_precision(precision)])
     report = load_original_checkpoint(model, init_checkpoint, allow_fresh=spec.export_optional)
     log(f"{init_checkpoint}: {report.summary()}")
     log(f"computing in {precision} (CPU: {hardware.cpu_description()}; {hardware.onednn_description()})")
-    return export_saved_model(model, task, vocab_file, export_dir, dataclasses.replace(options, precision=precision))
+    return export_saved_model(model, task, vocab_file, export_dir, dataclasses.replace(options, precision=precision),
+                              log=log)

@@ -1,0 +1,390 @@
+"""The encoder's Dense layers with int8 kernels, their products on the CPU's int8 units, through stock TensorFlow ops.
+
+Each encoder Dense kernel W [in, out] is held as int8 with one scale per
+output channel (symmetric: `W[:, j] ~ kernel_scales[j] * Wq[:, j]`,
+`Wq` in [-127, 127]). Its input x [rows, in] is quantized per tensor to
+uint8 over a range [lo, hi] that holds 0: `x ~ lo + step * u8`, `step =
+(hi - lo) / 255`. The range is either found as each batch comes (the
+tensor's min and max: "dynamic") or calibrated once on the task's own texts
+(`calibrate_input_ranges`: "static", fewer ops per product). Then
+
+    x W[:, j] ~ kernel_scales[j] * (step * (u8 Wq)[:, j] + lo * sum_i Wq[i, j])
+
+and the int32 product `u8 Wq` is oneDNN's u8 x s8 inner product, on VNNI
+(or AMX-int8) where the CPU has it.
+
+The ops, all in stock TensorFlow 2.20 (so in a SavedModel that TF Serving
+loads, with no Python of ours):
+
+- `QuantizeV2(x, lo, hi, quint8, mode="MIN_FIRST")`: u8 = round((x - lo) /
+  step), clipped to [0, 255]. oneDNN's kernel rounds `x / step - lo / step`
+  in float32 to nearest even; TensorFlow's own kernel rounds differently at
+  the halves (`int8_reference` emulates oneDNN's).
+- `QuantizedMatMulWithBiasAndDequantize(u8, Wq, bias, min_a=0,
+  max_a=hi - lo, min_b=-127, max_b=127, input_quant_mode="SCALED",
+  Toutput=float32)`: with oneDNN v3 it computes `src_scale * wei_scale *
+  (u8 Wq) + bias`, `src_scale = max(|min_a|, |max_a|) / 255 = step`,
+  `wei_scale = max(|min_b|, |max_b|) / 127 = 1`; the bias is taken as it is
+  (float32). Its scales are scalars, so the per-channel scale comes after:
+  the bias passed is `lo * colsum(Wq) + b / kernel_scales`, and one multiply
+  by `kernel_scales` gives `x W + b`. (Its "MIN_FIRST" mode compensates the
+  bias with `colsum * lo / step` instead of `colsum * lo * step`: wrong
+  unless the weight scale is `1 / step`, which is why it is not used; with
+  a uint8 input "SCALED" would clip negative activations, which is why the
+  input is quantized MIN_FIRST and its offset carried in the bias.)
+- Only oneDNN runs these: without TensorFlow's oneDNN rewrites
+  (`TF_ENABLE_ONEDNN_OPTS=0`, or a build without oneDNN) the quantized
+  product's registered kernel is a no-op. `hardware.onednn_graph_rewrites()`
+  must be on where an int8 graph runs.
+
+Queries, keys and values read the same input: it is quantized once for the
+three (`Int8Kernels.scope`). Pooler and task heads stay float32 (a few
+hundred multiply-adds per example).
+
+Measured products, error and speed: docs/BENCHMARKS.md, "int8".
+
+Example:
+>>> import numpy as np
+>>> rng = np.random.default_rng(0)
+>>> kernel = quantize_kernel(rng.normal(size=(8, 4)).astype("float32"))
+>>> kernel.values.dtype.name, kernel.values.shape, kernel.scales.shape, int(np.abs(kernel.values).max())
+('int8', (8, 4), (4,), 127)
+"""
+
+import contextlib
+import dataclasses
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_bert_impl.inference.constant_kernels import dense_kernels
+
+# A range never narrower than this (an all-zero input): the step stays positive.
+_MIN_RANGE = 1e-6
+
+
+@dataclasses.dataclass(frozen=True)
+class QuantizedKernel:
+    """A Dense kernel [in, out] as int8 with one float32 scale per output channel.
+
+    Attributes:
+        values: int8 [in, out], in [-127, 127].
+        scales: float32 [out]: `kernel[:, j] ~ scales[j] * values[:, j]`.
+        column_sums: float32 [out]: `values.sum(axis=0)`, exact (at most 127 * in).
+    """
+
+    values: np.ndarray
+    scales: np.ndarray
+    column_sums: np.ndarray
+
+
+def quantize_kernel(kernel):
+    """`kernel` [in, out] quantized per output channel, symmetric: the largest |weight| of each column to 127.
+
+    Args:
+        kernel: float array [in, out].
+
+    Returns:
+        A `QuantizedKernel`. A column of zeros gets scale 1 (its values are 0).
+    """
+    kernel = np.asarray(kernel, np.float32)
+    scales = np.abs(kernel).max(axis=0) / np.float32(127)
+    scales = np.where(scales > 0, scales, np.float32(1)).astype(np.float32)
+    values = np.clip(np.rint(kernel / scales), -127, 127).astype(np.int8)
+    return QuantizedKernel(values, scales, values.astype(np.int32).sum(axis=0).astype(np.float32))
+
+
+def encoder_dense_layers(model):
+    """Every Dense layer inside the transformer encoders of `model` (query, key, value and the three after).
+
+    Args:
+        model: A `BertModel` or a task model holding one.
+
+    Returns:
+        A list of `keras.layers.Dense`, in model order.
+    """
+    from keras_bert_impl.layers.transformer import TransformerEncoder
+
+    layers = []
+    for encoder in model._flatten_layers(include_self=True, recursive=True):
+        if isinstance(encoder, TransformerEncoder):
+            layers += [layer for layer in encoder._flatten_layers(include_self=False, recursive=True)
+                       if isinstance(layer, keras.layers.Dense)]
+    return layers
+
+
+def dynamic_input_range(x):
+    """[lo, hi] of `x` as `QuantizeV2` takes it: holding 0, never narrower than `_MIN_RANGE`.
+
+    Args:
+        x: float32 tensor.
+
+    Returns:
+        Two float32 scalars.
+    """
+    lo = tf.minimum(tf.reduce_min(x), 0.0)
+    hi = tf.maximum(tf.reduce_max(x), 0.0) + _MIN_RANGE
+    return lo, hi
+
+
+def quantize_input(x, lo, hi):
+    """x [rows, in] float32 -> (u8 [rows, in] quint8, step): `x ~ lo + step * u8`.
+
+    Args:
+        x: float32 [rows, in].
+        lo, hi: float32 scalars (tensors or numbers), lo <= 0 < hi.
+    """
+    lo, hi = tf.cast(lo, tf.float32), tf.cast(hi, tf.float32)
+    quantized = tf.raw_ops.QuantizeV2(input=x, min_range=lo, max_range=hi, T=tf.quint8, mode="MIN_FIRST",
+                                      ensure_minimum_range=0.0).output
+    return quantized, (hi - lo) / 255.0
+
+
+def int8_matmul(quantized_input, lo, step, kernel, bias=None):
+    """`x W + b` from x quantized (`quantize_input`) and W quantized (`quantize_kernel`), as float32 [rows, out].
+
+    Args:
+        quantized_input: quint8 [rows, in].
+        lo, step: The input's range start and step (float32 scalars).
+        kernel: A `QuantizedKernel` [in, out]; made graph constants here.
+        bias: float32 [out] or None.
+
+    Returns:
+        float32 [rows, out].
+    """
+    scales = tf.constant(kernel.scales)
+    # The input's offset (lo), and the bias divided by the per-channel scale
+    # that multiplies the whole sum afterwards: [out].
+    shifted_bias = lo * tf.constant(kernel.column_sums)
+    if bias is not None:
+        shifted_bias = shifted_bias + tf.cast(bias, tf.float32) / scales
+    # [rows, in] x [in, out] -> [rows, out]: step * (u8 Wq) + shifted_bias
+    products = tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
+        a=quantized_input, b=tf.constant(kernel.values, tf.qint8), bias=shifted_bias,
+        min_a=tf.constant(0.0), max_a=step * 255.0, min_b=tf.constant(-127.0), max_b=tf.constant(127.0),
+        min_freezed_output=tf.constant(0.0), max_freezed_output=tf.constant(1.0),
+        Toutput=tf.float32, input_quant_mode="SCALED",
+    )
+    return products * scales
+
+
+def int8_reference(x, lo, hi, kernel, bias=None):
+    """NumPy emulation of `quantize_input` + `int8_matmul` (oneDNN's rounding), in float64 after quantizing.
+
+    Args:
+        x: float32 [rows, in]; lo, hi: its range; kernel: a `QuantizedKernel`; bias: [out] or None.
+
+    Returns:
+        float64 [rows, out].
+    """
+    x = np.asarray(x, np.float32)
+    inverse_step = np.float32(255) / (np.float32(hi) - np.float32(lo))
+    # oneDNN's reorder: x * (1/step) + (-lo/step), in float32, rounded to nearest even.
+    u8 = np.clip(np.rint(x * inverse_step + np.float32(-lo) * inverse_step), 0, 255)
+    step = (np.float64(np.float32(hi) - np.float32(lo))) / 255.0
+    products = (u8 @ kernel.values.astype(np.float64)) * step + float(lo) * kernel.column_sums
+    products = products * kernel.scales
+    return products if bias is None else products + np.asarray(bias, np.float64)
+
+
+def quantized_kernels(model):
+    """`quantize_kernel` of each of `encoder_dense_layers(model)`, by layer path."""
+    return {layer.path: quantize_kernel(layer.kernel.numpy()) for layer in encoder_dense_layers(model)}
+
+
+@contextlib.contextmanager
+def dense_calls_set_to(layers, make_call):
+    """Within the block, each of `layers` computes `make_call(layer)(inputs, training=None)` when called.
+
+    The layers' own `call` comes back afterwards. For tracing a graph (or an
+    eager calibration pass) without changing the model.
+    """
+    for layer in layers:
+        layer.call = make_call(layer)
+    try:
+        yield
+    finally:
+        for layer in layers:
+            del layer.call
+
+
+class Int8Kernels:
+    """A model's encoder Dense layers as int8 products, for a traced function (`scope()`, as `ConstantKernels`).
+
+    Within `scope()` each encoder Dense layer computes `int8_dense`: its
+    int8 kernel and scales are constants of the traced graph, its input
+    quantized over `input_ranges[layer.path]` (static) or over the batch's
+    own min and max (dynamic, where `input_ranges` is None). Every other
+    Dense kernel (pooler, task heads) is read as a float32 constant.
+
+    Args:
+        model: A float32 Keras model (a `BertModel` or a task model); its
+            kernels are read now.
+        input_ranges: Optional dict of layer path -> (lo, hi), from
+            `calibrate_input_ranges`.
+
+    Raises:
+        ValueError: `model` does not compute in float32, or `input_ranges`
+            leaves out an encoder Dense layer.
+    """
+
+    def __init__(self, model, input_ranges=None):
+        self._layers = encoder_dense_layers(model)
+        if any(layer.compute_dtype != "float32" for layer in self._layers):
+            raise ValueError("int8 products are taken from a float32 model; build it with dtype='float32'")
+        self._kernels = {layer.path: quantize_kernel(layer.kernel.numpy()) for layer in self._layers}
+        if input_ranges is not None:
+            missing = [layer.path for layer in self._layers if layer.path not in input_ranges]
+            if missing:
+                raise ValueError(f"no calibrated input range for {missing[0]}")
+            input_ranges = {path: (float(lo), float(hi)) for path, (lo, hi) in input_ranges.items()}
+        self.input_ranges = input_ranges
+        quantized = {id(layer.kernel) for layer in self._layers}
+        # The other Dense kernels (pooler, heads): float32 constants, as `ConstantKernels` holds them.
+        self._float = [(variable, variable.numpy()) for variable in dense_kernels(model)
+                       if id(variable) not in quantized]
+
+    def __len__(self):
+        return len(self._kernels) + len(self._float)
+
+    @property
+    def nbytes(self):
+        """Bytes of the constants one traced graph holds (int8 kernels, their scales and sums, float kernels)."""
+        quantized = sum(k.values.nbytes + k.scales.nbytes + k.column_sums.nbytes for k in self._kernels.values())
+        return quantized + sum(value.nbytes for _, value in self._float)
+
+    def holds(self, variable):
+        """Whether `variable` is a kernel this graph holds as a constant (int8 or float32)."""
+        return any(variable is kernel for kernel in [layer.kernel for layer in self._layers]
+                   + [kernel for kernel, _ in self._float])
+
+    @property
+    def calibrated(self):
+        """Whether the input ranges are fixed (static) rather than found per batch."""
+        return self.input_ranges is not None
+
+    @contextlib.contextmanager
+    def scope(self):
+        """Within it, while a `tf.function` is traced, the encoder Dense layers compute in int8.
+
+        Enter it in the function whose graph holds the products, as
+        `ConstantKernels.scope`.
+        """
+        if tf.executing_eagerly():
+            raise RuntimeError("Int8Kernels.scope() is for tracing a tf.function, not eager calls")
+        # One quantization of each input tensor: query, key and value read the same rows.
+        quantized_inputs = {}
+
+        def make_call(layer):
+            kernel = self._kernels[layer.path]
+
+            def call(inputs, training=None):
+                with tf.name_scope(layer.name):
+                    x = tf.convert_to_tensor(inputs)
+                    shape = tf.shape(x)
+                    # [..., in] -> [rows, in]
+                    rows = tf.reshape(x, [-1, kernel.values.shape[0]])
+                    # Query, key and value read the same tensor (and have the same calibrated range).
+                    key = id(x)
+                    if key not in quantized_inputs:
+                        lo, hi = (self.input_ranges[layer.path] if self.input_ranges
+                                  else dynamic_input_range(rows))
+                        quantized_inputs[key] = (x,) + (lo,) + quantize_input(rows, lo, hi)
+                    _, lo, u8, step = quantized_inputs[key]
+                    # [rows, out]
+                    outputs = int8_matmul(u8, lo, step, kernel, layer.bias)
+                    outputs = tf.reshape(outputs, tf.concat([shape[:-1], [kernel.values.shape[1]]], axis=0))
+                    return layer.activation(outputs) if layer.activation is not None else outputs
+
+            return call
+
+        floats = keras.StatelessScope(
+            state_mapping=[(variable, tf.constant(value, dtype=variable.dtype)) for variable, value in self._float])
+        with floats, dense_calls_set_to(self._layers, make_call):
+            yield
+
+
+def calibrate_input_ranges(model, batches):
+    """Each encoder Dense layer's input range over `batches`, run through `model` in float32.
+
+    Args:
+        model: A float32 Keras model (as for `Int8Kernels`).
+        batches: An iterable of its inputs (dicts of arrays).
+
+    Returns:
+        Dict of layer path -> (lo, hi): the smallest and largest input value
+        seen (lo at most 0, hi at least 0, as `QuantizeV2` takes them), hi
+        widened by `_MIN_RANGE`.
+    """
+    layers = encoder_dense_layers(model)
+    seen = {layer.path: [0.0, 0.0] for layer in layers}
+
+    def make_call(layer):
+        original = type(layer).call
+
+        def call(inputs, training=None):
+            values = np.asarray(inputs)
+            bounds = seen[layer.path]
+            bounds[0], bounds[1] = min(bounds[0], float(values.min())), max(bounds[1], float(values.max()))
+            return original(layer, inputs, training=training)
+
+        return call
+
+    with dense_calls_set_to(layers, make_call):
+        for inputs in batches:
+            model(inputs, training=False)
+    return {path: (lo, hi + _MIN_RANGE) for path, (lo, hi) in seen.items()}
+
+
+def agreement(reference, quantized, labels):
+    """How far int8 outputs are from float32's: a dict with one `summary` line.
+
+    Args:
+        reference, quantized: float arrays [examples, ...] (logits, or
+            embeddings), the same inputs through float32 and int8.
+        labels: Whether the last axis holds class scores: argmax agreement;
+            else the cosine of each example's flattened output.
+
+    Returns:
+        For labels: `argmax_agreement` (fraction), `max_abs_difference`;
+        else `mean_cosine`, `min_cosine`; and `summary`.
+
+    Example:
+    >>> agreement(np.array([[1.0, 2.0], [3.0, 0.0]]), np.array([[1.1, 2.0], [0.0, 3.0]]), labels=True)["summary"]
+    'int8 vs float32 on 2 texts: argmax agrees on 50.0%, largest |difference| 3'
+    """
+    reference, quantized = np.asarray(reference, np.float64), np.asarray(quantized, np.float64)
+    count = len(reference)
+    if labels:
+        agree = float(np.mean(np.argmax(reference, -1) == np.argmax(quantized, -1)))
+        largest = float(np.abs(reference - quantized).max())
+        return {"argmax_agreement": agree, "max_abs_difference": largest,
+                "summary": f"int8 vs float32 on {count} texts: argmax agrees on {100 * agree:.1f}%, "
+                           f"largest |difference| {largest:.3g}"}
+    a, b = reference.reshape(count, -1), quantized.reshape(count, -1)
+    cosine = np.sum(a * b, 1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-30)
+    return {"mean_cosine": float(cosine.mean()), "min_cosine": float(cosine.min()),
+            "summary": f"int8 vs float32 on {count} texts: cosine mean {cosine.mean():.4f}, min {cosine.min():.4f}"}
+
+
+def read_calibration_texts(path):
+    """The texts of a calibration file: one request's text a line, blank lines skipped.
+
+    Args:
+        path: A UTF-8 text file.
+
+    Returns:
+        A tuple of strings (each line without its line break and outer spaces).
+
+    Raises:
+        InputFileError: a missing file, invalid UTF-8 (naming `path:line`),
+            or no text at all.
+    """
+    from keras_bert_impl.errors import InputFileError
+    from keras_bert_impl.io import read_utf8_lines
+
+    texts = tuple(text.strip() for _, text in read_utf8_lines(path, kind="calibration file") if text.strip())
+    if not texts:
+        raise InputFileError(f"{path}: the calibration file holds no text (one text a line)")
+    return texts

@@ -1,0 +1,182 @@
+"""int8 exports: the int8 product equals a NumPy emulation of its quantization, an int8 export loads in a process
+without our Python and answers close to the float32 export, and bad requests for it are refused in one line."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bert_impl import hardware
+from keras_bert_impl.inference import int8
+from keras_bert_impl.models.classifier import BertClassifier
+from keras_bert_impl.serving.export import METADATA_FILE, ExportError, ExportOptions, export_saved_model
+from tests.helpers import X86_ONLY, tiny_config
+from tests.test_serving import REPO, SENTENCES, probe
+from tests.test_serving_precision import model, saved_graph_def  # noqa: F401 (`model`: a fixture)
+
+SEQ = 24
+# Requests for the comparison: more and varied texts than SENTENCES, a few real words each.
+TEXTS = SENTENCES + [
+    "a gripping, beautifully shot film", "the plot makes no sense at all", "I would not watch it again",
+    "one of the best performances this year", "dull and far too long", "funny, warm and surprising",
+    "the soundtrack is wonderful", "an utter waste of two hours", "quiet, patient and moving",
+    "nothing works here", "it left me cold", "smart writing and a great cast",
+]
+
+needs_onednn = pytest.mark.skipif(hardware.onednn_graph_rewrites() is False,
+                                  reason="int8 products run only in oneDNN's kernels (TF_ENABLE_ONEDNN_OPTS=0 here)")
+pytestmark = [X86_ONLY, needs_onednn]
+
+
+def test_kernel_quantization_is_per_output_channel():
+    rng = np.random.default_rng(0)
+    kernel = rng.normal(size=(64, 5)).astype("float32") * np.array([0.01, 0.1, 1.0, 10.0, 0.0], "float32")
+    quantized = int8.quantize_kernel(kernel)
+    # Each column's largest |weight| is 127 (the zero column: all 0, scale 1).
+    np.testing.assert_array_equal(np.abs(quantized.values).max(axis=0), [127, 127, 127, 127, 0])
+    np.testing.assert_allclose(quantized.scales[:4], np.abs(kernel[:, :4]).max(axis=0) / 127, rtol=1e-6)
+    # Rounding to nearest: at most half a step from each weight, per column.
+    error = np.abs(quantized.values * quantized.scales - kernel)
+    assert np.all(error <= quantized.scales / 2 * (1 + 1e-5))
+    np.testing.assert_array_equal(quantized.column_sums, quantized.values.astype(np.int64).sum(axis=0))
+
+
+@pytest.mark.parametrize("ranges", ["dynamic", "static"])
+def test_int8_product_equals_numpy_emulation(ranges):
+    rng = np.random.default_rng(1)
+    # The shapes of an attention output and FFN input; skewed activations (as after a GELU).
+    x = (rng.normal(size=(37, 48)) + 0.3 * rng.standard_exponential(size=(37, 48))).astype("float32")
+    kernel = int8.quantize_kernel(rng.normal(0, 0.05, size=(48, 96)).astype("float32"))
+    bias = rng.normal(0, 0.1, size=96).astype("float32")
+    if ranges == "dynamic":
+        lo, hi = min(float(x.min()), 0.0), max(float(x.max()), 0.0) + int8._MIN_RANGE
+    else:  # a calibrated range narrower than this batch: the ends are clipped
+        lo, hi = -1.5, 2.0
+
+    @tf.function
+    def product(x):
+        if ranges == "dynamic":
+            low, high = int8.dynamic_input_range(x)
+        else:
+            low, high = tf.constant(lo), tf.constant(hi)
+        quantized, step = int8.quantize_input(x, low, high)
+        return int8.int8_matmul(quantized, low, step, kernel, tf.constant(bias))
+
+    got = product(tf.constant(x)).numpy()
+    expected = int8.int8_reference(x, lo, hi, kernel, bias)
+    # float32 rounding of sums of 48 terms of order 1e2 (the int32 sum is exact).
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
+    # and really quantized: not the float product
+    dequantized = x.astype(np.float64) @ (kernel.values * kernel.scales).astype(np.float64) + bias
+    assert np.abs(got - dequantized).max() > 1e-3
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory, bert_vocab_file, model):
+    root = tmp_path_factory.mktemp("saved_models")
+    logged = []
+    paths = {
+        "float32": export_saved_model(model, "classifier", bert_vocab_file, root / "float32",
+                                      ExportOptions(max_seq_length=SEQ, precision="float32")),
+        "int8": export_saved_model(model, "classifier", bert_vocab_file, root / "int8",
+                                   ExportOptions(max_seq_length=SEQ, precision="int8"), log=logged.append),
+        "int8_calibrated": export_saved_model(
+            model, "classifier", bert_vocab_file, root / "int8_calibrated",
+            ExportOptions(max_seq_length=SEQ, precision="int8", calibration_texts=tuple(TEXTS)), log=logged.append),
+    }
+    return paths, logged
+
+
+def test_int8_export_runs_int8_products_and_says_so(exports):
+    paths, logged = exports
+    graph = saved_graph_def(paths["int8_calibrated"])
+    nodes = [node for function in graph.library.function for node in function.node_def]
+    products = [node for node in nodes if node.op == "QuantizedMatMulWithBiasAndDequantize"]
+    # 2 layers x 6 Dense, once per path (padded and real tokens only).
+    assert len(products) == 2 * 6 * 2
+    # No encoder product is left in float32: only the pooler's and the head's (and the segment embedding's one-hot).
+    float_products = [node for node in nodes if node.op in ("MatMul", "_FusedMatMul") and "embeddings" not in node.name]
+    assert len(float_products) == 2 * 2
+    with open(os.path.join(paths["int8_calibrated"], "assets.extra", METADATA_FILE)) as f:
+        metadata = json.load(f)
+    assert metadata["precision"] == "int8" and metadata["dtype_policy"] == "float32"
+    assert metadata["kernels"] == "graph constants"
+    report = metadata["int8"]
+    assert report["activation_ranges"] == f"calibrated on {len(TEXTS) - 1} texts"  # the empty one is left out
+    assert report["argmax_agreement"] >= 0.9
+    assert logged[1].startswith(f"int8 vs float32 on {len(TEXTS) - 1} texts: argmax agrees on ")
+    assert logged[0].endswith("(activation ranges per batch (dynamic))")
+
+
+def test_int8_export_loads_without_our_python_and_agrees_with_float32(exports):
+    paths, _ = exports
+    requests = [{"signature": "serving_default", "inputs": {"text": TEXTS}},
+                {"signature": "serve_text_pair", "inputs": {"text": TEXTS, "text_b": TEXTS[::-1]}}]
+    answers = {name: probe(path, requests) for name, path in paths.items()}
+    for name in ("int8", "int8_calibrated"):
+        for full, quantized in zip(answers["float32"], answers[name]):
+            full, quantized = np.asarray(full["probabilities"]), np.asarray(quantized["probabilities"])
+            assert full.shape == quantized.shape == (len(TEXTS), 3)
+            # Each int8 rounding moves a value by up to half a step, 1/510 of its tensor's range (inputs) or
+            # 1/254 of its column's largest weight (kernels): a few hundred of these through two layers of 16
+            # and 32 units, LayerNorms and a softmax, as the bfloat16 bound (3e-2 for steps of 2**-9 of each
+            # value) scaled by steps about four times coarser.
+            np.testing.assert_allclose(quantized, full, atol=0.1)
+            assert np.abs(quantized - full).max() > 1e-6  # really int8: not the float32 graph
+            assert np.mean(np.argmax(quantized, 1) == np.argmax(full, 1)) >= 0.85
+            np.testing.assert_allclose(quantized.sum(axis=1), 1.0, atol=1e-6)
+
+
+def test_int8_refusals_name_the_cause(tmp_path, bert_vocab_file, model):
+    def export(**options):
+        return export_saved_model(model, "classifier", bert_vocab_file, tmp_path / "m",
+                                  ExportOptions(max_seq_length=SEQ, **options))
+
+    with pytest.raises(ExportError, match="int8 export holds its kernels as graph constants"):
+        export(precision="int8", constant_kernels=False)
+    with pytest.raises(ExportError, match="calibration texts are for an int8 export"):
+        export(precision="float32", calibration_texts=("a text",))
+    with pytest.raises(ExportError, match="the calibration texts hold no text"):
+        export(precision="int8", calibration_texts=("  ", ""))
+    assert not (tmp_path / "m").exists()
+
+
+def test_export_tool_int8_flags(tmp_path, bert_vocab_file):
+    from keras_bert_impl.checkpoints.original import save_original_checkpoint
+
+    config = tiny_config(vocab_size=30522, max_position_embeddings=64)
+    save_original_checkpoint(BertClassifier(config, num_labels=2), str(tmp_path / "release" / "model.ckpt"))
+    config.to_json_file(tmp_path / "release" / "bert_config.json")
+    (tmp_path / "release" / "vocab.txt").write_bytes(bert_vocab_file.read_bytes())
+    command = [sys.executable, "-m", "tools.export_saved_model", f"--model_dir={tmp_path}/release", "--task=classifier",
+               "--max_seq_length=16", f"--export_dir={tmp_path}/saved_models/tiny"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+
+    def run(*flags):
+        return subprocess.run(command + list(flags), capture_output=True, text=True, cwd=REPO, env=env)
+
+    calibration = tmp_path / "calibration.txt"
+    calibration.write_text("a fine film\n\nnot good at all\n", encoding="utf-8")
+    result = run("--precision=int8", f"--calibration_file={calibration}")
+    assert result.returncode == 0, result.stderr
+    assert "computing in int8 (CPU: " in result.stderr
+    assert "int8 vs float32 on 2 texts: argmax agrees on " in result.stderr
+    # Refused in one line, naming the file and line, before anything is written.
+    broken = tmp_path / "broken.txt"
+    broken.write_bytes(b"a fine film\nnot \xff good\n")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n", encoding="utf-8")
+    for flags, message in (
+        (["--precision=int8", f"--calibration_file={broken}"], f"{broken}:2: not valid UTF-8"),
+        (["--precision=int8", f"--calibration_file={empty}"], f"{empty}: the calibration file holds no text"),
+        (["--precision=int8", f"--calibration_file={tmp_path}/absent.txt"], "absent.txt: calibration file not found"),
+        (["--precision=float32", f"--calibration_file={calibration}"], "--calibration_file is for --precision=int8"),
+    ):
+        bad = run(*flags)
+        assert bad.returncode != 0 and message in bad.stderr, bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert sorted(os.listdir(tmp_path / "saved_models" / "tiny")) == ["1"]

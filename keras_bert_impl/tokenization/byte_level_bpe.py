@@ -43,9 +43,9 @@ from keras_bert_impl.errors import VocabError
 from keras_bert_impl.tokenization.special_tokens import (
     BYTE_LEVEL_BPE,
     WHITE_SPACE,
-    split_on_special_tokens,
     join_piece_ids,
     split_on_special_tokens_in_graph,
+    tokens_around_special_tokens,
 )
 
 MAX_CODE_POINT = 0x110000
@@ -312,18 +312,12 @@ class ByteLevelBpeTokenizer:
 
     def tokenize(self, text):
         """Byte-level BPE tokens of `text` (`str`, or UTF-8 `bytes`, bad bytes -> U+FFFD)."""
-        if isinstance(text, bytes):
-            text = text.decode("utf-8", "replace")
-        tokens = []
-        for piece, is_special in split_on_special_tokens(text, self.specials_in_text, self.special_tokens.lstrip):
-            if is_special:
-                tokens.append(piece)
-                continue
-            if self.add_prefix_space and not piece.startswith(" "):
-                piece = " " + piece
-            for word in self._pattern.findall(piece):
-                tokens.extend(self._word_tokens(word))
-        return tokens
+        return tokens_around_special_tokens(text, self.specials_in_text, self.special_tokens.lstrip, self._piece_tokens)
+
+    def _piece_tokens(self, piece):
+        if self.add_prefix_space and not piece.startswith(" "):
+            piece = " " + piece
+        return [token for word in self._pattern.findall(piece) for token in self._word_tokens(word)]
 
     def convert_tokens_to_ids(self, tokens):
         """Ids of `tokens`; a token not in the vocabulary is the unknown token's id."""

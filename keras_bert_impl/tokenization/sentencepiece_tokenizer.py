@@ -45,9 +45,9 @@ from keras_bert_impl.tokenization.in_graph import lower_code_points
 from keras_bert_impl.tokenization.preprocessor import shared_tables
 from keras_bert_impl.tokenization.special_tokens import (
     SENTENCEPIECE,
-    split_on_special_tokens,
     join_piece_ids,
     split_on_special_tokens_in_graph,
+    tokens_around_special_tokens,
 )
 
 SPIECE_UNDERLINE = "\u2581"
@@ -187,19 +187,14 @@ class SentencePieceTokenizer:
 
     def tokenize(self, text):
         """Pieces of `text` (`str`, or UTF-8 `bytes`, bad bytes -> U+FFFD)."""
-        if isinstance(text, bytes):
-            text = text.decode("utf-8", "replace")
-        tokens = []
-        for piece, is_special in split_on_special_tokens(text, self.specials_in_text, self.special_tokens.lstrip):
-            if is_special:
-                tokens.append(piece)
-                continue
-            piece = preprocess_text(piece, self.do_lower_case, self.keep_accents, self.remove_space)
-            pieces = self.sp_model.EncodeAsPieces(piece)
-            if self.split_digit_comma:
-                pieces = split_digit_comma_pieces(pieces, self.sp_model.EncodeAsPieces)
-            tokens.extend(pieces)
-        return tokens
+        return tokens_around_special_tokens(text, self.specials_in_text, self.special_tokens.lstrip, self._piece_tokens)
+
+    def _piece_tokens(self, piece):
+        piece = preprocess_text(piece, self.do_lower_case, self.keep_accents, self.remove_space)
+        pieces = self.sp_model.EncodeAsPieces(piece)
+        if self.split_digit_comma:
+            pieces = split_digit_comma_pieces(pieces, self.sp_model.EncodeAsPieces)
+        return pieces
 
     def convert_tokens_to_ids(self, tokens):
         """Ids of `tokens` (`PieceToId`: a piece not in the model is the unknown id)."""

@@ -139,6 +139,26 @@ def split_on_special_tokens(text, tokens, lstrip=()):
     return pieces
 
 
+def tokens_around_special_tokens(text, tokens, lstrip, tokenize_piece):
+    """The tokens of `text`: its special tokens as they are, every other piece through `tokenize_piece`.
+
+    Args:
+        text: `str`, or UTF-8 `bytes` (bad bytes -> U+FFFD).
+        tokens, lstrip: As for `split_on_special_tokens`.
+        tokenize_piece: A function of a `str` piece returning its list of tokens.
+
+    Example:
+    >>> tokens_around_special_tokens(b"a b<mask>", ["<mask>"], ["<mask>"], str.split)
+    ['a', 'b', '<mask>']
+    """
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    result = []
+    for piece, is_special in split_on_special_tokens(text, tokens, lstrip):
+        result.extend([piece] if is_special else tokenize_piece(piece))
+    return result
+
+
 def split_on_special_tokens_in_graph(texts, tokens, lstrip=()):
     """`split_on_special_tokens` in TensorFlow ops, over a batch.
 

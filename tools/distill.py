@@ -1,28 +1,49 @@
 #!/usr/bin/env python
-r"""Distills a fine-tuned classifier into a shallower, faster one (DistilBERT's recipe).
+r"""Distills a fine-tuned model into a shallower, faster one (DistilBERT's recipe).
 
-The teacher is what `bert-run-classifier --do_train` wrote (or any release
-with a classification head and its `label_list.txt`), given by
-`--teacher_dir`. The student is the teacher's configuration with
-`--num_hidden_layers` layers (default: half), starting from the teacher's
-embeddings, every (n/k)-th layer, pooler and head, and trained on the
-dataset's train split (the data flags are run_classifier's) plus the lines
-of `--unlabeled_file`, against the teacher's class distribution at
-`--temperature`, the labels, and the teacher's last-layer [CLS] state.
+The teacher is a release given by `--teacher_dir`: what `bert-run-classifier`,
+`bert-run-squad` or `bert-run-ner --do_train` wrote for `--task=classifier`
+(the default), `squad` or `ner`, or any release for `--task=general`. The
+student is the teacher's configuration with `--num_hidden_layers` layers
+(default: half), starting from the teacher's embeddings, every (n/k)-th
+layer, pooler and head, and trained on the task's training data (the data
+flags are those of the task's own tool) against the teacher's outputs at
+`--temperature` (class distribution; start/end positions; tag per word), the
+labels, and the teacher's top-layer states (cosine distance):
+
+* `--task=classifier`: run_classifier's data flags, plus `--unlabeled_file`
+  (one text per line: the teacher labels them). The teacher's targets are
+  computed once, before training.
+* `--task=squad`, `--task=ner`: run_squad's / run_ner's data flags; the
+  teacher runs beside the student on each batch.
+* `--task=general`: `--input_file`, raw text as create_pretraining_data reads
+  it (one sentence per line, a blank line between documents), masked as it
+  masks: every student layer learns the states of a teacher layer, and where
+  the teacher has `cls/predictions`, its masked-LM distribution and the
+  masked words. Training only; the student fine-tunes as any release.
 
 `--output_dir` then holds a release of the student (`model.ckpt`, its own
-`bert_config.json`, `vocab.txt`, `label_list.txt`), which
-`bert-run-classifier --do_eval/--do_predict`, `bert-export` and
-`TextClassifier.from_release` take as any other; with `--do_eval`,
-`eval_results.txt` (the student, run_classifier's metrics) and
-`teacher_eval_results.txt` (the teacher, on the same dev split). Rerunning
-the same command after an interruption, even kill -9, continues from the
-newest `model.ckpt-<step>`.
+`bert_config.json`, `vocab.txt`, and `label_list.txt` for tasks with labels),
+which the task's tool (`--do_eval/--do_predict`), `bert-export` and
+`from_release` take as any other. `--do_eval` (classifier, ner) and
+`--do_predict` write the student's results as the task's tool does, and with
+`--do_eval` (or SQuAD's `--do_predict`) the teacher's on the same data in
+`--output_dir/teacher/`. Rerunning the same command after an interruption,
+even kill -9, continues from the newest `model.ckpt-<step>`; until the run
+ends, `--output_dir` holds no `bert_config.json`, so it is never taken for a
+release.
 
 Example:
     bert-distill --teacher_dir=/tmp/sentiment --task_name=csv \
       --data_dir=data/sentiment --unlabeled_file=more_reviews.txt \
       --num_hidden_layers=3 --do_eval --output_dir=/tmp/sentiment_3_layers
+
+    bert-distill --task=squad --teacher_dir=/tmp/squad_base \
+      --train_file=$SQUAD_DIR/train-v1.1.json --do_predict \
+      --predict_file=$SQUAD_DIR/dev-v1.1.json --output_dir=/tmp/squad_6
+
+    bert-distill --task=general --teacher_dir=$BERT --input_file=corpus.txt \
+      --num_hidden_layers=6 --output_dir=/tmp/bert_6_layers
 """
 
 import sys
@@ -37,6 +58,7 @@ from keras_bert_impl.cli import (
     define_fine_tuning_flags,
     fine_tuning_run,
     parse_flags,
+    parse_label_list,
     quiet_tensorflow,
     require,
     require_finite_positive,
@@ -46,27 +68,72 @@ from keras_bert_impl.cli import (
 
 # The release flags that --teacher_dir fills in.
 _TEACHER_FILES = ("bert_config_file", "vocab_file", "init_checkpoint")
+# Each --task's data flags (the fields of its spec, but the classifier's: its dataset is made of them).
+TASK_FLAGS = {
+    "classifier": ("task_name", "data_dir", "unlabeled_file", "text_a_column", "text_b_column", "label_column",
+                   "labels", "tfds_text_feature", "tfds_text_b_feature", "tfds_label_feature", "train_split",
+                   "eval_split", "predict_split"),
+    "squad": ("train_file", "predict_file", "doc_stride", "max_query_length", "n_best_size", "max_answer_length",
+              "verbose_logging", "version_2_with_negative", "null_score_diff_threshold", "tfds_name", "data_dir",
+              "train_split", "predict_split"),
+    "ner": ("train_file", "eval_file", "predict_file", "labels", "tfds_name", "data_dir", "train_split",
+            "eval_split", "predict_split"),
+    "general": ("input_file", "max_predictions_per_seq", "masked_lm_prob", "short_seq_prob", "dupe_factor",
+                "do_whole_word_mask"),
+}
+# What each task's run can do (run_squad has no --do_eval: its prediction is scored).
+TASK_STEPS = {"squad": ("do_train", "do_predict"), "general": ("do_train",)}
 
 
 def define_flags(fv):
     define = dict(flag_values=fv)
-    flags.DEFINE_string("teacher_dir", None, "The fine-tuned classifier: a release directory with label_list.txt "
-                        "(what bert-run-classifier --do_train writes), or a checkpoint prefix in one.", **define)
+    flags.DEFINE_string("task", "classifier", "What the teacher was fine-tuned for: classifier, squad, ner; or "
+                        "general: a student of any release, from raw text.", **define)
+    flags.DEFINE_string("teacher_dir", None, "The teacher: a release directory (what bert-run-classifier, "
+                        "bert-run-squad or bert-run-ner --do_train writes; any release for --task=general), or a "
+                        "checkpoint prefix in one.", **define)
     flags.DEFINE_string("task_name", None, "As run_classifier's: the dataset whose train split the student learns "
                         "from (cola, mrpc, ..., csv, tsv, jsonl, glue/<name>, a TFDS dataset).", **define)
     flags.DEFINE_string("data_dir", None, "The dataset's directory (the TFDS data directory for TFDS datasets).",
                         **define)
     flags.DEFINE_string("unlabeled_file", None, "More training texts, one per line (UTF-8), without labels: the "
                         "teacher labels them.", **define)
+    # --task=squad and ner: run_squad's and run_ner's flags; unset, the spec's defaults (those tools' own).
+    flags.DEFINE_string("train_file", None, "squad, ner: SQuAD json / CoNLL file to train on.", **define)
+    flags.DEFINE_string("eval_file", None, "ner: CoNLL file with gold labels to evaluate.", **define)
+    flags.DEFINE_string("predict_file", None, "squad, ner: SQuAD json / CoNLL file to predict.", **define)
+    flags.DEFINE_string("tfds_name", None, "squad, ner: instead of the files, a TFDS dataset prepared in "
+                        "--data_dir.", **define)
+    flags.DEFINE_integer("doc_stride", None, "squad: stride between a document's windows (default 128).", **define)
+    flags.DEFINE_integer("max_query_length", None, "squad: tokens of a question at most (default 64).", **define)
+    flags.DEFINE_integer("n_best_size", None, "squad: answers per question in nbest_predictions.json (default 20).",
+                         **define)
+    flags.DEFINE_integer("max_answer_length", None, "squad: pieces of an answer at most (default 30).", **define)
+    flags.DEFINE_boolean("verbose_logging", False, "squad: list every skipped training question.", **define)
+    flags.DEFINE_boolean("version_2_with_negative", False, "squad: SQuAD v2.0.", **define)
+    flags.DEFINE_float("null_score_diff_threshold", None, "squad v2.0: predict no answer above it (default 0).",
+                       **define)
+    # --task=general: create_pretraining_data's flags.
+    flags.DEFINE_string("input_file", None, "general: raw text, one sentence per line, a blank line between "
+                        "documents (UTF-8).", **define)
+    flags.DEFINE_integer("max_predictions_per_seq", None, "general: masked positions per sequence at most "
+                         "(default 20).", **define)
+    flags.DEFINE_float("masked_lm_prob", None, "general: share of the tokens masked (default 0.15).", **define)
+    flags.DEFINE_float("short_seq_prob", None, "general: share of shorter sequences (default 0.1).", **define)
+    flags.DEFINE_integer("dupe_factor", None, "general: passes over the text, each masked anew (default 1).",
+                         **define)
+    flags.DEFINE_boolean("do_whole_word_mask", False, "general: mask whole words.", **define)
     flags.DEFINE_integer("num_hidden_layers", None, "The student's layers (default: half the teacher's).", **define)
     flags.DEFINE_float("temperature", 2.0, "Temperature of the teacher's soft targets.", **define)
     flags.DEFINE_float("soft_weight", 1.0, "Weight of the soft-target loss (0: none).", **define)
     flags.DEFINE_float("hard_weight", 1.0, "Weight of the labels' loss (0: none).", **define)
-    flags.DEFINE_float("hidden_weight", 1.0, "Weight of the [CLS]-state cosine loss (0: none).", **define)
+    flags.DEFINE_float("hidden_weight", 1.0, "Weight of the hidden-state cosine loss (0: none).", **define)
     flags.DEFINE_boolean("do_train", True, "Distill (--nodo_train: evaluate or predict the student in "
                          "--output_dir).", **define)
-    flags.DEFINE_boolean("do_eval", False, "Evaluate the student and the teacher on the dev split.", **define)
-    flags.DEFINE_boolean("do_predict", False, "Predict the test split with the student.", **define)
+    flags.DEFINE_boolean("do_eval", False, "classifier, ner: evaluate the student and the teacher on the dev "
+                         "split.", **define)
+    flags.DEFINE_boolean("do_predict", False, "classifier, ner, squad: predict the test split (squad: "
+                         "--predict_file, the teacher too) with the student.", **define)
     define_fine_tuning_flags(fv)
     flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.", **define)
     flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.", **define)
@@ -75,7 +142,17 @@ def define_flags(fv):
 
 def main(argv=None):
     fv = parse_flags(define_flags, argv, prog="distill", description=__doc__)
-    require(fv, "teacher_dir", "task_name", "data_dir", "output_dir")
+    if fv.task not in TASK_FLAGS:
+        raise FlagError(f"--task must be one of {', '.join(TASK_FLAGS)}, got {fv.task!r}")
+    misplaced = [name for flags_of_task in TASK_FLAGS.values() for name in flags_of_task
+                 if fv[name].present and name not in TASK_FLAGS[fv.task]]
+    if misplaced:
+        raise FlagError(f"--{misplaced[0]} does not apply to --task={fv.task}")
+    steps = TASK_STEPS.get(fv.task, ("do_train", "do_eval", "do_predict"))
+    for step in ("do_eval", "do_predict"):
+        if fv[step].value and step not in steps:
+            raise FlagError(f"--{step} does not apply to --task={fv.task}")
+    require(fv, "teacher_dir", "output_dir", *task_required_flags(fv))
     given = [f"--{name}" for name in _TEACHER_FILES if fv[name].present]
     if given:
         raise FlagError(f"{', '.join(given)}: the teacher's files come from --teacher_dir")
@@ -88,34 +165,55 @@ def main(argv=None):
         if not 0 <= fv[name].value < float("inf"):
             raise FlagError(f"--{name} must be a finite number >= 0, got {fv[name].value}")
     require_positive(fv, "eval_batch_size", "predict_batch_size")
-    options = classification_dataset_options(fv)
+    options = classification_dataset_options(fv) if fv.task == "classifier" else None
+    quiet_tensorflow()  # The task registry imports TensorFlow.
 
     from keras_bert_impl.checkpoints.release import find_release, infer_do_lower_case
+    from keras_bert_impl.tasks.registry import get_distillation
 
+    spec_class = get_distillation(fv.task)
+    if not fv["max_seq_length"].present:
+        fv.max_seq_length = spec_class.default_max_seq_length
+    if fv.task == "squad" and fv.max_seq_length <= (fv.max_query_length or 64) + 3:
+        raise FlagError(f"--max_seq_length ({fv.max_seq_length}) must be greater than --max_query_length "
+                        f"({fv.max_query_length or 64}) + 3")
     teacher = find_release(fv.teacher_dir)
     fv.bert_config_file, fv.vocab_file, fv.init_checkpoint = (
         teacher.bert_config_file, teacher.vocab_file, teacher.checkpoint)
     if not fv["do_lower_case"].present:
         fv.do_lower_case = infer_do_lower_case(teacher.vocab_file, teacher.checkpoint)
     check_fine_tuning_flags(fv)
-    quiet_tensorflow()
 
     from keras_bert_impl.data.classification_datasets import get_dataset
     from keras_bert_impl.jobs.run_fine_tuning import run_fine_tuning
     from keras_bert_impl.tasks.distillation import ClassifierDistillation, DistillationOptions
     from keras_bert_impl.training.fine_tuning import log_to_stderr
 
-    run_fine_tuning(
-        ClassifierDistillation(
-            get_dataset(fv.task_name, **options), fv.data_dir, unlabeled_file=fv.unlabeled_file,
-            options=DistillationOptions(
-                num_hidden_layers=fv.num_hidden_layers, temperature=fv.temperature, soft_weight=fv.soft_weight,
-                hard_weight=fv.hard_weight, hidden_weight=fv.hidden_weight,
-            ),
-        ),
-        fine_tuning_run(fv),
-        log=log_to_stderr("distill"),
+    distillation = DistillationOptions(
+        num_hidden_layers=fv.num_hidden_layers, temperature=fv.temperature, soft_weight=fv.soft_weight,
+        hard_weight=fv.hard_weight, hidden_weight=fv.hidden_weight,
     )
+    if spec_class is ClassifierDistillation:  # Its dataset is made of run_classifier's data flags.
+        spec = ClassifierDistillation(get_dataset(fv.task_name, **options), fv.data_dir,
+                                      unlabeled_file=fv.unlabeled_file, options=distillation)
+    else:
+        values = {name: fv[name].value for name in TASK_FLAGS[fv.task] if fv[name].present}
+        if "labels" in values:
+            values["labels"] = tuple(parse_label_list(values["labels"]))
+        spec = spec_class(options=distillation, **values)
+    run_fine_tuning(spec, fine_tuning_run(fv), log=log_to_stderr("distill"))
+
+
+def task_required_flags(fv):
+    """The data flags `--task` cannot do without, for the steps asked."""
+    if fv.task == "classifier":
+        return ("task_name", "data_dir")
+    if fv.task == "general":
+        return ("input_file",)
+    if fv.tfds_name:
+        return ("data_dir",)
+    files = {"do_train": "train_file", "do_eval": "eval_file", "do_predict": "predict_file"}
+    return tuple(files[step] for step in TASK_STEPS.get(fv.task, files) if fv[step].value)
 
 
 def console_main():

@@ -1,4 +1,5 @@
-"""The losses of distillation: soft targets at a temperature, and the cosine distance of hidden states.
+"""The losses of distillation (soft targets at a temperature, the cosine distance of hidden states),
+and the trainer that computes them against a teacher running beside the student.
 
 Example:
 >>> import numpy as np
@@ -7,6 +8,7 @@ Example:
 """
 
 import keras
+import tensorflow as tf
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_impl")
@@ -60,3 +62,81 @@ class CosineDistanceLoss(keras.losses.Loss):
         dot = keras.ops.sum(y_true * y_pred, axis=-1)
         norms = keras.ops.norm(y_true, axis=-1) * keras.ops.norm(y_pred, axis=-1)
         return 1.0 - dot / keras.ops.maximum(norms, 1e-12)
+
+
+class DistillationTrainer(keras.Model):
+    """A student trained against a frozen teacher that runs beside it, step by step.
+
+    For targets too large to compute once before training (a hidden state
+    per token, a vocabulary of logits per masked position), the teacher
+    runs in inference mode (no dropout, no gradient) on each batch, and the
+    loss is, weighted:
+
+    * `soft`: `SoftTargetLoss` of the teacher's and the student's `soft`
+      logits at `temperature`, over their last axis;
+    * `hard`: cross-entropy of the student's `soft` logits and the labels
+      `y["hard"]` (class ids on the same leading axes);
+    * `hidden`: `CosineDistanceLoss` of each pair of `hidden` states
+      (student, teacher), over the real tokens (`input_mask`), averaged
+      over the pairs.
+
+    `sample_weight` is a dict that may weigh `soft` and `hard` (per token
+    for tagging, per masked position for the masked LM); a term without
+    one is a plain mean. Each term's mean is reported as `<term>_loss`.
+
+    Args:
+        student: A functional model: the inputs -> `{"soft": logits
+            [batch, ..., num_classes], "hidden": [states [batch, seq, H], ...]}`.
+        teacher: The same for the teacher, with as many `hidden` states;
+            frozen here.
+        weights: `{term: weight}` of the terms to train on.
+        temperature: Of the soft targets.
+
+    Example:
+    >>> import numpy as np
+    >>> ids = {name: keras.Input((None,), dtype="int32", name=name) for name in ("input_ids", "input_mask")}
+    >>> def net(seed):
+    ...     states = keras.layers.Embedding(10, 4, embeddings_initializer=keras.initializers.RandomNormal(seed=seed))(
+    ...         ids["input_ids"])  # [batch, seq, 4]
+    ...     return keras.Model(ids, {"soft": keras.layers.Dense(3)(states), "hidden": [states]})
+    >>> trainer = DistillationTrainer(net(0), net(1), {"soft": 1.0, "hidden": 1.0})
+    >>> trainer.compile(optimizer="sgd")
+    >>> x = {"input_ids": np.array([[1, 2, 0]]), "input_mask": np.array([[1, 1, 0]])}
+    >>> sorted(trainer.evaluate(x, {}, verbose=0, return_dict=True))
+    ['hidden_loss', 'loss', 'soft_loss']
+    """
+
+    def __init__(self, student, teacher, weights, temperature=2.0, **kwargs):
+        super().__init__(**kwargs)
+        teacher.trainable = False
+        self.student = student
+        self.teacher = teacher
+        self.weights_of_terms = dict(weights)
+        self.temperature = float(temperature)
+        self.soft_loss = SoftTargetLoss(temperature, reduction="mean_with_sample_weight")
+        self.hard_loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True,
+                                                                    reduction="mean_with_sample_weight")
+        self.hidden_loss = CosineDistanceLoss(reduction="mean_with_sample_weight")
+        self.term_means = {term: keras.metrics.Mean(f"{term}_loss") for term in self.weights_of_terms}
+
+    def call(self, inputs, training=False):
+        return self.student(inputs, training=training)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        teacher = self.teacher(x, training=False)
+        sample_weight = sample_weight or {}
+        terms = {}
+        if "soft" in self.weights_of_terms:
+            terms["soft"] = self.soft_loss(teacher["soft"], y_pred["soft"], sample_weight.get("soft"))
+        if "hard" in self.weights_of_terms:
+            terms["hard"] = self.hard_loss(y["hard"], y_pred["soft"], sample_weight.get("hard"))
+        if "hidden" in self.weights_of_terms:
+            mask = keras.ops.cast(x["input_mask"], "float32")  # [batch, seq]
+            pairs = list(zip(y_pred["hidden"], teacher["hidden"]))
+            terms["hidden"] = sum(self.hidden_loss(t, s, mask) for s, t in pairs) / len(pairs)
+        total = 0.0
+        for term, value in terms.items():
+            self.term_means[term].update_state(value)
+            total = total + self.weights_of_terms[term] * value
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        return total / replicas if replicas > 1 else total  # Keras sums the replicas' gradients.

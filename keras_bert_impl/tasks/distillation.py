@@ -1,4 +1,4 @@
-"""Knowledge distillation: a shallower, faster student from a fine-tuned classifier.
+"""Knowledge distillation: a shallower, faster student from a fine-tuned model.
 
 DistilBERT's recipe (Sanh et al., 2019), applied to a task model: the student
 is the teacher's configuration with fewer layers, initialised from the
@@ -16,6 +16,13 @@ Unlabelled texts take part through the first and last. The teacher's targets
 are computed once, before training (one forward pass over the texts), so a
 step costs only the student's forward and backward pass.
 
+That is `distill` (`TextClassifier.distill`) and `ClassifierDistillation`
+(`bert-distill`). The other tasks' students put `DistillationSpec` (or
+`StepwiseDistillation`, whose teacher runs beside the student on each batch,
+for per-token targets) on their task's fine-tuning spec:
+`span_qa.SquadDistillation`, `token_tagging.TaggingDistillation`,
+`general_distillation.GeneralDistillation`.
+
 Example:
 >>> evenly_spaced_layers(12, 6)
 [0, 2, 4, 6, 8, 10]
@@ -29,6 +36,7 @@ import re
 
 import numpy as np
 
+from keras_bert_impl.checkpoints.name_map import CLASSIFIER_VARIABLES
 from keras_bert_impl.errors import BertError
 from keras_bert_impl.tasks.classifier import ClassifierFineTuning, read_dataset_splits
 from keras_bert_impl.tasks.spec import TaskInputs
@@ -341,63 +349,79 @@ def read_text_lines(path):
     return texts
 
 
+# Where a distillation run writes the teacher's own evaluation and predictions.
+TEACHER_DIR = "teacher"
+
+
 @dataclasses.dataclass(frozen=True)
-class ClassifierDistillation(ClassifierFineTuning):
-    """Distilling a fine-tuned classifier release into a shallower one, as `tools/distill.py`.
+class DistillationSpec:
+    """What every `bert-distill` task adds to its fine-tuning spec (put it first
+    among the bases, as `ClassifierDistillation(DistillationSpec, ClassifierFineTuning)`).
 
     The job's release (`run.bert_config_file`, `vocab_file`,
-    `init_checkpoint`) is the teacher's; its `label_list.txt` fixes the
-    classes. The student (the teacher's config with `num_hidden_layers`)
-    starts from the teacher (`initialise_from_teacher`) and trains on the
-    dataset's train split, plus `unlabeled_file`'s lines, against the
-    teacher's soft targets and [CLS] states and the labels. `evaluate`
-    writes the student's `eval_results.txt` (run_classifier's metrics) and
-    the teacher's `teacher_eval_results.txt` on the same dev split.
+    `init_checkpoint`) is the teacher's. The job builds the student at
+    `options.num_hidden_layers` (`model_config`) and starts it from the
+    teacher (`initialise`: embeddings, every (n/k)-th layer, pooler and
+    head); the task's own `read_inputs`, `training_data` and its evaluation
+    and prediction files stay as they are. The teacher's evaluation (and,
+    where prediction is scored, its predictions) go to `<output_dir>/teacher/`,
+    in the task's own files, beside the student's.
 
-    Args:
-        dataset, data_dir: As `ClassifierFineTuning`'s.
-        unlabeled_file: More training texts, one per line, without labels.
+    Attributes:
         options: `DistillationOptions` (its `batch_size`, `epochs`,
-            `learning_rate`, `seed` are the run's training settings).
+            `learning_rate`, `seed` are the run's training settings there).
+        teacher_cache: Holds the teacher once built (not an option).
+        task: The name `bert-distill --task` gives it (`tasks.registry.DISTILLATION`).
+        teacher_predicts: Whether `predict` runs the teacher too (where the
+            predictions are scored, as SQuAD's).
+        default_max_seq_length: The task tool's default.
+        teacher_head: Original names of the head variables the teacher must have.
     """
 
-    unlabeled_file: str = None
     options: DistillationOptions = DistillationOptions()
     teacher_cache: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
-    name = "distill"
+    task = None
+    teacher_predicts = False
+    default_max_seq_length = 128
+    teacher_head = ()
 
-    def teacher_labels(self, run):
+    def read_inputs(self, release, run, log):
+        self.check_before_reading(release, run)
+        return super().read_inputs(release, run, log)
+
+    def check_before_reading(self, release, run):
+        """Options, student depth and the teacher's head: checked before the data are read.
+
+        Raises:
+            DistillationError: options out of range, a student deeper than the teacher or of no layers.
+            CheckpointError: a teacher checkpoint without the task's head.
+        """
+        from keras_bert_impl.checkpoints.original import list_original_variables
+        from keras_bert_impl.errors import CheckpointError
+
+        self.options.check()
+        evenly_spaced_layers(release.config.num_hidden_layers, self.num_hidden_layers(release))
+        names = list_original_variables(run.init_checkpoint)
+        if not all(name in names for name in self.teacher_head):
+            raise CheckpointError(f"{run.init_checkpoint}: has no {' or '.join(self.teacher_head)}, so it is not "
+                                  f"a model fine-tuned for {self.head_description} to distill (fine-tune it first)")
+
+    def teacher_label_list(self, run):
+        """`(labels, path)` of the `label_list.txt` beside the teacher.
+
+        Raises:
+            CheckpointError: there is none (not a model with labels fine-tuned by our tools).
+        """
         from keras_bert_impl import filesystem
         from keras_bert_impl.errors import CheckpointError
         from keras_bert_impl.training.fine_tuning import LABEL_LIST_FILE, recorded_labels
 
         labels, path = recorded_labels("", run.init_checkpoint)
-        if labels is None and not self.dataset.is_regression:
+        if labels is None:
             directory = filesystem.dirname(run.init_checkpoint or "")
-            raise CheckpointError(
-                f"{directory or run.init_checkpoint}: no {LABEL_LIST_FILE}, so not a fine-tuned classifier "
-                "(bert-run-classifier --do_train writes one beside its release)"
-            )
+            raise CheckpointError(f"{directory or run.init_checkpoint}: no {LABEL_LIST_FILE}, so not a fine-tuned "
+                                  f"{self.head_description} model (its fine-tuning writes one beside the release)")
         return labels, path
-
-    def read_inputs(self, release, run, log):
-        from keras_bert_impl.tasks.classifier import CLASSIFIER, REGRESSION
-
-        self.options.check()  # The checks of bad input, before TensorFlow starts.
-        depth = self.num_hidden_layers(release)
-        evenly_spaced_layers(release.config.num_hidden_layers, depth)
-        labels, path = self.teacher_labels(run)
-        dataset = self.dataset
-        if labels is not None and dataset.labels is None and not dataset.is_regression:
-            dataset = dataclasses.replace(dataset, labels=tuple(labels))
-        dataset, examples = read_dataset_splits(dataset, self.data_dir, run.do_train, run.do_eval, run.do_predict,
-                                                (labels, path))
-        if run.do_train and self.unlabeled_file:
-            examples["unlabeled"] = read_text_lines(self.unlabeled_file)
-        spec = REGRESSION if dataset.is_regression else CLASSIFIER
-        num_labels = 1 if dataset.is_regression else len(dataset.labels)
-        return TaskInputs(spec, examples, num_labels=num_labels, labels=None if dataset.is_regression
-                          else tuple(dataset.labels), extra=dataset)
 
     def num_hidden_layers(self, release):
         depth = self.options.num_hidden_layers
@@ -407,18 +431,17 @@ class ClassifierDistillation(ClassifierFineTuning):
         return dataclasses.replace(release.config, num_hidden_layers=self.num_hidden_layers(release))
 
     def teacher(self, inputs, release, run, log, strategy):
-        """The teacher classifier, built once and loaded from `run.init_checkpoint`."""
+        """The teacher task model, built once and loaded from `run.init_checkpoint`."""
         if "model" not in self.teacher_cache:
-            from keras_bert_impl.checkpoints.original import list_original_variables, load_original_checkpoint
-            from keras_bert_impl.errors import CheckpointError
+            from keras_bert_impl.checkpoints.original import load_original_checkpoint, open_checkpoint
 
-            head = inputs.model_spec.head_variables
-            if not all(name in list_original_variables(run.init_checkpoint) for name in head):
-                raise CheckpointError(f"{run.init_checkpoint}: has no {' or '.join(head)}, so it is not a "
-                                      "fine-tuned classifier to distill (bert-run-classifier --do_train first)")
             with strategy.scope():
                 teacher = inputs.model_spec.build_model(release.config, inputs.num_labels)
-            load_original_checkpoint(teacher, run.init_checkpoint)
+            fresh = [name for name in inputs.model_spec.head_variables if name not in self.teacher_head]
+            load_original_checkpoint(teacher, run.init_checkpoint, allow_fresh=fresh)
+            reader = open_checkpoint(run.init_checkpoint)[1]
+            self.teacher_cache["global_step"] = (int(reader.get_tensor("global_step"))
+                                                 if reader.has_tensor("global_step") else 0)
             log(f"teacher: {run.init_checkpoint} ({release.config.num_hidden_layers} layers)")
             self.teacher_cache["model"] = teacher
         return self.teacher_cache["model"]
@@ -429,10 +452,163 @@ class ClassifierDistillation(ClassifierFineTuning):
         initialise_from_teacher(model, teacher, layers)
         log(f"student: {len(layers)} layers, from the teacher's layers {layers}")
 
-    def losses(self, inputs):
+    def loss_weights(self, inputs):
+        """`{term: weight}` of the terms trained on (those of weight above 0)."""
         weights = {"soft": self.options.soft_weight, "hard": self.options.hard_weight,
                    "hidden": self.options.hidden_weight}
-        return [name for name, weight in weights.items() if weight > 0], weights
+        return {term: weight for term, weight in weights.items() if weight > 0}
+
+    def evaluate(self, model, inputs, release, global_step, run, log):
+        self._run_teacher("evaluate", model, inputs, release, run, log)
+        return super().evaluate(model, inputs, release, global_step, run, log)
+
+    def predict(self, model, inputs, release, global_step, run, log):
+        if self.teacher_predicts:
+            self._run_teacher("predict", model, inputs, release, run, log)
+        return super().predict(model, inputs, release, global_step, run, log)
+
+    def _run_teacher(self, step, model, inputs, release, run, log):
+        """The task's `evaluate` or `predict` of the teacher, into `<output_dir>/teacher/`."""
+        from keras_bert_impl import filesystem
+
+        teacher = self.teacher(inputs, release, run, log, model.distribute_strategy)
+        directory = filesystem.join(run.output_dir, TEACHER_DIR)
+        filesystem.makedirs(directory)
+        log(f"the teacher's {step}, into {directory}")
+        getattr(super(), step)(teacher, inputs, release, self.teacher_cache["global_step"],
+                               dataclasses.replace(run, output_dir=directory), log)
+
+
+def encoder_states(task_model, inputs):
+    """Every layer's output [batch, seq, H] of a task model's encoder, bottom first, and its `BertModel`."""
+    bert = getattr(task_model, "bert", task_model)
+    embedded = bert.embedding_postprocessor(bert.word_embedding(inputs["input_ids"]), inputs["segment_ids"])
+    states, _ = bert.encoder(embedded, inputs["input_mask"])
+    return list(states), bert
+
+
+def matched_teacher_layers(num_teacher_layers, num_student_layers):
+    """The teacher layer whose output each student layer's output learns (hidden-state loss).
+
+    Student layer i starts from teacher layer `evenly_spaced_layers(...)[i]`
+    and stands for the block of teacher layers up to the next one taken, so
+    its output learns the last of that block's: the top layer learns the
+    teacher's top layer, as in DistilBERT.
+
+    Example:
+    >>> matched_teacher_layers(12, 6)
+    [1, 3, 5, 7, 9, 11]
+    >>> matched_teacher_layers(6, 4)
+    [0, 2, 3, 5]
+    """
+    layers = evenly_spaced_layers(num_teacher_layers, num_student_layers)
+    return [following - 1 for following in layers[1:]] + [num_teacher_layers - 1]
+
+
+@dataclasses.dataclass(frozen=True)
+class StepwiseDistillation(DistillationSpec):
+    """Distillation with the teacher running beside the student on each batch
+    (`models.distillation_losses.DistillationTrainer`), for targets too large
+    to compute once: per-token logits and hidden states.
+
+    A task supplies `soft_logits` (its head on the encoder's output); its
+    `training_data` gives the labels as `targets={"hard": ...}` and their
+    weights (if any) as `sample_weights={"hard": ..., "soft": ...}`.
+
+    Attributes:
+        every_layer: The hidden-state loss pairs every student layer with
+            its `matched_teacher_layers` layer; otherwise the top layers only.
+        model_inputs: The names of the training inputs the models take.
+    """
+
+    every_layer = False
+    model_inputs = ("input_ids", "input_mask", "segment_ids")
+
+    def soft_logits(self, task_model, sequence_output, inputs):
+        """The task head's logits from `sequence_output` [batch, seq, H]; the class axis last."""
+        raise NotImplementedError
+
+    def outputs_model(self, task_model, layers, with_logits):
+        """`model_inputs -> {"soft": logits (`with_logits`), "hidden": [the states of `layers`]}` of a task model."""
+        import keras
+
+        from keras_bert_impl.models.base import sequence_inputs
+
+        ids = sequence_inputs(*self.model_inputs)
+        states, _ = encoder_states(task_model, ids)
+        outputs = {"hidden": [states[i] for i in layers]}
+        if with_logits:
+            outputs["soft"] = self.soft_logits(task_model, states[-1], ids)
+        return keras.Model(ids, outputs)
+
+    def trains_logits(self, inputs):
+        """Whether the models have a head to distill (a masked-LM student of a teacher without one has not)."""
+        return True
+
+    def loss_weights(self, inputs):
+        weights = super().loss_weights(inputs)
+        return {term: weight for term, weight in weights.items() if term == "hidden" or self.trains_logits(inputs)}
+
+    def training_model(self, model, inputs):
+        from keras_bert_impl.checkpoints.name_map import HEAD_VARIABLES
+        from keras_bert_impl.models.distillation_losses import DistillationTrainer
+
+        teacher = self.teacher_cache["model"]
+        depth, teacher_depth = model.bert_config.num_hidden_layers, teacher.bert_config.num_hidden_layers
+        student_layers = list(range(depth)) if self.every_layer else [depth - 1]
+        teacher_layers = matched_teacher_layers(teacher_depth, depth) if self.every_layer else [teacher_depth - 1]
+        with_logits = self.trains_logits(inputs)
+        trainer = DistillationTrainer(self.outputs_model(model, student_layers, with_logits),
+                                      self.outputs_model(teacher, teacher_layers, with_logits),
+                                      self.loss_weights(inputs), self.options.temperature)
+        # The student's weights under their original names, for the training checkpoints.
+        trainer.bert = getattr(model, "bert", model)
+        for attribute in HEAD_VARIABLES:
+            if hasattr(model, attribute):
+                setattr(trainer, attribute, getattr(model, attribute))
+        return trainer
+
+    def compile_options(self, inputs):
+        return {}  # The trainer computes its own loss.
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassifierDistillation(DistillationSpec, ClassifierFineTuning):
+    """Distilling a fine-tuned classifier release into a shallower one (`bert-distill`).
+
+    The teacher's `label_list.txt` fixes the classes. The student trains on
+    the dataset's train split, plus `unlabeled_file`'s lines, against the
+    teacher's soft targets and [CLS] states (computed once, before training)
+    and the labels. `evaluate` writes the student's `eval_results.txt`
+    (run_classifier's metrics) and the teacher's in `teacher/eval_results.txt`.
+
+    Args:
+        dataset, data_dir: As `ClassifierFineTuning`'s.
+        unlabeled_file: More training texts, one per line, without labels.
+        options: `DistillationOptions`.
+    """
+
+    unlabeled_file: str = None
+    name = "distill"
+    task = "classifier"
+    teacher_head = tuple(CLASSIFIER_VARIABLES)
+
+    def read_inputs(self, release, run, log):
+        from keras_bert_impl.tasks.classifier import CLASSIFIER, REGRESSION
+
+        self.check_before_reading(release, run)
+        labels, path = (None, None) if self.dataset.is_regression else self.teacher_label_list(run)
+        dataset = self.dataset
+        if labels is not None and dataset.labels is None:
+            dataset = dataclasses.replace(dataset, labels=tuple(labels))
+        dataset, examples = read_dataset_splits(dataset, self.data_dir, run.do_train, run.do_eval, run.do_predict,
+                                                (labels, path))
+        if run.do_train and self.unlabeled_file:
+            examples["unlabeled"] = read_text_lines(self.unlabeled_file)
+        spec = REGRESSION if dataset.is_regression else CLASSIFIER
+        num_labels = 1 if dataset.is_regression else len(dataset.labels)
+        return TaskInputs(spec, examples, num_labels=num_labels, labels=None if dataset.is_regression
+                          else tuple(dataset.labels), extra=dataset)
 
     def training_data(self, inputs, release, run, log):
         from keras_bert_impl.data.classification_examples import ClassifierExample, label_ids
@@ -443,15 +619,15 @@ class ClassifierDistillation(ClassifierFineTuning):
         unlabelled = [ClassifierExample(i, text, None, f"unlabeled-{i}", None, f"{self.unlabeled_file}")
                       for i, text in enumerate(inputs.splits.get("unlabeled", ()))]
         features = encode(labelled + unlabelled, release.tokenizer, run.max_seq_length)
-        teacher = self.teacher_cache["model"]
-        logits, cls_state = teacher_targets(teacher, features, run.training.train_batch_size)
+        logits, cls_state = teacher_targets(self.teacher_cache["model"], features, run.training.train_batch_size)
         count, extra = len(labelled), len(unlabelled)
         hard = np.concatenate([label_ids(dataset, labelled), np.zeros(extra)])
         hard = hard.astype(np.float32).reshape(-1, 1) if dataset.is_regression else hard.astype(np.int32)
-        targets = {"soft": logits, "hard": hard, "hidden": cls_state[:, None, :]}  # [n, 1, H]: never cut
+        # [n, 1, num_classes] and [n, 1, H], as `_training_model`'s outputs: never cut, never broadcast.
+        targets = {"soft": logits[:, None, :], "hard": hard, "hidden": cls_state[:, None, :]}
         weights = {"soft": np.ones(count + extra, np.float32), "hidden": np.ones(count + extra, np.float32),
                    "hard": np.concatenate([np.ones(count), np.zeros(extra)]).astype(np.float32)}
-        losses, _ = self.losses(inputs)
+        losses = self.loss_weights(inputs)
         return TrainingData(
             inputs=features, targets={name: targets[name] for name in losses},
             sample_weights={name: weights[name] for name in losses}, num_examples=count + extra,
@@ -459,29 +635,10 @@ class ClassifierDistillation(ClassifierFineTuning):
         )
 
     def training_model(self, model, inputs):
-        losses, _ = self.losses(inputs)
-        trainer = _training_model(model, losses)
+        trainer = _training_model(model, list(self.loss_weights(inputs)))
         trainer.bert, trainer.head = model.bert, model.head  # The student's weights, by their original names.
         return trainer
 
     def compile_options(self, inputs):
-        losses, weights = self.losses(inputs)
-        return distillation_compile_options(losses, weights, inputs.num_labels, self.options.temperature)
-
-    def evaluate(self, model, inputs, release, global_step, run, log):
-        from keras_bert_impl import filesystem
-        from keras_bert_impl.data.classification_examples import label_ids
-        from keras_bert_impl.io import write_text_atomically
-        from keras_bert_impl.tasks.classifier import encode, evaluation_results, format_eval_results
-        from keras_bert_impl.training.fine_tuning import predict_batches
-
-        dataset, examples = inputs.extra, inputs.splits["dev"]
-        teacher = self.teacher(inputs, release, run, log, model.distribute_strategy)
-        features = encode(examples, release.tokenizer, run.max_seq_length)
-        logits = predict_batches(teacher, features, run.eval_batch_size, run.training, log)
-        result = evaluation_results(dataset, label_ids(dataset, examples), logits, run.eval_batch_size, 0)
-        result.pop("global_step")
-        write_text_atomically(filesystem.join(run.output_dir, "teacher_eval_results.txt"),
-                              format_eval_results(result))
-        log(f"teacher on {len(examples)} examples: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(result.items())))
-        return super().evaluate(model, inputs, release, global_step, run, log)
+        weights = self.loss_weights(inputs)
+        return distillation_compile_options(list(weights), weights, inputs.num_labels, self.options.temperature)

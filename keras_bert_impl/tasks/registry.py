@@ -9,6 +9,8 @@ Example:
 ('classifier', 'regression', 'span_qa', 'token_tagging', 'embeddings', 'fill_mask')
 >>> tuple(FINE_TUNING)
 ('classifier', 'squad', 'ner', 'distill')
+>>> tuple(DISTILLATION)
+('classifier', 'squad', 'ner', 'general')
 """
 
 from keras_bert_impl.errors import BertError
@@ -17,6 +19,7 @@ from keras_bert_impl.tasks import (
     distillation,
     embeddings,
     fill_mask,
+    general_distillation,
     pretraining,
     span_qa,
     token_tagging,
@@ -41,6 +44,14 @@ FINE_TUNING = {
     spec.name: spec
     for spec in (classifier.ClassifierFineTuning, span_qa.SquadFineTuning, token_tagging.TaggingFineTuning,
                  distillation.ClassifierDistillation)
+}
+
+# The students bert-distill makes, by its --task: each a `DistillationSpec`
+# on the task's fine-tuning spec ("distill" above is the first, the tool's default).
+DISTILLATION = {
+    spec.task: spec
+    for spec in (distillation.ClassifierDistillation, span_qa.SquadDistillation, token_tagging.TaggingDistillation,
+                 general_distillation.GeneralDistillation)
 }
 
 
@@ -69,6 +80,15 @@ def get_fine_tuning(name):
         UnknownTaskError: naming the fine-tuning tasks there are.
     """
     return _look_up(FINE_TUNING, name, "fine-tuning task")
+
+
+def get_distillation(task):
+    """The `DistillationSpec` class of `bert-distill --task=<task>`.
+
+    Raises:
+        UnknownTaskError: naming the tasks there are.
+    """
+    return _look_up(DISTILLATION, task, "distillation task")
 
 
 def _look_up(registry, name, kind):

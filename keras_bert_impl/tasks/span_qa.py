@@ -17,6 +17,7 @@ from keras_bert_impl import filesystem
 from keras_bert_impl.checkpoints.name_map import SQUAD_VARIABLES
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.io import write_results, write_text_atomically
+from keras_bert_impl.tasks.distillation import StepwiseDistillation
 from keras_bert_impl.tasks.spec import FineTuningSpec, TaskInputs, TaskSpec
 from keras_bert_impl.training.fine_tuning import (
     FineTuningSettings,
@@ -307,3 +308,36 @@ class SquadFineTuning(FineTuningSpec):
             self.max_answer_length, run.do_lower_case, self.version_2_with_negative,
             self.null_score_diff_threshold, log, run.training, dataset,
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadDistillation(StepwiseDistillation, SquadFineTuning):
+    """A shallower span-QA student of a `run_squad` release (`bert-distill --task=squad`).
+
+    Trained on the training questions' windows against the teacher's start
+    and end logits at the temperature, the answer positions (the original
+    loss), and the teacher's top-layer states; `predict` writes the
+    student's files as `run_squad` does, and the teacher's in `teacher/`.
+
+    Example:
+    >>> SquadDistillation(train_file="train.json").teacher_predicts
+    True
+    """
+
+    task = "squad"
+    teacher_head = tuple(SQUAD_VARIABLES)
+    teacher_predicts = True
+    default_max_seq_length = 384
+
+    def soft_logits(self, task_model, sequence_output, inputs):
+        import keras
+
+        # [batch, seq, 2] -> [batch, 2, seq]: a softmax over the positions, for the start and for the end.
+        return keras.ops.transpose(task_model.span_head(sequence_output), (0, 2, 1))
+
+    def training_data(self, inputs, release, run, log):
+        import numpy as np
+
+        data = super().training_data(inputs, release, run, log)
+        positions = np.stack([data.targets["start_logits"], data.targets["end_logits"]], axis=1)  # [windows, 2]
+        return dataclasses.replace(data, targets={"hard": positions})

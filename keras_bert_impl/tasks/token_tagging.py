@@ -18,6 +18,7 @@ from keras_bert_impl import filesystem
 from keras_bert_impl.checkpoints.name_map import TOKEN_CLASSIFIER_VARIABLES
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.io import format_results, write_text_atomically
+from keras_bert_impl.tasks.distillation import StepwiseDistillation
 from keras_bert_impl.tasks.spec import FineTuningSpec, TaskInputs, TaskSpec
 from keras_bert_impl.training.fine_tuning import (
     LABEL_LIST_FILE,
@@ -245,3 +246,37 @@ class TaggingFineTuning(FineTuningSpec):
         write_text_atomically(path, format_predictions(sentences, predicted))
         log(f"wrote predictions for {len(sentences)} sentences to {path}")
         return {}
+
+
+@dataclasses.dataclass(frozen=True)
+class TaggingDistillation(StepwiseDistillation, TaggingFineTuning):
+    """A shallower tagger of a `run_ner` release (`bert-distill --task=ner`).
+
+    The teacher's `label_list.txt` is the label list. Trained on the train
+    sentences' windows against the teacher's tag logits at the temperature
+    and the tags (both on each word's first piece), and the teacher's
+    top-layer states (every real token); `evaluate` writes the student's
+    files as `run_ner` does, and the teacher's in `teacher/`.
+
+    Example:
+    >>> TaggingDistillation(train_file="train.txt").task
+    'ner'
+    """
+
+    task = "ner"
+    teacher_head = tuple(TOKEN_CLASSIFIER_VARIABLES)
+
+    def read_inputs(self, release, run, log):
+        labels, path = self.teacher_label_list(run)
+        check_labels(self.labels, labels, path)
+        with_teachers_labels = dataclasses.replace(self, labels=tuple(labels))
+        return super(TaggingDistillation, with_teachers_labels).read_inputs(release, run, log)
+
+    def soft_logits(self, task_model, sequence_output, inputs):
+        return task_model.token_head(task_model.get_layer("dropout")(sequence_output))  # [batch, seq, num_labels]
+
+    def training_data(self, inputs, release, run, log):
+        data = super().training_data(inputs, release, run, log)
+        weights = data.sample_weights  # [windows, seq]: 1 on each word's first piece
+        return dataclasses.replace(data, targets={"hard": data.targets},
+                                   sample_weights={"hard": weights, "soft": weights})

@@ -196,12 +196,19 @@ def write_results(path, results, format_value=str):
 
 
 def check_max_seq_length(max_seq_length, config, config_file="bert_config.json"):
-    """Raises unless `max_seq_length` fits `config.max_position_embeddings`.
+    """Raises unless `max_seq_length` fits `config.max_sequence_length` (`max_position_embeddings`
+    less RoBERTa's `position_offset`).
 
     Raises:
         ConfigError: naming the config file and both numbers.
     """
-    if max_seq_length > config.max_position_embeddings:
+    if max_seq_length > config.max_sequence_length:
+        if config.position_offset:  # RoBERTa: 514 rows, two of them before the first position
+            raise ConfigError(
+                f"--max_seq_length {max_seq_length} exceeds the model's longest sequence {config.max_sequence_length} "
+                f"(max_position_embeddings {config.max_position_embeddings} less position_offset "
+                f"{config.position_offset}) of {config_file}"
+            )
         raise ConfigError(
             f"--max_seq_length {max_seq_length} exceeds max_position_embeddings "
             f"{config.max_position_embeddings} of {config_file}"

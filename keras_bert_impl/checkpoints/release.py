@@ -82,7 +82,7 @@ def find_release(path):
     config_file = filesystem.join(directory, "bert_config.json")
     if not filesystem.exists(config_file):
         raise CheckpointError(f"{directory}: not a release, it has no bert_config.json")
-    tokenizer_files = [filesystem.join(directory, name) for name in TOKENIZER_FILES[_model_type(config_file)]]
+    tokenizer_files = [filesystem.join(directory, name) for name in TOKENIZER_FILES[release_model_type(config_file)]]
     vocab_file = tokenizer_files[0]
     for required in tokenizer_files:
         if not filesystem.exists(required):
@@ -101,7 +101,7 @@ def find_release(path):
     return ReleaseFiles(config_file, vocab_file, prefix)
 
 
-def _model_type(config_file):
+def release_model_type(config_file):
     """The config's `model_type` ("bert" when it has none, or cannot say: `BertConfig` reports that later)."""
     from keras_bert_impl.config import BertConfig
     from keras_bert_impl.errors import ConfigError
@@ -155,7 +155,7 @@ def begin_release(directory):
     filesystem.remove(filesystem.join(directory, "bert_config.json"), missing_ok=True)
 
 
-def write_release(model, directory, config, vocabulary, global_step=None):
+def write_release(model, directory, config, vocabulary, global_step=None, write_tokenizer=None):
     """Writes `model` as a release: `model.ckpt`, `bert_config.json`, `vocab.txt`.
 
     Args:
@@ -164,6 +164,9 @@ def write_release(model, directory, config, vocabulary, global_step=None):
         config: The model's `BertConfig`.
         vocabulary: Token list in id order.
         global_step: Stored in the checkpoint when given.
+        write_tokenizer: `write_tokenizer(directory)` writes a variant's
+            tokenizer files in place of `vocab.txt` (`TextPreprocessor.
+            write_tokenizer_files`).
 
     Returns:
         The checkpoint prefix written.
@@ -172,6 +175,9 @@ def write_release(model, directory, config, vocabulary, global_step=None):
 
     begin_release(directory)
     prefix = save_original_checkpoint(model, filesystem.join(directory, _PREFIXES[0]), global_step=global_step)
-    write_text_atomically(filesystem.join(directory, "vocab.txt"), "".join(f"{token}\n" for token in vocabulary))
+    if write_tokenizer is not None:
+        write_tokenizer(directory)
+    else:
+        write_text_atomically(filesystem.join(directory, "vocab.txt"), "".join(f"{token}\n" for token in vocabulary))
     config.to_json_file(filesystem.join(directory, "bert_config.json"))  # Last: see begin_release.
     return prefix

@@ -69,32 +69,42 @@ def truncate_seq_pair(tokens_a, tokens_b, max_length):
 def convert_example_to_features(example, tokenizer, max_seq_length):
     """Tokenizes, truncates, adds [CLS]/[SEP], and zero-pads one example.
 
+    A variant's tokenizer (`tokenization.from_files`) brings its own
+    `special_tokens`: RoBERTa's `<s> a </s></s> b </s>` with segment ids all
+    0, padded with `<pad>`; ALBERT's `[CLS] a [SEP] b [SEP]` (padded with
+    `<pad>`, id 0), as `TextPreprocessor` packs them in the graph.
+
     Args:
         example: A `TextPairExample`.
-        tokenizer: A `FullTokenizer`.
+        tokenizer: A `FullTokenizer` (or a variant's Python tokenizer).
         max_seq_length: Padded length (including [CLS]/[SEP]); at least 3 for pairs.
 
     Returns:
         `InputFeatures`.
     """
+    specials = getattr(tokenizer, "special_tokens", None)
+    cls, sep, between = ("[CLS]", "[SEP]", 1) if specials is None else (specials.cls, specials.sep,
+                                                                       specials.separators_between)
     tokens_a = tokenizer.tokenize(example.text_a)
     tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
     if tokens_b:
-        truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)  # [CLS] a [SEP] b [SEP]
+        truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 2 - between)  # [CLS] a [SEP] b [SEP]
     else:
         tokens_a = tokens_a[: max_seq_length - 2]  # [CLS] a [SEP]
-    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
+    tokens = [cls] + tokens_a + [sep]
     segment_ids = [0] * len(tokens)
     if tokens_b:
-        tokens += tokens_b + ["[SEP]"]
-        segment_ids += [1] * (len(tokens_b) + 1)
+        tokens += [sep] * (between - 1) + tokens_b + [sep]
+        second = 0 if specials is not None and not specials.segment_ids else 1
+        segment_ids += [0] * (between - 1) + [second] * (len(tokens_b) + 1)
     input_ids = tokenizer.convert_tokens_to_ids(tokens)
     input_mask = [1] * len(input_ids)
+    pad_id = 0 if specials is None else tokenizer.convert_tokens_to_ids([specials.pad])[0]
     padding = [0] * (max_seq_length - len(input_ids))
     return InputFeatures(
         example.unique_id,
         tokens,
-        input_ids + padding,
+        input_ids + [pad_id] * len(padding),
         input_mask + padding,
         segment_ids + padding,
     )

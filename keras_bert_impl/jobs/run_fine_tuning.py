@@ -19,6 +19,7 @@ Example:
 """
 
 from keras_bert_impl import filesystem
+from keras_bert_impl.errors import VocabError
 from keras_bert_impl.io import exclusive_output
 from keras_bert_impl.training.fine_tuning import (
     build_in_strategy,
@@ -56,6 +57,9 @@ def run_fine_tuning(spec, run, log=print):
     """
     release = read_release(run.bert_config_file, run.vocab_file, run.do_lower_case, run.init_checkpoint,
                            run.max_seq_length)
+    if not spec.variant_tokenizers and hasattr(release.tokenizer, "special_tokens"):
+        raise VocabError(f"{run.vocab_file}: {spec.name} makes its features with WordPiece (vocab.txt: BERT, "
+                         "DistilBERT); this release's byte-level BPE or SentencePiece tokenizer is not supported")
     inputs = spec.read_inputs(release, run, log)
     # One run at a time per output directory: a second would train over the
     # first one's checkpoints and replace its release.

@@ -396,11 +396,11 @@ def release_files(model_dir, bert_config_file=None, vocab_file=None, init_checkp
     release directory written by our tools (its latest checkpoint, else
     `bert_model.ckpt`) where not given."""
     if model_dir:
-        from keras_bert_impl.checkpoints.release import TOKENIZER_FILES, _model_type
+        from keras_bert_impl.checkpoints.release import TOKENIZER_FILES, release_model_type
 
         bert_config_file = bert_config_file or filesystem.join(model_dir, "bert_config.json")
         # A variant's release: its first tokenizer file (vocab.json, spiece.model).
-        vocab_name = (TOKENIZER_FILES[_model_type(bert_config_file)][0]
+        vocab_name = (TOKENIZER_FILES[release_model_type(bert_config_file)][0]
                       if filesystem.exists(bert_config_file) else "vocab.txt")
         vocab_file = vocab_file or filesystem.join(model_dir, vocab_name)
         init_checkpoint = init_checkpoint or tf.train.latest_checkpoint(model_dir) or filesystem.join(

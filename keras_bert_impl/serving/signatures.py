@@ -44,9 +44,11 @@ class BertServingModule(tf.Module):
         model: The Keras model (`BertClassifier`, `BertModel`,
             `BertPretrainingModel`, span-QA model).
         task: A task name of `tasks.registry` with serving outputs.
-        tokenizer: `InGraphTokenizer` over the model's vocabulary.
+        tokenizer: `InGraphTokenizer` over the model's vocabulary, or a
+            variant's in-graph tokenizer (`tokenization.from_files`), which
+            finds the special tokens (the mask among them) in the text itself.
         max_seq_length: Padded length of every request.
-        special_ids: Dict with `cls`, `sep`, `mask` ids.
+        special_ids: Dict with `cls`, `sep`, `mask` ids, and `pad` (default 0).
         labels_path: `labels.txt` (one class name per line), stored as an
             asset (classifier).
         top_k: Candidates per [MASK] (fill_mask).
@@ -56,6 +58,11 @@ class BertServingModule(tf.Module):
             when a batch has padding after its cut
             (`padding_free.call_skipping_padding`); False: every position,
             whatever the model's own `real_tokens_only`.
+        special_tokens: The variant's `tokenization.special_tokens.SpecialTokens`
+            (how a pair is laid out: RoBERTa's `<s> a </s></s> b </s>` with
+            segment ids all 0); None: BERT's.
+        vocabulary: The tokens in id order, for a tokenizer without
+            `id_to_token` (fill_mask's `top_k_tokens`).
         constant_kernels: Optional `inference.constant_kernels.ConstantKernels`
             of `model`: the forward pass reads its Dense kernels as graph
             constants, which oneDNN packs once (on AMX tiles where the CPU
@@ -67,6 +74,7 @@ class BertServingModule(tf.Module):
     def __init__(
         self, model, task, tokenizer, max_seq_length, special_ids, labels_path=None,
         top_k=5, max_masks=8, max_answer_length=30, skip_padding=True, constant_kernels=None,
+        special_tokens=None, vocabulary=None,
     ):
         super().__init__(name=f"bert_{task}")
         self.spec = get_task(task)
@@ -94,8 +102,12 @@ class BertServingModule(tf.Module):
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
         self.cls_id, self.sep_id, self.mask_id = special_ids["cls"], special_ids["sep"], special_ids["mask"]
+        self.pad_id = special_ids.get("pad", 0)
+        self.separators_between = special_tokens.separators_between if special_tokens else 1
+        self.second_segment_id = 0 if special_tokens and not special_tokens.segment_ids else 1
         self.top_k, self.max_masks, self.max_answer_length = top_k, max_masks, max_answer_length
-        self.id_to_token = tokenizer.id_to_token
+        self.id_to_token = (tokenizer.id_to_token if hasattr(tokenizer, "id_to_token")
+                            else tf.constant(list(vocabulary), tf.string))
         if labels_path is not None:
             self.labels_asset = tf.saved_model.Asset(labels_path)
             self.labels_table = tf.lookup.StaticHashTable(
@@ -109,7 +121,7 @@ class BertServingModule(tf.Module):
     # -- text -> ids ----------------------------------------------------------
 
     def _token_ids(self, texts):
-        if self.spec.masks_in_text:
+        if self.spec.masks_in_text and isinstance(self.tokenizer, InGraphTokenizer):
             return token_ids_with_masks(self.tokenizer, texts, self.mask_id)
         return tf.cast(self.tokenizer.tokenize(texts), tf.int32)
 
@@ -127,7 +139,8 @@ class BertServingModule(tf.Module):
                 tf.shape(text_b)[0], tf.shape(text)[0], message="text and text_b must have the same batch size"
             )
             ids_b = token_ids(text_b)
-        return pack_inputs(token_ids(text), ids_b, self.max_seq_length, self.cls_id, self.sep_id)
+        return pack_inputs(token_ids(text), ids_b, self.max_seq_length, self.cls_id, self.sep_id, pad_id=self.pad_id,
+                           separators_between=self.separators_between, second_segment_id=self.second_segment_id)
 
     def check_id_ranges(self, inputs):
         """`inputs` with their ids checked against the model's embedding tables.
@@ -155,7 +168,8 @@ class BertServingModule(tf.Module):
             for name in ("input_mask", "segment_ids")
         ]
         # A mask value of 2 would add +10000 to an attention score.
-        ranges = (("input_ids", config.vocab_size), ("input_mask", 2), ("segment_ids", config.type_vocab_size))
+        # A model without token types (DistilBERT) ignores segment ids: those a packer writes (0, 1) pass.
+        ranges = (("input_ids", config.vocab_size), ("input_mask", 2), ("segment_ids", config.type_vocab_size or 2))
         for name, size in ranges:
             message = f"{name} must lie in [0, {size})"
             checks.append(tf.debugging.assert_non_negative(inputs[name], message=message))

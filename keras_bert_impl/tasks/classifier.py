@@ -26,10 +26,49 @@ from keras_bert_impl.training.fine_tuning import TrainingData, check_labels, pre
 SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
+def classifier_config(config):
+    """The config of a classifier on `config`'s encoder: with a pooler.
+
+    A classifier reads the pooled output: the [CLS] (RoBERTa: `<s>`) state
+    through a dense layer and tanh. An encoder without a pooler (DistilBERT)
+    gets a fresh one, fine-tuned with the head. That is RoBERTa's own
+    classification head (`dense`, tanh, `out_proj` on `<s>`, Hugging Face's
+    `RobertaClassificationHead`), and DistilBERT's `pre_classifier` with tanh
+    in place of its ReLU; a fine-tuned release keeps the pooler
+    (`use_pooler: true`). docs/VARIANTS.md.
+
+    Example:
+    >>> from keras_bert_impl.config import BertConfig
+    >>> config = BertConfig(vocab_size=10, hidden_size=8, num_attention_heads=2, type_vocab_size=0,
+    ...                     model_type="distilbert", use_pooler=False)
+    >>> classifier_config(config).use_pooler
+    True
+    """
+    from keras_bert_impl.models.bert_model import as_bert_config
+
+    config = as_bert_config(config)
+    return config if config.use_pooler else dataclasses.replace(config, use_pooler=True)
+
+
+def variant_fresh_variables(config):
+    """Original names a variant release may lack where a task model has them: its pooler.
+
+    Hugging Face's `RobertaForMaskedLM` (and keras-hub's RoBERTa) have no
+    pooler, DistilBERT none at all; a model that reads the pooled output
+    starts it fresh. A BERT release must hold every variable, as before.
+
+    Example:
+    >>> from keras_bert_impl.config import BertConfig
+    >>> variant_fresh_variables(BertConfig(vocab_size=10, hidden_size=8, num_attention_heads=2))
+    ()
+    """
+    return () if config.model_type == "bert" else ("bert/pooler/",)
+
+
 def _build_classifier(config, num_labels, dtype=None):
     from keras_bert_impl.models.classifier import BertClassifier
 
-    return BertClassifier(config, num_labels=num_labels, dtype=dtype)
+    return BertClassifier(classifier_config(config), num_labels=num_labels, dtype=dtype)
 
 
 def classifier_serving_outputs(serving, inputs, padded_length):
@@ -212,6 +251,7 @@ class ClassifierFineTuning(FineTuningSpec):
     data_dir: str
     name = "classifier"
     head_description = "classification"
+    variant_tokenizers = True
 
     def read_inputs(self, release, run, log):
         dataset, examples = read_dataset_splits(
@@ -222,6 +262,12 @@ class ClassifierFineTuning(FineTuningSpec):
             return TaskInputs(REGRESSION, examples, num_labels=1, extra=dataset)
         return TaskInputs(CLASSIFIER, examples, num_labels=len(dataset.labels), labels=tuple(dataset.labels),
                           extra=dataset)
+
+    def initialise(self, model, inputs, release, run, log):
+        from keras_bert_impl.training.fine_tuning import load_initial_weights
+
+        fresh = inputs.model_spec.head_variables + variant_fresh_variables(release.config)
+        load_initial_weights(model, run.init_checkpoint, fresh, log)
 
     def training_data(self, inputs, release, run, log):
         from keras_bert_impl.data.classification_examples import label_ids

@@ -1,7 +1,7 @@
 """Text embeddings: BERT as a frozen feature extractor.
 
 The `embeddings` task exports the pooled output (`bert/pooler`, the [CLS]
-vector through the pooler's tanh layer) and the mean of the final layer over
+vector through the pooler's tanh layer, where the model has one) and the mean of the final layer over
 the real tokens (what sentence-transformers' mean pooling computes).
 
 Example:
@@ -27,15 +27,16 @@ def mean_over_tokens(sequence_output, input_mask):
 
 
 def embeddings_serving_outputs(serving, inputs, padded_length):
-    """`pooled_output` and `mean_pooled`, float32 [batch, hidden_size]."""
+    """`pooled_output` (where the model has a pooler: DistilBERT and RoBERTa's
+    masked-LM releases have none) and `mean_pooled`, float32 [batch, hidden_size]."""
     import tensorflow as tf
 
     outputs = serving.forward(inputs)
     sequence = tf.cast(outputs["sequence_output"], tf.float32)
-    return {
-        "pooled_output": tf.cast(outputs["pooled_output"], tf.float32),
-        "mean_pooled": mean_over_tokens(sequence, inputs["input_mask"]),
-    }
+    embeddings = {"mean_pooled": mean_over_tokens(sequence, inputs["input_mask"])}
+    if "pooled_output" in outputs:
+        embeddings["pooled_output"] = tf.cast(outputs["pooled_output"], tf.float32)
+    return embeddings
 
 
 EMBEDDINGS = TaskSpec(

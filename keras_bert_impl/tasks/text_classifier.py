@@ -17,7 +17,7 @@ import keras
 import numpy as np
 
 from keras_bert_impl.models.classifier import BertClassifier
-from keras_bert_impl.tasks.classifier import CLASSIFIER, REGRESSION
+from keras_bert_impl.tasks.classifier import CLASSIFIER, REGRESSION, classifier_config
 from keras_bert_impl.tasks.text_data import (
     check_class_ids,
     check_count,
@@ -72,8 +72,8 @@ class TextClassifier(BertClassifier):
         check_count(num_classes, "num_classes")  # 0 classes aborted the interpreter in oneDNN at predict
         if isinstance(preprocessor, dict):
             preprocessor = keras.layers.deserialize(preprocessor)
-        super().__init__(bert_config, num_labels=num_classes, dropout_rate=dropout_rate, dtype=dtype, name=name,
-                         **kwargs)
+        super().__init__(classifier_config(bert_config), num_labels=num_classes, dropout_rate=dropout_rate,
+                         dtype=dtype, name=name, **kwargs)
         self.num_classes = num_classes
         self.preprocessor = preprocessor
         self.learning_rate = learning_rate
@@ -118,7 +118,8 @@ class TextClassifier(BertClassifier):
         optimizer = getattr(self, "optimizer", None)  # None before `compile`
         if global_step is None and optimizer is not None and optimizer.built:
             global_step = int(optimizer.iterations.numpy())
-        return write_release(self, path, self.bert_config, self.preprocessor.vocabulary, global_step)
+        return write_release(self, path, self.bert_config, self.preprocessor.vocabulary, global_step,
+                             write_tokenizer=getattr(self.preprocessor, "write_tokenizer_files", None))
 
     def export(self, export_base, label_names=None, version=None, precision=None):
         """Exports for TF Serving under `export_base/<version>/`; returns that directory.
@@ -137,8 +138,14 @@ class TextClassifier(BertClassifier):
                                 version=version, tables=shared_tables(), precision=precision)
         with tempfile.TemporaryDirectory(prefix="vocab-") as work:
             vocab_file = os.path.join(work, "vocab.txt")
-            with open(vocab_file, "w", encoding="utf-8") as f:
-                f.write("".join(f"{token}\n" for token in self.preprocessor.vocabulary))
+            if hasattr(self.preprocessor, "write_tokenizer_files"):  # a variant's `TextPreprocessor`
+                self.preprocessor.write_tokenizer_files(work)
+                from keras_bert_impl.tokenization.from_files import KIND_FILES
+
+                vocab_file = os.path.join(work, dict(KIND_FILES)[self.preprocessor.tokenizer_files["kind"]][0])
+            else:
+                with open(vocab_file, "w", encoding="utf-8") as f:
+                    f.write("".join(f"{token}\n" for token in self.preprocessor.vocabulary))
             return export_saved_model(self, self.spec.name, vocab_file, export_base, options)
 
     def distill(self, texts, labels=None, num_hidden_layers=None, unlabeled_texts=None, batch_size=32, epochs=3,
@@ -411,10 +418,19 @@ def _unpack(data):
 def load_from_release(cls, path, max_seq_length, do_lower_case, fresh=(), **kwargs):
     """`cls(config, preprocessor=..., **kwargs)` with the weights of a release.
 
+    The release's tokenizer files pick the preprocessing: a WordPiece
+    `vocab.txt` (BERT, DistilBERT) `BertPreprocessor`, exactly as before the
+    variants; RoBERTa's `vocab.json` + `merges.txt` or ALBERT's
+    `spiece.model` a `TextPreprocessor`, which packs with the variant's
+    special tokens. A variant release may lack the pooler (RoBERTa's
+    `*ForMaskedLM`): a task that has one starts it fresh
+    (`tasks.classifier.variant_fresh_variables`).
+
     Args:
         cls: A Python task model class.
         path: A release directory or checkpoint prefix.
-        max_seq_length: Of the preprocessor.
+        max_seq_length: Of the preprocessor; at most the config's
+            `max_sequence_length` (RoBERTa: its position rows less 2).
         do_lower_case: None follows the release.
         fresh: Variable names the release may lack (a new head).
         **kwargs: Passed to `cls`.
@@ -423,18 +439,32 @@ def load_from_release(cls, path, max_seq_length, do_lower_case, fresh=(), **kwar
     from keras_bert_impl.checkpoints.release import find_release, infer_do_lower_case
     from keras_bert_impl.config import BertConfig
     from keras_bert_impl.io import check_max_seq_length
+    from keras_bert_impl.tasks.classifier import variant_fresh_variables
     from keras_bert_impl.tokenization import check_vocab_fits, load_vocab, validate_case_matches_checkpoint
+    from keras_bert_impl.tokenization.from_files import (
+        WORDPIECE,
+        release_do_lower_case,
+        release_tokenizer,
+        vocab_file_kind,
+    )
+    from keras_bert_impl.tokenization.text_preprocessor import release_preprocessor
 
     files = find_release(path)
     config = BertConfig.from_json_file(files.bert_config_file)
     check_max_seq_length(max_seq_length, config, files.bert_config_file)
-    if do_lower_case is None:
-        do_lower_case = infer_do_lower_case(files.vocab_file, files.checkpoint)
-    validate_case_matches_checkpoint(do_lower_case, files.checkpoint)
-    check_vocab_fits(load_vocab(files.vocab_file), files.vocab_file, config.vocab_size, files.bert_config_file)
-    preprocessor = BertPreprocessor(files.vocab_file, do_lower_case=do_lower_case, max_seq_length=max_seq_length,
-                                    masks_in_text=kwargs.pop("masks_in_text", False))
+    if vocab_file_kind(files.vocab_file) == WORDPIECE:
+        if do_lower_case is None:
+            do_lower_case = infer_do_lower_case(files.vocab_file, files.checkpoint)
+        validate_case_matches_checkpoint(do_lower_case, files.checkpoint)
+        check_vocab_fits(load_vocab(files.vocab_file), files.vocab_file, config.vocab_size, files.bert_config_file)
+    else:
+        if do_lower_case is None:
+            do_lower_case = release_do_lower_case(os.path.dirname(files.vocab_file))
+        release_tokenizer(files.vocab_file, config.vocab_size, do_lower_case, files.bert_config_file)  # checks
+    preprocessor = release_preprocessor(files.vocab_file, do_lower_case=do_lower_case, max_seq_length=max_seq_length,
+                                        masks_in_text=kwargs.pop("masks_in_text", False))
     model = cls(config, preprocessor=preprocessor, **kwargs)
+    fresh = tuple(fresh) + variant_fresh_variables(config)
     model.load_report = load_original_checkpoint(model, files.checkpoint, allow_fresh=fresh)
     logger.info("%s: %s", files.checkpoint, model.load_report.summary())
     return model

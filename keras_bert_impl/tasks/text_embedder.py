@@ -3,8 +3,10 @@
 One vector per text, to put a small classifier on top (scikit-learn, or a
 Keras model trained on the vectors): the pooled output (`bert/pooler`, the
 [CLS] vector through the pooler's tanh layer, what the original classifiers
-read) or the mean of the final layer over the real tokens (what
-sentence-transformers' mean pooling computes, e.g. for all-MiniLM-L6-v2).
+read), the mean of the final layer over the real tokens (what
+sentence-transformers' mean pooling computes, e.g. for all-MiniLM-L6-v2),
+or the final layer's [CLS] (RoBERTa: `<s>`) vector itself, which needs no
+pooler (DistilBERT has none; RoBERTa's masked-LM releases none trained).
 """
 
 import keras
@@ -17,7 +19,7 @@ from keras_bert_impl.tasks.text_classifier import load_from_release
 from keras_bert_impl.tasks.text_data import num_texts, text_tensor
 
 _PACKAGE = "keras_bert_impl"
-POOLINGS = ("mean", "pooled")
+POOLINGS = ("mean", "pooled", "cls")
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -45,8 +47,9 @@ class TextEmbedder(BertConfigModel):
     Args:
         bert_config: A `BertConfig` (or its dict).
         preprocessor: The `BertPreprocessor` of the model's vocabulary.
-        pooling: `"mean"` (the final layer averaged over the real tokens) or
-            `"pooled"` (the pooled output).
+        pooling: `"mean"` (the final layer averaged over the real tokens),
+            `"pooled"` (the pooled output) or `"cls"` (the final layer at
+            the first token).
         dtype: Keras dtype policy.
 
     Example:
@@ -67,6 +70,9 @@ class TextEmbedder(BertConfigModel):
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
         config = as_bert_config(bert_config)
+        if pooling == "pooled" and not config.use_pooler:
+            raise ValueError(f"pooling 'pooled' needs a pooler, and this {config.model_type} config has none "
+                             "(use_pooler false): take pooling 'mean' or 'cls'")
 
         # === Layers ===
         bert = BertModel(config, dtype=dtype, name="bert")
@@ -76,6 +82,8 @@ class TextEmbedder(BertConfigModel):
         outputs = bert(inputs)
         if pooling == "pooled":
             embeddings = outputs["pooled_output"]  # [batch_size, H]
+        elif pooling == "cls":
+            embeddings = outputs["sequence_output"][:, 0]  # [batch_size, H]
         else:
             pool = MeanOverTokens(dtype=dtype, name="mean_over_tokens")
             embeddings = pool(outputs["sequence_output"], inputs["input_mask"])  # [batch_size, H]
@@ -92,9 +100,11 @@ class TextEmbedder(BertConfigModel):
         """An embedder on the encoder of a release (its `cls/` heads, if any, are left out).
 
         Args:
-            path: A release directory (`bert_config.json`, `vocab.txt`,
-                `bert_model.ckpt` or `model.ckpt`), or a checkpoint prefix in one.
-            pooling: `"mean"` or `"pooled"`.
+            path: A release directory (`bert_config.json`, the tokenizer's
+                files, `bert_model.ckpt` or `model.ckpt`), or a checkpoint
+                prefix in one; a variant's (RoBERTa, ALBERT, DistilBERT)
+                tokenizes with its own tokenizer.
+            pooling: `"mean"`, `"pooled"` or `"cls"`.
             max_seq_length: Padded length of the inputs; longer texts are cut.
             do_lower_case: None follows the release.
             **kwargs: Passed to the constructor.

@@ -142,6 +142,65 @@ def in_graph_tokenizer(files, do_lower_case=True, tables=None):
     return InGraphTokenizer(files["vocabulary"], do_lower_case=do_lower_case, tables=tables)
 
 
+def vocabulary(files):
+    """The tokens of `read_tokenizer_files`' dict in id order (SentencePiece: its pieces).
+
+    Example:
+    >>> vocabulary({"kind": "byte_level_bpe", "vocab": {"<s>": 0, "a": 2, "<pad>": 1}, "merges": []})
+    ['<s>', '<pad>', 'a']
+    """
+    kind = files["kind"]
+    if kind == WORDPIECE:
+        return list(files["vocabulary"])
+    if kind == SENTENCEPIECE:
+        model = tf_text.SentencepieceTokenizer(model=base64.b64decode(files["model_proto"]))
+        return [piece.decode("utf-8") for piece in model.id_to_string(tf.range(model.vocab_size())).numpy()]
+    tokens = [""] * (max(files["vocab"].values()) + 1)
+    for token, index in files["vocab"].items():
+        tokens[index] = token
+    return tokens
+
+
+def vocab_file_kind(vocab_file):
+    """The tokenizer a release's first tokenizer file names (`ReleaseFiles.vocab_file`).
+
+    `spiece.model` (any `*.model`) is SentencePiece, `vocab.json` (any
+    `*.json`) byte-level BPE with `merges.txt` beside it, anything else a
+    WordPiece `vocab.txt`, read as the original reads it.
+
+    Example:
+    >>> vocab_file_kind("release/vocab.json"), vocab_file_kind("uncased_L-2_H-128_A-2/vocab.txt")
+    ('byte_level_bpe', 'wordpiece')
+    """
+    name = os.fspath(vocab_file)
+    if name.endswith(".model"):
+        return SENTENCEPIECE
+    if name.endswith(".json"):
+        return BYTE_LEVEL_BPE
+    return WORDPIECE
+
+
+def release_do_lower_case(directory):
+    """Whether a variant release's tokenizer lower-cases: its `tokenizer_config.json`'s
+    `do_lower_case` where it says, else Hugging Face's default for the kind
+    (ALBERT's SentencePiece: True; byte-level BPE never lower-cases: False).
+
+    WordPiece releases are not asked here: `checkpoints.release.infer_do_lower_case`.
+    """
+    import json
+
+    path = filesystem.join(os.fspath(directory), "tokenizer_config.json")
+    if filesystem.exists(path):
+        with filesystem.open_file(path) as f:
+            try:
+                value = json.load(f).get("do_lower_case")
+            except (ValueError, AttributeError):
+                raise VocabError(f"{path}: not a JSON object") from None
+        if isinstance(value, bool):
+            return value
+    return tokenizer_kind(directory) != BYTE_LEVEL_BPE
+
+
 def token_ids(files, tokens):
     """Ids of `tokens` in the vocabulary of `read_tokenizer_files`' dict.
 
@@ -167,6 +226,36 @@ def token_ids(files, tokens):
     return [vocab[token] for token in tokens]
 
 
+def release_tokenizer(vocab_file, vocab_size, do_lower_case=True, config_file="bert_config.json"):
+    """The checked Python tokenizer of a variant release, given its first tokenizer file.
+
+    Args:
+        vocab_file: `vocab.json` (with `merges.txt` beside it) or `spiece.model`.
+        vocab_size: The config's; every id of the tokenizer must lie below it.
+        do_lower_case: For SentencePiece.
+        config_file: Named in errors.
+
+    Returns:
+        `ByteLevelBpeTokenizer` or `SentencePieceTokenizer`, with its
+        `special_tokens`.
+
+    Raises:
+        VocabError: the files are missing or unreadable, lack a special
+            token, or hold ids the model's embeddings do not have.
+    """
+    directory = filesystem.dirname(os.fspath(vocab_file)) or "."
+    files = read_tokenizer_files(directory)
+    if files["kind"] != vocab_file_kind(vocab_file):
+        raise VocabError(f"{vocab_file}: {directory} holds {files['kind']} files, not those {vocab_file} names")
+    specials = SPECIAL_TOKENS[files["kind"]]
+    token_ids(files, [specials.cls, specials.sep, specials.pad, specials.unk])  # each must be there
+    size = len(vocabulary(files))
+    if size > vocab_size:
+        raise VocabError(f"{vocab_file}: {size} tokens, but the model's embeddings ({config_file}: vocab_size "
+                         f"{vocab_size}) have rows for {vocab_size}")
+    return python_tokenizer(files, do_lower_case)
+
+
 def tokenizer_from_files(directory, do_lower_case=True):
     """`python_tokenizer(read_tokenizer_files(directory), do_lower_case)`."""
     return python_tokenizer(read_tokenizer_files(directory), do_lower_case)
@@ -178,7 +267,11 @@ __all__ = [
     "in_graph_tokenizer",
     "python_tokenizer",
     "read_tokenizer_files",
+    "release_do_lower_case",
+    "release_tokenizer",
     "token_ids",
     "tokenizer_from_files",
     "tokenizer_kind",
+    "vocab_file_kind",
+    "vocabulary",
 ]

@@ -209,14 +209,18 @@ def read_release(bert_config_file, vocab_file, do_lower_case=True, init_checkpoi
         check_vocab_fits,
         validate_case_matches_checkpoint,
     )
+    from keras_bert_impl.tokenization.from_files import WORDPIECE, release_tokenizer, vocab_file_kind
 
     config = BertConfig.from_json_file(bert_config_file)
     if max_seq_length is not None:
         check_max_seq_length(max_seq_length, config, bert_config_file)
     validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
-    tokenizer = FullTokenizer(vocab_file, do_lower_case=do_lower_case)
-    check_special_tokens(tokenizer.vocab, vocab_file)
-    check_vocab_fits(tokenizer.vocab, vocab_file, config.vocab_size, bert_config_file)
+    if vocab_file_kind(vocab_file) == WORDPIECE:
+        tokenizer = FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+        check_special_tokens(tokenizer.vocab, vocab_file)
+        check_vocab_fits(tokenizer.vocab, vocab_file, config.vocab_size, bert_config_file)
+    else:  # A variant's vocab.json + merges.txt or spiece.model (docs/VARIANTS.md).
+        tokenizer = release_tokenizer(vocab_file, config.vocab_size, do_lower_case, bert_config_file)
     if is_keras_file(init_checkpoint):
         check_keras_file_fits(init_checkpoint, config, bert_config_file, vocab_file, do_lower_case)
     return Release(config, tokenizer, bert_config_file, vocab_file, init_checkpoint, do_lower_case)
@@ -626,6 +630,29 @@ def write_label_list(output_dir, labels):
     write_text_atomically(filesystem.join(output_dir, LABEL_LIST_FILE), "".join(f"{label}\n" for label in labels))
 
 
+def tokenizer_files_to_copy(vocab_file):
+    """`[(source, name in a release)]`: the tokenizer files a release of `vocab_file` holds.
+
+    A WordPiece vocabulary is copied as `vocab.txt`; a variant's files
+    (`vocab.json` + `merges.txt`, or `spiece.model`, with the
+    `checkpoints.release.TOKENIZER_EXTRAS` beside them) keep their names.
+
+    Example:
+    >>> tokenizer_files_to_copy("uncased/my_vocab.txt")
+    [('uncased/my_vocab.txt', 'vocab.txt')]
+    """
+    from keras_bert_impl.checkpoints.release import TOKENIZER_EXTRAS
+    from keras_bert_impl.tokenization.from_files import KIND_FILES, WORDPIECE, vocab_file_kind
+
+    kind = vocab_file_kind(vocab_file)
+    if kind == WORDPIECE:
+        return [(vocab_file, "vocab.txt")]
+    directory = filesystem.dirname(vocab_file) or "."
+    names = dict(KIND_FILES)[kind] + tuple(name for name in TOKENIZER_EXTRAS
+                                           if filesystem.exists(filesystem.join(directory, name)))
+    return [(filesystem.join(directory, name), name) for name in names]
+
+
 def save_release(model, output_dir, bert_config_file, vocab_file, global_step=None, log=print):
     """Writes `output_dir/model.ckpt` with copies of the config and vocab: a release.
 
@@ -647,7 +674,8 @@ def save_release(model, output_dir, bert_config_file, vocab_file, global_step=No
     prefix = save_original_checkpoint(
         model, filesystem.join(output_dir, FINE_TUNED_CHECKPOINT), global_step=global_step
     )
-    copy_atomically(vocab_file, filesystem.join(output_dir, "vocab.txt"))
+    for source, name in tokenizer_files_to_copy(vocab_file):
+        copy_atomically(source, filesystem.join(output_dir, name))
     write_text_atomically(filesystem.join(output_dir, "bert_config.json"), config_text)  # Last: see begin_release.
     log(f"wrote {prefix} (global_step {global_step})")
     return prefix

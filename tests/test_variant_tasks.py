@@ -1,0 +1,244 @@
+"""Every task on a variant release (issue 37 item 5): RoBERTa, ALBERT, DistilBERT.
+
+Each release is converted with `bert-convert-hf` from a tiny Hugging Face
+directory (`tests/variants_fixture.py`). The references share no task code:
+the Python tokenizer of the release's files and the layout Hugging Face's
+tokenizers write (`<s> a </s></s> b </s>` padded with `<pad>` = 1 for
+RoBERTa; `[CLS] a [SEP] b [SEP]` for ALBERT and DistilBERT), run through the
+converted `BertModel` / `BertPretrainingModel` loaded from the checkpoint.
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+from keras_bert_impl.checkpoints.original import load_original_checkpoint
+from keras_bert_impl.checkpoints.release import find_release
+from keras_bert_impl.config import BertConfig
+from keras_bert_impl.models.bert_model import BertModel
+from keras_bert_impl.models.pretraining import BertPretrainingModel
+from keras_bert_impl.tasks.masked_lm import MaskedLM
+from keras_bert_impl.tasks.text_classifier import TextClassifier
+from keras_bert_impl.tasks.text_embedder import TextEmbedder
+from keras_bert_impl.tokenization.from_files import tokenizer_from_files
+from tests.test_serving import probe
+from tests.variants_fixture import write_hf_directory
+from tools.convert_hf_checkpoint import main as convert_main
+
+VARIANTS = ("roberta", "albert", "distilbert")
+SEQ = 16
+HARD_TEXTS = [
+    "the quick brown fox",
+    "Héllo  wörld \t café — naïve",
+    "東京タワー and 北京 ",
+    "emoji 😀👍🏽 in the text",
+    "see https://example.com/a?b=c&d=e#f",
+    "   ",
+    "the " * 30,  # past SEQ: cut
+]
+MASKS = {"roberta": "<mask>", "albert": "[MASK]", "distilbert": "[MASK]"}
+# Two classes the variant's tiny vocabulary tells apart.
+CLASS_TEXTS = {
+    "roberta": ("the the he", "x q z k"),
+    "albert": ("the quick brown fox", "lorem ipsum dolor"),
+    "distilbert": ("w1 w2 w3", "w7 w8"),
+}
+
+
+@pytest.fixture(scope="module")
+def releases(tmp_path_factory):
+    root = tmp_path_factory.mktemp("variant_releases")
+    paths = {}
+    for model_type in VARIANTS:
+        write_hf_directory(root / f"hf_{model_type}", model_type)
+        convert_main([f"--hf_model_dir={root}/hf_{model_type}", f"--output_dir={root}/{model_type}"])
+        paths[model_type] = root / model_type
+    return paths
+
+
+def _reference_inputs(release, model_type, texts, texts_b=None, seq=SEQ):
+    """Hugging Face's layout of the Python tokenizer's ids, written out here."""
+    tokenizer = tokenizer_from_files(release, do_lower_case=True)
+    cls, sep, pad = {"roberta": ("<s>", "</s>", "<pad>"), "albert": ("[CLS]", "[SEP]", "<pad>"),
+                     "distilbert": ("[CLS]", "[SEP]", "[PAD]")}[model_type]
+    cls_id, sep_id, pad_id = tokenizer.convert_tokens_to_ids([cls, sep, pad])
+    rows = {"input_ids": [], "input_mask": [], "segment_ids": []}
+    def tokenize(text):
+        if model_type != "distilbert":  # byte-level BPE and SentencePiece find their specials in text
+            return tokenizer.tokenize(text)
+        # Hugging Face's WordPiece tokenizers also read "[MASK]" in text as the token; FullTokenizer does not.
+        parts = [tokenizer.tokenize(part) for part in text.split("[MASK]")]
+        return [token for part in parts for token in part + ["[MASK]"]][:-1]
+
+    for i, text in enumerate(texts):
+        a = tokenizer.convert_tokens_to_ids(tokenize(text))
+        b = tokenizer.convert_tokens_to_ids(tokenize(texts_b[i])) if texts_b else []
+        if b:  # short pairs only here: no truncation
+            middle = [sep_id, sep_id] if model_type == "roberta" else [sep_id]
+            ids = [cls_id] + a + middle + b + [sep_id]
+            second = 0 if model_type == "roberta" else 1  # RoBERTa has no token types
+            segments = [0] * (len(a) + 1 + len(middle)) + [second] * (len(b) + 1)
+        else:
+            ids = [cls_id] + a[: seq - 2] + [sep_id]
+            segments = [0] * len(ids)
+        rows["input_ids"].append(ids + [pad_id] * (seq - len(ids)))
+        rows["input_mask"].append([1] * len(ids) + [0] * (seq - len(ids)))
+        rows["segment_ids"].append(segments + [0] * (seq - len(ids)))
+    return {key: np.array(value, "int32") for key, value in rows.items()}
+
+
+def _converted(release, model_class):
+    files = find_release(release)
+    config = BertConfig.from_json_file(files.bert_config_file)
+    model = model_class(config)
+    load_original_checkpoint(model, files.checkpoint, allow_fresh=("bert/pooler/", "cls/seq_relationship/"))
+    return model
+
+
+@pytest.mark.parametrize("model_type", VARIANTS)
+def test_embedder_from_release_equals_the_converted_model_on_python_ids(releases, model_type):
+    embedder = TextEmbedder.from_release(releases[model_type], pooling="mean", max_seq_length=SEQ)
+    reference = _reference_inputs(releases[model_type], model_type, HARD_TEXTS)
+    ours = {key: value.numpy() for key, value in embedder.preprocessor(HARD_TEXTS).items()}
+    for key in reference:
+        np.testing.assert_array_equal(ours[key], reference[key], err_msg=key)
+    sequence = np.asarray(_converted(releases[model_type], BertModel)(reference)["sequence_output"], np.float64)
+    mask = reference["input_mask"][:, :, None]
+    expected = (sequence * mask).sum(1) / mask.sum(1)
+    np.testing.assert_allclose(embedder.predict(HARD_TEXTS, verbose=0), expected, atol=1e-5)
+    cls = TextEmbedder.from_release(releases[model_type], pooling="cls", max_seq_length=SEQ)
+    np.testing.assert_allclose(cls.predict(HARD_TEXTS[:2], verbose=0), sequence[:2, 0], atol=1e-5)
+
+
+def test_pooled_embeddings_need_a_pooler(releases):
+    with pytest.raises(ValueError, match="needs a pooler"):
+        TextEmbedder.from_release(releases["distilbert"], pooling="pooled", max_seq_length=SEQ)
+
+
+def test_roberta_pairs_have_no_token_types_and_pad_with_pad(releases):
+    embedder = TextEmbedder.from_release(releases["roberta"], max_seq_length=SEQ)
+    ours = embedder.preprocessor((["the"], ["he"]))
+    reference = _reference_inputs(releases["roberta"], "roberta", ["the"], ["he"])
+    for key in reference:
+        np.testing.assert_array_equal(ours[key].numpy(), reference[key], err_msg=key)
+    # <s> the </s></s> he </s> <pad>: the fixture's vocab.json has the 32, he 34
+    assert ours["input_ids"].numpy()[0].tolist()[:7] == [0, 32, 2, 2, 34, 2, 1]
+
+
+@pytest.mark.parametrize("model_type", VARIANTS)
+def test_masked_lm_fills_the_variants_mask_token(releases, model_type):
+    model = MaskedLM.from_release(releases[model_type], max_seq_length=SEQ)
+    text = f"the quick {MASKS[model_type]} fox"
+    filled = model.predict([text, "the fox"], top_k=3)
+    assert [len(masks) for masks in filled] == [1, 0]
+    reference = _reference_inputs(releases[model_type], model_type, [text])
+    mask_id = tokenizer_from_files(releases[model_type]).convert_tokens_to_ids([MASKS[model_type]])[0]
+    position = int(np.flatnonzero(reference["input_ids"][0] == mask_id)[0])
+    logits = _converted(releases[model_type], BertPretrainingModel)(
+        {**reference, "masked_lm_positions": np.array([[position]], "int32")})["masked_lm_logits"]
+    logits = np.asarray(logits, np.float64)[0, 0]
+    probabilities = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+    best = int(np.argmax(probabilities))
+    token, probability = filled[0][0][0]
+    assert token == model.preprocessor.vocabulary[best]
+    assert abs(probability - probabilities[best]) < 1e-5
+
+
+def _class_data(model_type, copies=8):
+    positive, negative = CLASS_TEXTS[model_type]
+    return [positive, negative] * copies, np.array([1, 0] * copies)
+
+
+@pytest.mark.parametrize("model_type", VARIANTS)
+def test_text_classifier_fine_tunes_saves_and_exports(releases, model_type, tmp_path):
+    model = TextClassifier.from_release(releases[model_type], num_classes=2, max_seq_length=SEQ, seed=1,
+                                        learning_rate=1e-3, warmup_proportion=0.0)
+    assert model.bert_config.use_pooler  # a fresh pooler where the release has none
+    model.compile()
+    texts, labels = _class_data(model_type)
+    history = model.fit(texts, labels, batch_size=4, epochs=3, verbose=0)
+    losses = history.history["loss"]
+    assert losses[-1] < losses[0]
+    probabilities = model.predict(HARD_TEXTS + list(CLASS_TEXTS[model_type]), batch_size=4)
+    assert probabilities.shape == (len(HARD_TEXTS) + 2, 2)
+    assert probabilities[-2, 1] > probabilities[-1, 1]
+
+    model.save_release(tmp_path / "fine_tuned")
+    again = TextClassifier.from_release(tmp_path / "fine_tuned", num_classes=2, max_seq_length=SEQ)
+    assert again.load_report.summary()  # everything loaded, the head included
+    np.testing.assert_allclose(again.predict(HARD_TEXTS), model.predict(HARD_TEXTS), atol=1e-6)
+
+    if model_type != "roberta":  # the raw-text export of each variant: test_raw_text_exports_...
+        return
+    # RoBERTa's pair layout in the graph (<s> a </s></s> b </s>, segment ids 0) against Python's.
+    version = model.export(tmp_path / "saved_models" / model_type, label_names=["neg", "pos"], precision="float32")
+    results = probe(version, [
+        {"signature": "serving_default", "inputs": {"text": HARD_TEXTS}},
+        {"signature": "serve_text_pair", "inputs": {"text": ["the", "the fox"], "text_b": ["he", ""]}},
+    ])
+    np.testing.assert_allclose(results[0]["probabilities"], model.predict(HARD_TEXTS), atol=1e-5)
+    np.testing.assert_allclose(results[1]["probabilities"], model.predict((["the", "the fox"], ["he", ""])),
+                               atol=1e-5)
+
+
+@pytest.mark.parametrize("model_type", VARIANTS)
+def test_raw_text_exports_of_a_release_serve_without_our_python(releases, model_type, tmp_path):
+    from tools.export_saved_model import main as export_main
+
+    base = tmp_path / "saved_models"
+    for task in ("embeddings", "fill_mask"):
+        export_main([f"--task={task}", f"--model_dir={releases[model_type]}", f"--export_dir={base}/{task}",
+                     f"--max_seq_length={SEQ}", "--precision=float32"])
+    masked = f"the quick {MASKS[model_type]} fox"
+    embeddings, = probe(base / "embeddings" / "1", [{"signature": "serving_default", "inputs": {"text": HARD_TEXTS}}])
+    fill_mask, = probe(base / "fill_mask" / "1", [{"signature": "serving_default", "inputs": {"text": [masked]}}])
+    expected = TextEmbedder.from_release(releases[model_type], pooling="mean", max_seq_length=SEQ)
+    np.testing.assert_allclose(embeddings["mean_pooled"], expected.predict(HARD_TEXTS, verbose=0), atol=1e-5)
+    assert ("pooled_output" in embeddings) == (model_type == "albert")  # the only one with a trained pooler
+    filled = MaskedLM.from_release(releases[model_type], max_seq_length=SEQ).predict([masked], top_k=5)
+    assert fill_mask["mask_count"] == [1]
+    assert fill_mask["top_k_tokens"][0][0] == [token for token, _ in filled[0][0]]
+    np.testing.assert_allclose(fill_mask["top_k_scores"][0][0], [p for _, p in filled[0][0]], atol=1e-5)
+
+
+@pytest.mark.parametrize("model_type", VARIANTS)
+def test_run_classifier_trains_on_a_csv_with_a_variant_release(releases, model_type, tmp_path):
+    from tools.run_classifier import main as run_classifier
+
+    data = tmp_path / "data"
+    data.mkdir()
+    positive, negative = CLASS_TEXTS[model_type]
+    rows = "".join(f'"{text}",{label}\n' for text, label in [(positive, "pos"), (negative, "neg")] * 6)
+    for split in ("train", "dev"):
+        (data / f"{split}.csv").write_text("sentence,label\n" + rows, encoding="utf-8")
+    release = find_release(releases[model_type])
+    output = tmp_path / "out"
+    run_classifier([
+        "--task_name=csv", f"--data_dir={data}", "--text_a_column=sentence", "--label_column=label",
+        f"--model_dir={releases[model_type]}", f"--output_dir={output}", "--do_train", "--do_eval",
+        f"--max_seq_length={SEQ}", "--train_batch_size=4", "--num_train_epochs=2", "--learning_rate=1e-3",
+    ])
+    results = dict(line.split(" = ") for line in (output / "eval_results.txt").read_text().splitlines())
+    assert int(results["global_step"]) == 6
+    # The output directory is a release of the variant: its tokenizer files, a pooler.
+    fine_tuned = find_release(output)
+    assert os.path.basename(fine_tuned.vocab_file) == os.path.basename(release.vocab_file)
+    assert BertConfig.from_json_file(fine_tuned.bert_config_file).use_pooler
+    model = TextClassifier.from_release(output, num_classes=2, max_seq_length=SEQ)
+    assert model.predict([positive]).shape == (1, 2)
+
+
+def test_run_squad_refuses_a_byte_level_bpe_release(releases, tmp_path, capsys):
+    from keras_bert_impl.cli import run_tool
+    from tools.run_squad import main as run_squad
+
+    release = find_release(releases["roberta"])
+    (tmp_path / "train.json").write_text('{"version": "1.1", "data": []}')
+    code = run_tool(run_squad, [
+        f"--bert_config_file={release.bert_config_file}", f"--vocab_file={release.vocab_file}",
+        f"--init_checkpoint={release.checkpoint}", f"--output_dir={tmp_path}/out", "--do_train",
+        f"--train_file={tmp_path}/train.json", f"--max_seq_length={SEQ}", "--doc_stride=4", "--max_query_length=4",
+    ])
+    assert code != 0
+    assert "squad makes its features with WordPiece" in capsys.readouterr().err

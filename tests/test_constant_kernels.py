@@ -185,3 +185,28 @@ def test_constants_past_the_savedmodel_budget_are_refused_or_left_out(tmp_path, 
         with open(os.path.join(path, "assets.extra", METADATA_FILE)) as f:
             kinds.append(json.load(f)["kernels"])
     assert kinds == ["variables", "graph constants"]
+
+
+def _matmul_count(function, inputs):
+    graph_def = function.get_concrete_function(inputs).graph.as_graph_def()
+    nodes = list(graph_def.node) + [node for f in graph_def.library.function for node in f.node_def]
+    return sum(node.op == "MatMul" for node in nodes)
+
+
+@pytest.mark.parametrize("padding_free", [False, True])
+def test_query_key_and_value_are_one_product_where_the_kernels_are_constants(bert, padding_free):
+    # With the kernels as constants on oneDNN, each layer's query, key and
+    # value are one product on the concatenated kernels (two products fewer
+    # a layer), with the same outputs.
+    from keras_bert_impl.inference.function import make_inference_function
+    from keras_bert_impl.inference.plan import InferencePlan
+
+    inputs = random_inputs(bert.bert_config, batch=3, seq=10, seed=2)
+    expected = masked(bert(inputs), inputs)
+    counts = {}
+    for constants in (False, True):
+        forward = make_inference_function(bert, InferencePlan(
+            "float32", padding_free=padding_free, held_weights=True, constant_kernels=constants, onednn_forms=True))
+        np.testing.assert_allclose(masked(forward(inputs), inputs), expected, atol=1e-5)
+        counts[constants] = _matmul_count(forward, inputs)
+    assert counts[False] - counts[True] == 2 * bert.bert_config.num_hidden_layers

@@ -16,6 +16,14 @@ _PACKAGE = "keras_bert_impl"
 # them ~0 weight. Kept as is (not -inf) so padded rows match the original too.
 MASK_ADDER = -10000.0
 _SAME_WIDTH_INTEGER = {2: tf.int16, 4: tf.int32, 8: tf.int64}
+# Grappler folds constants of up to 10 MB; a larger concatenation of the
+# query, key and value kernels would be copied on every call.
+MAX_FUSED_KERNEL_BYTES = 8 << 20
+
+
+def _is_graph_constant(value):
+    """Whether `value` is a constant of the graph being traced (a `ConstantKernels` read)."""
+    return isinstance(value, tf.Tensor) and not tf.executing_eagerly() and getattr(value.op, "type", None) == "Const"
 
 
 def attention_mask_adder(input_mask, dtype="float32"):
@@ -154,15 +162,64 @@ class SelfAttention(keras.layers.Layer):
             # [batch_size * num_queries, H]
             query_matrix = ops.reshape(gather_indexes(hidden_states, query_positions), (-1, width))
             query_length = ops.shape(query_positions)[1]
-        query = self._split_heads(self.query(query_matrix), batch_size, query_length, training)
-        key = self._split_heads(self.key(matrix), batch_size, seq_length, training)
-        value = self._split_heads(self.value(matrix), batch_size, seq_length, training)
+        fused = self.fused_query_key_value(matrix, training) if query_positions is None else None
+        if fused is not None:
+            query, key, value = self.split_fused_heads(fused, batch_size, seq_length)
+        else:
+            query = self._split_heads(self.query(query_matrix), batch_size, query_length, training)
+            key = self._split_heads(self.key(matrix), batch_size, seq_length, training)
+            value = self._split_heads(self.value(matrix), batch_size, seq_length, training)
 
         # [batch, N, queries, D]
         context, probs = self.attend(query, key, value, mask_adder, training=training)
         # [batch, N, queries, D] -> [batch, queries, N, D] -> [batch, queries, H]
         context = ops.reshape(self._transpose(context, (0, 2, 1, 3), training), (batch_size, query_length, width))
         return context, probs
+
+    def fused_query_key_value(self, matrix, training=None):
+        """Query, key and value of `matrix` [rows, H] as one product [rows, 3H], where that applies; else None.
+
+        It applies for inference on oneDNN (`onednn_forms`, traced outside
+        XLA) where the three kernels are constants of the graph being traced
+        (an export's, `make_inference_function(freeze_kernels=True)`'s):
+        grappler folds their concatenation into one constant, and one
+        oneDNN product on [H, 3H] replaces three on [H, H], whose set-up
+        dominates one request's (docs/BENCHMARKS.md, "Where one request's
+        time goes"). In float32 only: in bfloat16 it measured no gain. Past
+        `MAX_FUSED_KERNEL_BYTES` grappler would not fold the concatenation,
+        so the three layers run as they are.
+
+        Args:
+            matrix: [rows, H].
+            training: Fusion is for inference only.
+
+        Returns:
+            [rows, 3H] (query, key, value side by side), or None where the
+            caller should run the three Dense layers.
+        """
+        if training or not self.onednn_forms or self.compute_dtype != "float32" or not traced_outside_xla():
+            return None
+        layers = (self.query, self.key, self.value)
+        if any(layer.bias is None for layer in layers):
+            return None
+        kernels = [layer.kernel.value for layer in layers]
+        if not all(_is_graph_constant(kernel) for kernel in kernels):
+            return None
+        if sum(kernel.shape.num_elements() * kernel.dtype.size for kernel in kernels) > MAX_FUSED_KERNEL_BYTES:
+            return None
+        dtype = self.compute_dtype
+        # [H, 3H] and [3H]
+        kernel = tf.cast(tf.concat(kernels, axis=1), dtype)
+        bias = tf.cast(tf.concat([layer.bias.value for layer in layers], axis=0), dtype)
+        # [rows, H] x [H, 3H] -> [rows, 3H]
+        return tf.nn.bias_add(tf.matmul(tf.cast(matrix, dtype), kernel), bias)
+
+    def split_fused_heads(self, fused, batch_size, seq_length):
+        """`(query, key, value)`, each [batch, N, seq, D], from `fused_query_key_value`'s [batch * seq, 3H]."""
+        heads, size = self.num_attention_heads, self.size_per_head
+        # [batch * seq, 3H] -> [batch, seq, 3, N, D] -> [3, batch, N, seq, D]
+        fused = ops.reshape(fused, (batch_size, seq_length, 3, heads, size))
+        return tf.unstack(transpose_as_bits(fused, (2, 0, 3, 1, 4)), num=3, axis=0)
 
     def attend(self, query, key, value, mask_adder=None, training=None):
         """Scaled dot-product attention on per-head tensors.

@@ -155,6 +155,7 @@ class TransformerLayer(keras.layers.Layer):
             `(layer_output, attention_probs)`: [rows, H] and
             [batch_size, N, seq_length, seq_length].
         """
+        fused = None if dense else self.attention.fused_query_key_value(rows, training)
         dense = dense or (lambda layer, x: layer(x))
         attention = self.attention
         batch_size, seq_length = padded_shape
@@ -165,11 +166,15 @@ class TransformerLayer(keras.layers.Layer):
             x = ops.reshape(ops.take(x, row_of_position, axis=0), (batch_size, seq_length, heads, size_per_head))
             return attention._transpose(x, (0, 2, 1, 3), training)
 
+        if fused is not None:
+            # [rows, 3H] -> [batch * seq, 3H] -> 3 x [batch, N, seq, D]
+            query_key_value = attention.split_fused_heads(ops.take(fused, row_of_position, axis=0), batch_size,
+                                                          seq_length)
+        else:
+            query_key_value = [to_heads(dense(layer, rows))
+                               for layer in (attention.query, attention.key, attention.value)]
         # [batch, N, seq, D]
-        context, probs = attention.attend(
-            to_heads(dense(attention.query, rows)), to_heads(dense(attention.key, rows)),
-            to_heads(dense(attention.value, rows)), mask_adder, training=training,
-        )
+        context, probs = attention.attend(*query_key_value, mask_adder, training=training)
         # [batch, N, seq, D] -> [batch, seq, N, D] -> [batch * seq, H] -> [rows, H]
         context = ops.reshape(attention._transpose(context, (0, 2, 1, 3), training), (-1, heads * size_per_head))
         context = ops.take(context, token_positions, axis=0)

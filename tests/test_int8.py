@@ -14,7 +14,7 @@ from keras_bert_impl import hardware
 from keras_bert_impl.inference import int8
 from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.serving.export import METADATA_FILE, ExportError, ExportOptions, export_saved_model
-from tests.helpers import X86_ONLY, tiny_config
+from tests.helpers import X86_ONLY, random_inputs, randomize, tiny_config
 from tests.test_serving import REPO, SENTENCES, probe
 from tests.test_serving_precision import model, saved_graph_def  # noqa: F401 (`model`: a fixture)
 
@@ -180,3 +180,31 @@ def test_export_tool_int8_flags(tmp_path, bert_vocab_file):
         assert bad.returncode != 0 and message in bad.stderr, bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
     assert sorted(os.listdir(tmp_path / "saved_models" / "tiny")) == ["1"]
+
+
+@X86_ONLY
+@pytest.mark.parametrize("padding_free", [False, True])
+def test_an_int8_inference_function_runs_int8_products_and_agrees_with_float32(padding_free):
+    # The function of `BertModel.make_inference_function(precision="int8")`: the
+    # export's int8 products in a plain graph, the same outputs as the model to
+    # int8 rounding, and its weights taken when made.
+    from keras_bert_impl.models.bert_model import BertModel
+
+    if hardware.onednn_graph_rewrites() is False:
+        pytest.skip("int8 products need TensorFlow's oneDNN rewrites")
+    model = BertModel(tiny_config(hidden_size=32, intermediate_size=64))
+    randomize(model, seed=11, scale=0.2)
+    inputs = random_inputs(model.bert_config, batch=3, seq=10, seed=4)
+    forward = model.make_inference_function(precision="int8", padding_free=padding_free)
+    graph_def = forward.get_concrete_function(inputs).graph.as_graph_def()
+    nodes = list(graph_def.node) + [node for f in graph_def.library.function for node in f.node_def]
+    layers = model.bert_config.num_hidden_layers
+    assert sum(node.op == "QuantizedMatMulWithBiasAndDequantize" for node in nodes) == 6 * layers
+    expected = model(inputs)["sequence_output"].numpy()
+    mask = np.asarray(inputs["input_mask"], bool)
+    got, expected = forward(inputs)["sequence_output"].numpy()[mask], expected[mask]
+    cosine = np.sum(got * expected, -1) / (np.linalg.norm(got, axis=-1) * np.linalg.norm(expected, axis=-1))
+    assert cosine.min() > 0.99
+    assert np.abs(got - expected).max() > 1e-6  # int8, not float32
+    with pytest.raises(ValueError, match="not XLA's"):
+        model.make_inference_function(precision="int8", jit_compile=True)

@@ -4,7 +4,9 @@ import tensorflow as tf
 
 from keras_bert_impl.inference.constant_kernels import ConstantKernels, reading_as_constants
 from keras_bert_impl.inference.padding_free import make_padding_free_function
-from keras_bert_impl.inference.precision import copy_weights, inference_dtype_policy
+from keras_bert_impl.inference.int8 import Int8Kernels
+from keras_bert_impl.inference.plan import INT8
+from keras_bert_impl.inference.precision import compute_precision, copy_weights, inference_dtype_policy
 from keras_bert_impl.layers.onednn_forms import onednn_forms_set_to
 
 
@@ -40,11 +42,14 @@ def make_inference_function(bert_model, plan):
     model = bert_model
     if plan.held_weights:
         # A copy: the function reads none of this model's weights later.
-        model = snapshot(bert_model, inference_dtype_policy(bert_model, plan.precision))
+        model = snapshot(bert_model, inference_dtype_policy(bert_model, compute_precision(plan.precision)))
     elif plan.frozen_kernels:
         # The kernels are held by `make_padding_free_function`; the rest is this copy's.
         model = snapshot(bert_model, bert_model.built_with_dtype)
-    constants = ConstantKernels(model) if plan.constant_kernels else None
+    constants = None
+    if plan.constant_kernels:
+        # Both read the kernels as constants of the traced graph (int8 ones: the encoder's, quantized).
+        constants = Int8Kernels(model) if plan.precision == INT8 else ConstantKernels(model)
     if plan.padding_free:
         function = make_padding_free_function(
             model, jit_compile=plan.jit_compile, bucket_size=plan.bucket_size, freeze_kernels=plan.frozen_kernels,

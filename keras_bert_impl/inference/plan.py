@@ -257,7 +257,7 @@ class InferencePlan:
 
 
 def function_plan(model, jit_compile="auto", padding_free=False, bucket_size=16, freeze_kernels=False,
-                  machine=None):
+                  machine=None, precision=None):
     """The plan of `BertModel.make_inference_function` (see its arguments).
 
     `jit_compile="auto"` compiles where `xla_pays_for_inference`. With
@@ -274,13 +274,30 @@ def function_plan(model, jit_compile="auto", padding_free=False, bucket_size=16,
         padding_free, bucket_size, freeze_kernels: As for
             `make_inference_function`.
         machine: A `Machine`; default this one.
+        precision: None (the model's own) or "int8": the encoder's products
+            in int8 on oneDNN (`inference.int8`), its kernels taken now as
+            graph constants (so `freeze_kernels` is implied), a plain graph.
 
     Returns:
         An `InferencePlan`.
+
+    Raises:
+        ValueError: int8 with XLA, or with TensorFlow's oneDNN rewrites off.
     """
     from keras_bert_impl.inference.precision import model_precision
 
     machine = machine or Machine()
+    if precision == INT8:
+        if jit_compile is True:
+            raise ValueError("int8 products run on oneDNN's kernels, not XLA's: use jit_compile=False")
+        if machine.onednn_rewrites is False:
+            raise ValueError("int8 products run only in oneDNN's kernels, and TensorFlow's oneDNN rewrites are off "
+                             "here (TF_ENABLE_ONEDNN_OPTS=0)")
+        return InferencePlan(precision=INT8, padding_free=bool(padding_free), held_weights=True,
+                             constant_kernels=True, onednn_forms=machine.onednn_runs_graphs)
+    if precision is not None:
+        raise ValueError(f"precision {precision!r}: only int8 is chosen here; build the model in the dtype "
+                         f"policy to compute in (float32, mixed_bfloat16)")
     precision = model_precision(model)
     if jit_compile == "auto":
         jit_compile = xla_pays_for_inference(precision, machine.accelerator, machine.onednn_rewrites)

@@ -149,7 +149,8 @@ class BertModel(BertConfigModel):
         self.encoder = encoder
         self.pooler = pooler
 
-    def make_inference_function(self, jit_compile="auto", padding_free=False, bucket_size=16, freeze_kernels=False):
+    def make_inference_function(self, jit_compile="auto", padding_free=False, bucket_size=16, freeze_kernels=False,
+                                precision=None):
         """The forward pass for inference, `self(inputs, training=False)`, as a `tf.function`.
 
         The choices below are folded into one `inference.plan.InferencePlan`
@@ -206,13 +207,20 @@ class BertModel(BertConfigModel):
                 whose encoder Dense kernels are held as float32 on a CPU (see
                 `padding_free.make_padding_free_function`), as XLA on a CPU
                 widens bfloat16 weights on every call.
+            precision: None (the model's own) or "int8": the encoder's
+                products in int8 on the CPU's int8 units through oneDNN
+                (`inference.int8`; kernels quantized per output channel,
+                activations per batch), everything else in float32; the
+                weights taken now, as with `freeze_kernels`. A plain graph
+                with TensorFlow's oneDNN rewrites on; faster for batches, not
+                for one text (docs/BENCHMARKS.md, "int8").
 
         Returns:
             A function of the inputs dict (as for calling the model) that
             returns the outputs dict.
         """
         chosen = plan.function_plan(self, jit_compile=jit_compile, padding_free=padding_free,
-                                    bucket_size=bucket_size, freeze_kernels=freeze_kernels)
+                                    bucket_size=bucket_size, freeze_kernels=freeze_kernels, precision=precision)
         return function.make_inference_function(self, chosen)
 
     def get_config(self):

@@ -256,6 +256,13 @@ class InferencePlan:
         return ", ".join(parts)
 
 
+def _require_onednn_for_int8(machine):
+    """Refuses int8 where TensorFlow's oneDNN rewrites are off: its quantized product's kernel is oneDNN's alone."""
+    if machine.onednn_rewrites is False:
+        raise ValueError("int8 products run only in oneDNN's kernels, and TensorFlow's oneDNN rewrites are off "
+                         "here (TF_ENABLE_ONEDNN_OPTS=0): run (and serve) int8 with them on")
+
+
 def function_plan(model, jit_compile="auto", padding_free=False, bucket_size=16, freeze_kernels=False,
                   machine=None, precision=None):
     """The plan of `BertModel.make_inference_function` (see its arguments).
@@ -290,9 +297,7 @@ def function_plan(model, jit_compile="auto", padding_free=False, bucket_size=16,
     if precision == INT8:
         if jit_compile is True:
             raise ValueError("int8 products run on oneDNN's kernels, not XLA's: use jit_compile=False")
-        if machine.onednn_rewrites is False:
-            raise ValueError("int8 products run only in oneDNN's kernels, and TensorFlow's oneDNN rewrites are off "
-                             "here (TF_ENABLE_ONEDNN_OPTS=0)")
+        _require_onednn_for_int8(machine)
         return InferencePlan(precision=INT8, padding_free=bool(padding_free), held_weights=True,
                              constant_kernels=True, onednn_forms=machine.onednn_runs_graphs)
     if precision is not None:
@@ -346,9 +351,7 @@ def export_plan(model, precision=None, skip_padding=None, constant_kernels=None,
     if precision == INT8:
         if constant_kernels is False:
             raise ValueError("an int8 export holds its kernels as graph constants: leave constant_kernels on")
-        if machine.onednn_rewrites is False:
-            raise ValueError("int8 products run only in oneDNN's kernels, and TensorFlow's oneDNN rewrites are off "
-                             "here (TF_ENABLE_ONEDNN_OPTS=0): export (and serve) int8 with them on")
+        _require_onednn_for_int8(machine)
         constant_kernels = True
     elif precision:
         precision = resolve_precision(precision, machine.cpu_flags, machine.onednn_rewrites, machine.cpu_vendor)

@@ -20,6 +20,8 @@ Examples:
       --input_file=wiki/*.txt --output_file=data/wiki.tfrecord --vocab_file=vocab.txt
     # ALBERT's sentence order; RoBERTa's packed, unmasked records (dynamic masking):
     bert-create-pretraining-data --sentence_order_prediction --input_file=... --output_file=... --vocab_file=...
+    # ALBERT's whole-word n-gram masks (its defaults: n up to 3, shorter n more likely):
+    bert-create-pretraining-data --sentence_order_prediction --do_whole_word_mask --ngram=3 --input_file=... ...
     bert-create-pretraining-data --full_sentences --dynamic_masking --dupe_factor=1 --input_file=... ...
 """
 
@@ -50,6 +52,9 @@ def define_flags(fv):
     flags.DEFINE_boolean("sentence_order_prediction", False, "ALBERT's sentence-order prediction: next_sentence_labels is 1 when two consecutive texts of a document are swapped (as google-research/albert), not when B is random.", **define)
     flags.DEFINE_boolean("full_sentences", False, "RoBERTa's FULL-SENTENCES: no pairs; whole sentences packed up to --max_seq_length across documents, a [SEP] between documents.", **define)
     flags.DEFINE_boolean("dynamic_masking", False, "Write unmasked records (no masked_lm_* features) for run_pretraining --dynamic_masking, which draws the masks anew each epoch.", **define)
+    flags.DEFINE_integer("ngram", 1, "ALBERT's n-gram masking: mask runs of up to this many consecutive words (word pieces without --do_whole_word_mask) together; 1 is BERT's masking (ALBERT uses 3).", **define)
+    flags.DEFINE_boolean("favor_shorter_ngram", True, "With --ngram above 1: draw the run length n with p(n) proportional to 1/n; --nofavor_shorter_ngram reverses those weights, p(n) proportional to 1/(ngram + 1 - n) (longer runs more likely), as google-research/albert's code does.", **define)
+    flags.DEFINE_boolean("do_permutation", False, "ALBERT's permuted-token objective: not supported here (only false is accepted).", **define)
     flags.DEFINE_boolean("gzip_compress", False, "Write gzip-compressed TFRecords (tf-models' flag).", **define)
     flags.DEFINE_boolean("use_v2_feature_names", False, "Name features input_word_ids / input_type_ids (tf-models' flag).", **define)
     flags.DEFINE_boolean("skip_invalid_utf8", False, "Skip and count lines that are not UTF-8 instead of stopping.", **define)
@@ -88,6 +93,9 @@ def main(argv=None):
             raise FlagError(f"--{flag} must be positive")
     if fv.num_workers is not None and fv.beam:  # Also a Dataflow option: hand it on.
         pipeline_args.append(f"--num_workers={fv.num_workers}")
+    if fv.do_permutation:
+        raise FlagError("--do_permutation (ALBERT's permuted-token objective) is not supported: its records need a second set "
+                        "of predictions that no model here trains on; leave it out")
     if sharded and "," in fv.output_file:
         raise FlagError("--scalable/--beam write shards named after one --output_file prefix, not a comma list")
     create_pretraining_data(
@@ -95,7 +103,7 @@ def main(argv=None):
         **flag_values(fv, (
             "do_lower_case", "do_whole_word_mask", "max_seq_length", "max_predictions_per_seq", "random_seed",
             "dupe_factor", "masked_lm_prob", "short_seq_prob", "sentence_order_prediction", "full_sentences",
-            "dynamic_masking", "gzip_compress", "use_v2_feature_names",
+            "dynamic_masking", "ngram", "favor_shorter_ngram", "gzip_compress", "use_v2_feature_names",
             "skip_invalid_utf8", "scalable", "beam", "progress", *SHARDING_FLAGS,
         )),
     )

@@ -28,10 +28,21 @@ decides a random next sentence); RoBERTa's full-sentence packing
 (`full_sentences`) draws nothing but the masks; unmasked instances for
 dynamic masking (`dynamic_masking`) draw no masks.
 
+ALBERT's n-gram masking (`ngram` above 1; `choose_ngrams`) draws the masks as
+google-research/albert's `create_masked_lm_predictions` does, with two
+differences in the draws: the length of each n-gram, which ALBERT draws from
+NumPy's global generator (`np.random.choice`, not seeded by `--random_seed`),
+is one `random()` of the same generator at the same point; and ALBERT's second
+`shuffle` of the n-grams after masking, which only `--do_permutation` uses, is
+not made. So for the masks: `shuffle(candidate words)`, then per n-gram
+considered `random()` for its length and, when it is taken, per token BERT's
+80/10/10 draws. At `ngram` 1 the masks are BERT's, call for call.
+
 Tokens are handled as vocabulary ids rather than strings (the original converts
 them at the end; the mapping is the same).
 """
 
+import bisect
 import dataclasses
 import random
 import sys
@@ -57,6 +68,15 @@ class InstanceOptions:
         short_seq_prob: Probability of aiming at a random shorter length.
         dupe_factor: Passes over the corpus, each with other masks.
         do_whole_word_mask: Mask all pieces of a word together.
+        sentence_order_prediction: ALBERT's pair label (A and B swapped).
+        full_sentences: RoBERTa's packing, no pairs.
+        dynamic_masking: No masks (drawn at training time).
+        ngram: ALBERT's n-gram masking: the longest run of consecutive
+            candidates (words, with `do_whole_word_mask`) masked together;
+            1 is BERT's masking.
+        favor_shorter_ngram: With `ngram` above 1, p(n) proportional to 1/n;
+            otherwise to 1/(ngram + 1 - n), favouring longer n-grams, as
+            google-research/albert (which reverses the 1/n weights).
     """
 
     max_seq_length: int = 128
@@ -68,6 +88,8 @@ class InstanceOptions:
     sentence_order_prediction: bool = False
     full_sentences: bool = False
     dynamic_masking: bool = False
+    ngram: int = 1
+    favor_shorter_ngram: bool = True
 
     def __post_init__(self):
         # The original needs room for [CLS] a [SEP] b [SEP] and a target of at
@@ -83,6 +105,10 @@ class InstanceOptions:
                 raise ValueError(f"{name} must lie in [0, 1], got {getattr(self, name)}")
         if self.sentence_order_prediction and self.full_sentences:
             raise ValueError("sentence_order_prediction makes pairs; full_sentences makes none: choose one")
+        if self.ngram < 1:
+            raise ValueError(f"ngram must be at least 1, got {self.ngram}")
+        if self.ngram > 1 and self.dynamic_masking:
+            raise ValueError("ngram masks are drawn into the records; dynamic_masking writes none: choose one")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -357,15 +383,113 @@ def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
     return a_start, a_end, b_start, b_end
 
 
+def candidate_words(input_ids, segment_a_length, vocab, do_whole_word_mask, separators=()):
+    """The original's masking candidates, as lists of positions ("words").
+
+    All positions but [CLS], the middle and last [SEP] and `separators`, in
+    order; with `do_whole_word_mask` a "##" piece joins the candidate before
+    it, even across the middle [SEP] (the original checks only that a
+    candidate exists), otherwise each position is a candidate of its own.
+
+    Example:
+    >>> vocab = InstanceVocab(cls_id=1, sep_id=2, mask_id=3, word_ids=(), is_subword=bytes([0] * 7 + [1]))
+    >>> ids = [1, 5, 6, 7, 2, 7, 5, 2]  # [CLS] a b ##c [SEP] ##c a [SEP]
+    >>> candidate_words(ids, 5, vocab, do_whole_word_mask=True)
+    [[1], [2, 3, 5], [6]]
+    >>> candidate_words(ids, 5, vocab, do_whole_word_mask=False)
+    [[1], [2], [3], [5], [6]]
+    """
+    middle_sep = segment_a_length - 1
+    is_subword = vocab.is_subword
+    words = []
+    for index in range(1, len(input_ids) - 1):
+        if index == middle_sep or index in separators:
+            continue
+        if do_whole_word_mask and words and is_subword[input_ids[index]]:
+            words[-1].append(index)
+        else:
+            words.append([index])
+    return words
+
+
+def _ngram_length_cdf(ngram, favor_shorter_ngram):
+    """Cumulative p(1), ..., p(ngram): 1/n, or reversed (google-research/albert's
+    `pvals[::-1]`), normalised so that the last is exactly 1."""
+    weights = [1.0 / n for n in range(1, ngram + 1)]
+    if not favor_shorter_ngram:
+        weights.reverse()
+    cumulative, total = [], 0.0
+    for weight in weights:
+        total += weight
+        cumulative.append(total)
+    return tuple(value / total for value in cumulative)
+
+
+def choose_ngrams(words, num_to_predict, ngram, favor_shorter_ngram, rng):
+    """google-research/albert's n-gram choice: yields the masked n-grams in the
+    order chosen, each a list of positions.
+
+    Every candidate word starts one n-gram; the starts are shuffled and taken
+    in that order until `num_to_predict` positions are chosen. For each start
+    a length n in 1..`ngram` is drawn (p(n) as `InstanceOptions.
+    favor_shorter_ngram` says) and the n-gram is the n words from the start
+    (fewer at the end of the candidates). While it holds more positions than
+    are left it is shortened a word at a time; one that still does not fit,
+    or that overlaps an n-gram already chosen, is skipped. An n-gram may run
+    across the middle [SEP], as ALBERT's candidates do.
+
+    The generator is lazy on purpose: a caller that draws each n-gram's
+    replacements before asking for the next one draws in ALBERT's order
+    (`create_masked_lm_predictions`).
+
+    Args:
+        words: Candidate words (`candidate_words`).
+        num_to_predict: Most positions to choose.
+        ngram: Longest n-gram, in words; at least 1.
+        favor_shorter_ngram: p(n) proportional to 1/n, else to 1/(ngram + 1 - n).
+        rng: `random.Random`: `shuffle` once, then one `random()` per start
+            considered.
+
+    Yields:
+        Lists of positions (ascending), together never more than `num_to_predict`.
+
+    Example:
+    >>> words = [[1], [2, 3], [4], [5], [6], [7]]  # "##" pieces at 3
+    >>> list(choose_ngrams(words, 4, 3, True, random.Random(2)))
+    [[4, 5], [2, 3]]
+    >>> list(choose_ngrams(words, 4, 3, True, random.Random(3)))
+    [[1, 2, 3], [4]]
+    """
+    cdf = _ngram_length_cdf(ngram, favor_shorter_ngram)
+    starts = list(range(len(words)))
+    shuffle(rng, starts)
+    covered = set()
+    random_ = rng.random
+    for start in starts:
+        if len(covered) >= num_to_predict:
+            return
+        # numpy's `choice(p=...)`: the first length whose cumulative p exceeds u.
+        n = bisect.bisect_right(cdf, random_()) + 1
+        positions = [index for word in words[start:start + n] for index in word]
+        while len(covered) + len(positions) > num_to_predict and n > 1:
+            n -= 1
+            positions = [index for word in words[start:start + n] for index in word]
+        if len(covered) + len(positions) > num_to_predict or not covered.isdisjoint(positions):
+            continue
+        covered.update(positions)
+        yield positions
+
+
 def create_masked_lm_predictions(input_ids, segment_a_length, options, vocab, rng, separators=()):
     """Chooses and replaces the masked tokens, as the original.
 
-    Candidates are all positions but [CLS] and the two [SEP]s; with whole-word
-    masking a "##" piece joins the candidate before it, even across the middle
-    [SEP] (the original checks only that a candidate exists). The shuffled
+    Candidates are all positions but [CLS] and the two [SEP]s, grouped into
+    whole words with `do_whole_word_mask` (`candidate_words`). The shuffled
     candidates are taken in order until `num_to_predict` positions; a whole word
-    that would overshoot is skipped. Each masked token is independently [MASK]
-    (80%), itself (10%) or a random vocabulary word (10%).
+    that would overshoot is skipped. With `options.ngram` above 1, runs of up
+    to that many consecutive candidates are masked together, as
+    google-research/albert (`choose_ngrams`). Each masked token is
+    independently [MASK] (80%), itself (10%) or a random vocabulary word (10%).
 
     Args:
         input_ids: `[CLS] A [SEP] B [SEP]` ids; masked in place.
@@ -380,20 +504,16 @@ def create_masked_lm_predictions(input_ids, segment_a_length, options, vocab, rn
         `(masked_lm_positions, masked_lm_ids)`, positions ascending.
     """
     length = len(input_ids)
-    middle_sep = segment_a_length - 1
     num_to_predict = min(
         options.max_predictions_per_seq, max(1, int(round(length * options.masked_lm_prob)))
     )
-    if options.do_whole_word_mask:
-        is_subword = vocab.is_subword
-        candidates = []
-        for index in range(1, length - 1):
-            if index == middle_sep or index in separators:
-                continue
-            if candidates and is_subword[input_ids[index]]:
-                candidates[-1].append(index)
-            else:
-                candidates.append([index])
+    if options.ngram > 1:
+        words = candidate_words(input_ids, segment_a_length, vocab, options.do_whole_word_mask, separators)
+        ngrams = choose_ngrams(words, num_to_predict, options.ngram, options.favor_shorter_ngram, rng)
+        # Lazily: each n-gram's replacements are drawn before the next n-gram's length.
+        chosen = (index for positions in ngrams for index in positions)
+    elif options.do_whole_word_mask:
+        candidates = candidate_words(input_ids, segment_a_length, vocab, True, separators)
         shuffle(rng, candidates)
         chosen = []
         for index_set in candidates:
@@ -403,6 +523,7 @@ def create_masked_lm_predictions(input_ids, segment_a_length, options, vocab, rn
                 continue
             chosen += index_set  # Candidate sets never overlap.
     else:
+        middle_sep = segment_a_length - 1
         candidates = list(range(1, middle_sep))
         candidates += range(segment_a_length, length - 1)
         if separators:

@@ -106,7 +106,13 @@ class GenerationSettings:
 
 # The variants' options, left out of a fingerprint at their defaults so that a
 # manifest written before they existed still matches.
-_VARIANT_OPTIONS = {"sentence_order_prediction": False, "full_sentences": False, "dynamic_masking": False}
+_VARIANT_OPTIONS = {
+    "sentence_order_prediction": False,
+    "full_sentences": False,
+    "dynamic_masking": False,
+    "ngram": 1,
+    "favor_shorter_ngram": True,
+}
 
 
 def _options_fingerprint(options):

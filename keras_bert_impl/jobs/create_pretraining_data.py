@@ -66,6 +66,8 @@ def create_pretraining_data(
     sentence_order_prediction=False,
     full_sentences=False,
     dynamic_masking=False,
+    ngram=1,
+    favor_shorter_ngram=True,
     gzip_compress=False,
     use_v2_feature_names=False,
     skip_invalid_utf8=False,
@@ -93,6 +95,11 @@ def create_pretraining_data(
             across documents.
         dynamic_masking: Write the records unmasked (no `masked_lm_*`
             features), for `run_pretraining(dynamic_masking=True)`.
+        ngram, favor_shorter_ngram: ALBERT's n-gram masking: runs of up to
+            `ngram` consecutive candidates (whole words with
+            `do_whole_word_mask`) masked together, n drawn with p(n) ∝ 1/n,
+            or without `favor_shorter_ngram` ∝ 1/(ngram + 1 - n); 1 is
+            BERT's masking.
         gzip_compress, use_v2_feature_names: tf-models' flags.
         skip_invalid_utf8: Count lines that are not UTF-8 instead of stopping.
         scalable: Streaming, sharded, multi-process mode.
@@ -136,6 +143,8 @@ def create_pretraining_data(
             sentence_order_prediction=sentence_order_prediction,
             full_sentences=full_sentences,
             dynamic_masking=dynamic_masking,
+            ngram=ngram,
+            favor_shorter_ngram=favor_shorter_ngram,
         )
     except ValueError as error:
         raise FlagError(f"--{error}") from None

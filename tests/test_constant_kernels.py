@@ -149,8 +149,8 @@ def test_export_holds_its_kernels_as_constants_and_answers_the_same(tmp_path, be
     assert metadata == {"constants": "graph constants", "variables": "variables"}
 
     dense_shapes = sorted(tuple(v.shape) for v in dense_kernels(classifier))
-    # One copy per path of the forward pass (skip_padding: padded and real-token), shared by every signature.
-    assert kernel_consts(constants) == sorted(dense_shapes * 2)
+    # One copy, shared by every signature (skip_padding runs one graph for padded and unpadded batches).
+    assert kernel_consts(constants) == dense_shapes
     assert kernel_consts(variables) == []
     # The kernels are saved once, as constants: not as variables too.
     assert len(saved_variables(variables)) - len(saved_variables(constants)) == len(dense_shapes)
@@ -163,7 +163,7 @@ def test_export_holds_its_kernels_as_constants_and_answers_the_same(tmp_path, be
 
 def test_constants_past_the_savedmodel_budget_are_refused_or_left_out(tmp_path, bert_vocab_file, classifier,
                                                                      monkeypatch):
-    budget = ConstantKernels(classifier).nbytes  # one copy fits, the two of skip_padding do not
+    budget = ConstantKernels(classifier).nbytes - 1  # one copy does not fit
     monkeypatch.setattr(plan, "MAX_CONSTANT_BYTES", budget)
     with pytest.raises(ExportError, match="kernels as constants would take .* MiB of the SavedModel's graph"):
         export_saved_model(
@@ -171,20 +171,17 @@ def test_constants_past_the_savedmodel_budget_are_refused_or_left_out(tmp_path, 
             ExportOptions(max_seq_length=SEQ, precision="float32", constant_kernels=True),
         )
     assert not any((tmp_path / "m").glob("[0-9]*"))
-    # By default: variables there, constants where one copy is all the export holds.
-    auto = export_saved_model(
-        classifier, "classifier", bert_vocab_file, tmp_path / "m",
-        ExportOptions(max_seq_length=SEQ, precision="float32"),
-    )
-    one_path = export_saved_model(
-        classifier, "classifier", bert_vocab_file, tmp_path / "m",
-        ExportOptions(max_seq_length=SEQ, precision="float32", skip_padding=False),
-    )
+    # By default: variables past the budget, constants where the one copy fits, with or without skip_padding.
     kinds = []
-    for path in (auto, one_path):
+    for budget_now, skip_padding in ((budget, None), (budget + 1, None), (budget + 1, False)):
+        monkeypatch.setattr(plan, "MAX_CONSTANT_BYTES", budget_now)
+        path = export_saved_model(
+            classifier, "classifier", bert_vocab_file, tmp_path / "m",
+            ExportOptions(max_seq_length=SEQ, precision="float32", skip_padding=skip_padding),
+        )
         with open(os.path.join(path, "assets.extra", METADATA_FILE)) as f:
             kinds.append(json.load(f)["kernels"])
-    assert kinds == ["variables", "graph constants"]
+    assert kinds == ["variables", "graph constants", "graph constants"]
 
 
 def _matmul_count(function, inputs):

@@ -434,7 +434,7 @@ def test_cased_in_graph_tokenizer(bert_vocab_file, tables):
 
 def test_a_padded_batch_is_served_on_its_real_tokens(tmp_path, bert_vocab_file, tables, tokenizers):
     """On a CPU an export skips the padding a batch keeps after its cut
-    (`skip_padding`, in the metadata): its graph chooses per batch, with
+    (`skip_padding`, in the metadata): one graph for every batch, with
     stock ops that TF Serving's loader runs, and answers as the export that
     computes every position and as the Keras model."""
     from tensorflow.core.protobuf import saved_model_pb2
@@ -453,7 +453,8 @@ def test_a_padded_batch_is_served_on_its_real_tokens(tmp_path, bert_vocab_file, 
     answers = {skip: probe(path, request) for skip, path in paths.items()}
     expected = tf.nn.softmax(model(features)).numpy()
     skips = not tf.config.list_logical_devices("GPU")
-    conditionals = {}
+    counts = {}
+    op_kinds = {"gathers": ("GatherV2", "ResourceGather"), "products": ("MatMul", "BatchMatMulV2")}
     for skip, (ids_call, text_call) in answers.items():
         np.testing.assert_allclose(ids_call["probabilities"], expected, atol=1e-5)
         np.testing.assert_allclose(text_call["probabilities"][0], expected[0], atol=1e-5)
@@ -462,7 +463,9 @@ def test_a_padded_batch_is_served_on_its_real_tokens(tmp_path, bert_vocab_file, 
         saved = saved_model_pb2.SavedModel()
         with open(os.path.join(paths[skip], "saved_model.pb"), "rb") as f:
             saved.ParseFromString(f.read())
-        conditionals[skip] = sum(node.op in ("If", "StatelessIf") for graph in saved.meta_graphs
-                                 for function in graph.graph_def.library.function for node in function.node_def)
-    # The choice per batch is one conditional more in each signature that runs the model.
-    assert (conditionals[None] > conditionals[False]) is skips
+        nodes = [node for graph in saved.meta_graphs for function in graph.graph_def.library.function
+                 for node in function.node_def]
+        counts[skip] = {kind: sum(node.op in ops for node in nodes) for kind, ops in op_kinds.items()}
+    # Skipping is row gathers more in the one graph every signature calls, not a second copy of the model.
+    assert (counts[None]["gathers"] > counts[False]["gathers"]) is skips
+    assert counts[None]["products"] == counts[False]["products"]

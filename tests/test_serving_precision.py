@@ -322,8 +322,8 @@ def test_bfloat16_export_holds_its_weights_rounded_once(exports, model):
     weights = {v.path for v in model.weights if v.dtype == "float32"}
     layer_norm = {path for path in weights if "LayerNorm" in path}
     assert len(layer_norm) == 2 * (2 * model.bert_config.num_hidden_layers + 1)  # gamma, beta; 2 per layer + embeddings
-    # On a CPU the Dense kernels are constants of the graph (inference.constant_kernels), one copy per
-    # path of skip_padding, and not variables: in the precision's dtype too.
+    # On a CPU the Dense kernels are constants of the graph (inference.constant_kernels), one copy
+    # (skip_padding runs one graph), and not variables: in the precision's dtype too.
     kernels = len(dense_kernels(model))
     stored = {precision: saved_variable_dtypes(path) for precision, path in exports.items()}
     assert sorted(stored["float32"].values()) == ["float32"] * (len(weights) - kernels)
@@ -331,7 +331,7 @@ def test_bfloat16_export_holds_its_weights_rounded_once(exports, model):
     assert len(float32) == len(layer_norm) and all("LayerNorm/" in name for name in float32)
     assert len(stored["bfloat16"]) == len(weights) - kernels
     for precision, path in exports.items():
-        assert matrix_constant_dtypes(path) == {precision: 2 * kernels}
+        assert matrix_constant_dtypes(path) == {precision: kernels}
     # Under mixed_bfloat16, each of those is read and converted on every
     # call; no function of the export converts a weight.
     assert weight_casts_mixed(model) >= len(weights) - len(layer_norm)

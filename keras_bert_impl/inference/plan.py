@@ -332,9 +332,8 @@ def export_plan(model, precision=None, skip_padding=None, constant_kernels=None,
             per-token work on its real tokens only; None: where no GPU or
             TPU is visible.
         constant_kernels: Whether the graph holds the Dense kernels as
-            constants; None: where no GPU or TPU is visible and the copies
-            (one per path of the forward pass: two with `skip_padding`) take
-            at most `MAX_CONSTANT_BYTES`.
+            constants; None: where no GPU or TPU is visible and they (one
+            copy, whichever `skip_padding`) take at most `MAX_CONSTANT_BYTES`.
         machine: A `Machine`; default this one.
 
     Returns:
@@ -359,7 +358,7 @@ def export_plan(model, precision=None, skip_padding=None, constant_kernels=None,
         precision = model_precision(model)
     skip_padding = not machine.accelerator if skip_padding is None else bool(skip_padding)
     # The kernels as the export holds them: in its precision (`inference.precision`).
-    total = dense_kernel_bytes(model, precision) * (2 if skip_padding else 1)
+    total = dense_kernel_bytes(model, precision)
     if constant_kernels is None:
         constant_kernels = total <= MAX_CONSTANT_BYTES and not machine.accelerator
     elif constant_kernels and total > MAX_CONSTANT_BYTES:

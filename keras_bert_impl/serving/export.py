@@ -93,8 +93,8 @@ class ExportOptions:
             constants, which oneDNN packs once and multiplies with its
             blocked kernels, on AMX tiles where the CPU has them
             (`inference.constant_kernels`, docs/BENCHMARKS.md). Default:
-            where no GPU or TPU is visible and the copies (two with
-            `skip_padding`) take at most `inference.plan.MAX_CONSTANT_BYTES`.
+            where no GPU or TPU is visible and they (one copy) take at most
+            `inference.plan.MAX_CONSTANT_BYTES`.
             Written to the export's metadata.
         calibration_texts: For precision "int8": texts of the task (one
             request each) whose activations fix each product's input range

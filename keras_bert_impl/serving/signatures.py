@@ -55,8 +55,8 @@ class BertServingModule(tf.Module):
         max_masks: [MASK] positions scored per text (fill_mask).
         max_answer_length: Longest answer in word pieces (span_qa).
         skip_padding: Run the encoder's per-token work on real tokens only
-            when a batch has padding after its cut
-            (`padding_free.call_skipping_padding`); False: every position,
+            (`padding_free.call_skipping_padding`; one graph, for a batch
+            with padding or without); False: every position,
             whatever the model's own `real_tokens_only`.
         special_tokens: The variant's `tokenization.special_tokens.SpecialTokens`
             (how a pair is laid out: RoBERTa's `<s> a </s></s> b </s>` with
@@ -67,8 +67,7 @@ class BertServingModule(tf.Module):
             of `model`: the forward pass reads its Dense kernels as graph
             constants, which oneDNN packs once (on AMX tiles where the CPU
             has them). It is one function that every signature calls, so
-            the SavedModel holds the kernels once per path (twice with
-            `skip_padding`), and no variable of theirs.
+            the SavedModel holds the kernels once, and no variable of theirs.
     """
 
     def __init__(
@@ -203,10 +202,9 @@ class BertServingModule(tf.Module):
     def forward(self, inputs):
         """The model's outputs for `inputs` (a dict of its inputs), for inference.
 
-        With `skip_padding` a batch that still has padding runs the per-token
-        work on its real tokens only (the same outputs at real positions;
-        zeros at padded positions of a sequence output); otherwise, and for
-        a batch without padding, every position.
+        With `skip_padding` every batch runs the per-token work on its real
+        tokens only (the same outputs at real positions; zeros at padded
+        positions of a sequence output); otherwise every position.
         """
         if self.constant_kernels is None:
             return self._forward(inputs)

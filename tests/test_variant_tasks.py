@@ -227,18 +227,3 @@ def test_run_classifier_trains_on_a_csv_with_a_variant_release(releases, model_t
     assert BertConfig.from_json_file(fine_tuned.bert_config_file).use_pooler
     model = TextClassifier.from_release(output, num_classes=2, max_seq_length=SEQ)
     assert model.predict([positive]).shape == (1, 2)
-
-
-def test_run_squad_refuses_a_byte_level_bpe_release(releases, tmp_path, capsys):
-    from keras_bert_impl.cli import run_tool
-    from tools.run_squad import main as run_squad
-
-    release = find_release(releases["roberta"])
-    (tmp_path / "train.json").write_text('{"version": "1.1", "data": []}')
-    code = run_tool(run_squad, [
-        f"--bert_config_file={release.bert_config_file}", f"--vocab_file={release.vocab_file}",
-        f"--init_checkpoint={release.checkpoint}", f"--output_dir={tmp_path}/out", "--do_train",
-        f"--train_file={tmp_path}/train.json", f"--max_seq_length={SEQ}", "--doc_stride=4", "--max_query_length=4",
-    ])
-    assert code != 0
-    assert "squad makes its features with WordPiece" in capsys.readouterr().err

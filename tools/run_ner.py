@@ -19,9 +19,15 @@ Outputs in `--output_dir`:
   (conlleval's input when the file has gold labels).
 * `model.ckpt`: after `--do_train`, the model in original-style names (the
   BERT encoder, `output_weights` [num_labels, H], `output_bias`), with
-  `global_step`, copies of `bert_config.json` and `vocab.txt`, and
-  `label_list.txt` (one label per line, in id order); `model.ckpt-<step>`
-  every `--save_checkpoints_steps`; TensorBoard logs.
+  `global_step`, copies of `bert_config.json` and `vocab.txt` (a variant's
+  `vocab.json` + `merges.txt` or `spiece.model`), and `label_list.txt` (one
+  label per line, in id order); `model.ckpt-<step>` every
+  `--save_checkpoints_steps`; TensorBoard logs.
+
+A variant release (`--model_dir=R` from `bert-convert-hf`: RoBERTa, ALBERT,
+DistilBERT) is fine-tuned the same way: its tokenizer cuts each word as in
+the sentence's text (RoBERTa's words after the first carry their space, the
+`Ġ`), between its own special tokens (`<s> ... </s>` for RoBERTa).
 
 The sentences can come from TensorFlow Datasets instead of the files:
 `--tfds_name=conll2003` read from `--data_dir`, where it must already be

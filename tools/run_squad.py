@@ -18,8 +18,17 @@ and the same outputs in `--output_dir`:
   thresholds; `best_f1_thresh` is the `--null_score_diff_threshold` to use).
 * `model.ckpt`: after `--do_train`, the model in the original's variable
   names (`cls/squad/output_weights` [2, H], `cls/squad/output_bias`),
-  `global_step`, and copies of `bert_config.json` and `vocab.txt`;
+  `global_step`, and copies of `bert_config.json` and `vocab.txt` (a
+  variant's `vocab.json` + `merges.txt` or `spiece.model`);
   `model.ckpt-<step>` every `--save_checkpoints_steps`; TensorBoard logs.
+
+A variant release (`--model_dir=R` from `bert-convert-hf`: RoBERTa, ALBERT,
+DistilBERT) is fine-tuned the same way: its tokenizer cuts each context word
+as it cuts it in running text, the windows are laid out with its special
+tokens (RoBERTa: `<s> question </s></s> context </s>`, so `--max_seq_length`
+must exceed `--max_query_length` + 4), and answers are the context's
+characters between the first and last token's offsets, as Hugging Face's
+`run_qa` recovers them.
 
 Training is Keras `model.fit` with the original optimizer for
 `int(questions / batch * epochs)` steps over the windows of the questions,

@@ -8,8 +8,12 @@ have the same number of columns.
 Labels are word-level: a word's label sits on its first word piece, the
 other pieces carry weight 0 (no loss, no prediction). Sentences longer than
 a sequence are split at word boundaries into several windows, so every word
-gets a prediction. Entity scores are conlleval's (chunks from IOB1, IOB2 or
-IOBES tags; micro-averaged precision, recall and F1).
+gets a prediction. A variant's tokenizer (RoBERTa's byte-level BPE, ALBERT's
+SentencePiece) cuts each word as inside the sentence's text, its words
+joined by spaces (`tokenize_word`: RoBERTa's words after the first carry
+their space), between its own `cls` and `sep`, padded with its pad token.
+Entity scores are conlleval's (chunks from IOB1, IOB2 or IOBES tags;
+micro-averaged precision, recall and F1).
 
 A prepared TFDS `conll2003` (or another dataset of CoNLL columns as
 sequence features) gives the same sentences (`read_tfds_conll`): its
@@ -201,7 +205,7 @@ def label_list(sentences):
 
 @dataclasses.dataclass(slots=True)
 class TaggingFeatures:
-    """One `[CLS] pieces [SEP]` window of a sentence.
+    """One `[CLS] pieces [SEP]` (RoBERTa: `<s> pieces </s>`) window of a sentence.
 
     Attributes:
         sentence_index: The sentence it comes from.
@@ -230,7 +234,8 @@ class TaggingCounts:
         windows: Features written.
         split_sentences: Sentences longer than a sequence, split in windows.
         empty_words: Words without any word piece (e.g. only control
-            characters), given `[UNK]` so that they still get a label.
+            characters), given `[UNK]` (a variant's unknown token) so that
+            they still get a label.
         cut_words: Words with more pieces than fit a sequence, cut after the
             first `max_seq_length - 2` (their label is on the first).
     """
@@ -271,7 +276,8 @@ def convert_sentences_to_features(sentences, tokenizer, max_seq_length, label_ma
 
     Args:
         sentences: `TaggedSentence`s (labels may be None for prediction).
-        tokenizer: A `FullTokenizer`.
+        tokenizer: A `FullTokenizer`, or a variant's Python tokenizer (its
+            `special_tokens` and `tokenize_word`).
         max_seq_length: Padded length (at least 3).
         label_map: Label -> id; None to predict (any label column is not read).
         path: The sentences' file, for messages.
@@ -283,15 +289,21 @@ def convert_sentences_to_features(sentences, tokenizer, max_seq_length, label_ma
         InputFileError: `file:line` of a label that is not in `label_map`.
     """
     max_pieces = max_seq_length - 2
+    specials = getattr(tokenizer, "special_tokens", None)
+    cls, sep, unk = ("[CLS]", "[SEP]", "[UNK]") if specials is None else (specials.cls, specials.sep, specials.unk)
+    pad_id = 0 if specials is None else tokenizer.convert_tokens_to_ids([specials.pad])[0]
     counts = TaggingCounts()
     features = []
     for sentence_index, sentence in enumerate(sentences):
         pieces = []
-        for word in sentence.words:
-            word_pieces = tokenizer.tokenize(word)
+        for word_index, word in enumerate(sentence.words):
+            if specials is None:
+                word_pieces = tokenizer.tokenize(word)
+            else:
+                word_pieces = tokenizer.tokenize_word(word, after_space=word_index > 0)
             if not word_pieces:
                 counts.empty_words += 1
-                word_pieces = ["[UNK]"]
+                word_pieces = [unk]
             if len(word_pieces) > max_pieces:
                 counts.cut_words += 1
                 word_pieces = word_pieces[:max_pieces]
@@ -311,21 +323,21 @@ def convert_sentences_to_features(sentences, tokenizer, max_seq_length, label_ma
         windows = sentence_windows([len(p) for p in pieces], max_pieces)
         counts.split_sentences += len(windows) > 1
         for first_word, end_word in windows:
-            tokens, word_positions = ["[CLS]"], []
+            tokens, word_positions = [cls], []
             window_labels, window_weights = [0], [0]
             for index in range(first_word, end_word):
                 word_positions.append(len(tokens))
                 tokens.extend(pieces[index])
                 window_labels.extend([label_ids[index]] + [0] * (len(pieces[index]) - 1))
                 window_weights.extend([1] + [0] * (len(pieces[index]) - 1))
-            tokens.append("[SEP]")
+            tokens.append(sep)
             padding = [0] * (max_seq_length - len(tokens))
             features.append(
                 TaggingFeatures(
                     sentence_index=sentence_index,
                     first_word=first_word,
                     word_positions=word_positions,
-                    input_ids=tokenizer.convert_tokens_to_ids(tokens) + padding,
+                    input_ids=tokenizer.convert_tokens_to_ids(tokens) + [pad_id] * len(padding),
                     input_mask=[1] * len(tokens) + padding,
                     segment_ids=[0] * max_seq_length,
                     label_ids=window_labels + [0] + padding,

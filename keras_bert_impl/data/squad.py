@@ -18,6 +18,18 @@ Three stages, each a pure function of its inputs:
 
 Every feature and prediction equals the original's; `tests/test_squad.py`
 checks them against tf-models-official's independent port.
+
+A variant's tokenizer (RoBERTa's byte-level BPE, ALBERT's SentencePiece: one
+with `special_tokens`) cuts each word as it cuts it inside running text
+(`tokenize_word`: RoBERTa's words after the first carry their space), lays
+the windows out with its own special tokens (`<s> question </s></s> context
+</s>`, segment ids all 0, for RoBERTa) and pads with its pad token. Each
+context token also keeps its character offsets in the context
+(`word_token_spans`), as Hugging Face's `run_qa` does: a training answer's
+first and last tokens are those holding its first and last characters, and
+a predicted answer is the context's text between its tokens' offsets.
+`tests/test_variant_span_tagging.py` checks tokens and offsets against
+Hugging Face's tokenizers.
 """
 
 import bisect
@@ -61,6 +73,12 @@ class SquadExample:
             first word (-1 if impossible).
         end_position: Training only: index of its last word (-1 if impossible).
         is_impossible: SQuAD v2.0 training only: the question has no answer.
+        context: The context as written (shared by the questions of a
+            paragraph; None: `doc_tokens` joined by spaces).
+        word_starts: The character in `context` where each of `doc_tokens`
+            starts (None with `context` None).
+        answer_start: Training only: the answer's first character in
+            `context` (None if impossible).
     """
 
     qas_id: str
@@ -70,6 +88,9 @@ class SquadExample:
     start_position: int = None
     end_position: int = None
     is_impossible: bool = False
+    context: str = None
+    word_starts: list = None
+    answer_start: int = None
 
 
 def split_context(text):
@@ -247,17 +268,18 @@ def read_squad_examples(path, is_training, version_2_with_negative=False, data=N
             doc_tokens, word_starts = split_context(context)
             last_context = context
         qas_id = qa["id"]
+        in_context = dict(context=context, word_starts=word_starts)
         if not is_training:
             if qas_id in seen_ids:
                 raise InputFileError(f"{path}: {where}: the id is used by an earlier question too")
             seen_ids.add(qas_id)
-            examples.append(SquadExample(qas_id, qa["question"], doc_tokens))
+            examples.append(SquadExample(qas_id, qa["question"], doc_tokens, **in_context))
             continue
         is_impossible = False
         if version_2_with_negative:
             is_impossible = _get(qa, "is_impossible", bool, path, where)
         if is_impossible:
-            examples.append(SquadExample(qas_id, qa["question"], doc_tokens, "", -1, -1, True))
+            examples.append(SquadExample(qas_id, qa["question"], doc_tokens, "", -1, -1, True, **in_context))
             continue
         answers = _get(qa, "answers", list, path, where)
         if not doc_tokens:  # (The original fails here with an IndexError.)
@@ -282,7 +304,8 @@ def read_squad_examples(path, is_training, version_2_with_negative=False, data=N
             skipped_ids.append(qas_id)
             continue
         examples.append(
-            SquadExample(qas_id, qa["question"], doc_tokens, answer_text, start_position, end_position)
+            SquadExample(qas_id, qa["question"], doc_tokens, answer_text, start_position, end_position,
+                         answer_start=answer_start, **in_context)
         )
     return examples, skipped_ids
 
@@ -308,6 +331,9 @@ class SquadFeatures:
         start_position, end_position: Training only: answer positions in
             `tokens` (0, i.e. `[CLS]`, when impossible or outside the window).
         is_impossible: Training only: the example's `is_impossible`.
+        token_spans: A variant's tokenizer only: position in `tokens` ->
+            `(start, end)` character offsets of that context token in the
+            example's context (None for WordPiece).
     """
 
     unique_id: int
@@ -322,6 +348,7 @@ class SquadFeatures:
     start_position: int = None
     end_position: int = None
     is_impossible: bool = None
+    token_spans: dict = None
 
 
 DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
@@ -394,36 +421,100 @@ def improve_answer_span(doc_pieces, start, end, tokenizer, answer_text):
     return start, end
 
 
+def answer_token_span(piece_spans, first, last, answer_start, answer_end):
+    """The tokens that hold an answer's first and last characters (Hugging Face's `run_qa`).
+
+    Args:
+        piece_spans: `(start, end)` character offsets of each context token.
+        first, last: The first and last token of the answer's words.
+        answer_start, answer_end: The answer's characters, end exclusive.
+
+    Returns:
+        `(start, end)` token indexes, inclusive: the last token from `first`
+        on that starts at or before `answer_start`, and from there the
+        first whose end reaches `answer_end`.
+
+    Example:
+    >>> answer_token_span([(0, 1), (1, 5), (5, 6), (6, 10), (10, 12)], 0, 4, 1, 10)
+    (1, 3)
+    """
+    start = first
+    while start < last and piece_spans[start + 1][0] <= answer_start:
+        start += 1
+    end = last
+    while end > start and piece_spans[end - 1][1] >= answer_end:
+        end -= 1
+    return start, end
+
+
+def sequence_layout(tokenizer):
+    """`(cls, sep, separators_between, second_segment_id, pad_id)` of a tokenizer's pairs.
+
+    WordPiece (`FullTokenizer`): the original's `[CLS] a [SEP] b [SEP]`,
+    segment ids 0 then 1, padded with 0. A variant's tokenizer brings its
+    `special_tokens`: RoBERTa's `<s> a </s></s> b </s>` with segment ids all
+    0 and `<pad>`; ALBERT's `[CLS] a [SEP] b [SEP]` and `<pad>`.
+    """
+    specials = getattr(tokenizer, "special_tokens", None)
+    if specials is None:
+        return "[CLS]", "[SEP]", 1, 1, 0
+    pad_id = tokenizer.convert_tokens_to_ids([specials.pad])[0]
+    return specials.cls, specials.sep, specials.separators_between, int(specials.segment_ids), pad_id
+
+
 @dataclasses.dataclass(slots=True)
 class _TokenizedContext:
     pieces: list  # all_doc_tokens
     piece_ids: list
     piece_to_word: list  # tok_to_orig_index
     word_to_piece: list  # orig_to_tok_index
+    piece_spans: list = None  # a variant's: (start, end) characters of each piece in the context
 
 
-def tokenize_context(doc_tokens, tokenizer, word_pieces=None):
+def tokenize_context(doc_tokens, tokenizer, word_pieces=None, word_starts=None):
     """Word pieces of a context's words, their ids, and the maps between words and pieces.
+
+    A variant's tokenizer (one with `special_tokens`) cuts each word as in
+    running text (`tokenize_word`, the first word of the context being the
+    first of a text) and gives each piece's characters in the context
+    (`word_token_spans`, offset by `word_starts`).
 
     Args:
         doc_tokens: The context's words.
-        tokenizer: A `FullTokenizer`.
+        tokenizer: A `FullTokenizer`, or a variant's Python tokenizer.
         word_pieces: Optional dict word -> pieces, a cache shared between
             contexts (words repeat; tokenizing one never depends on another).
+        word_starts: The character where each word starts in the context
+            (variants; None: the words joined by single spaces).
     """
     if word_pieces is None:
         word_pieces = {}
+    variant = hasattr(tokenizer, "special_tokens")
+    if variant and word_starts is None:
+        word_starts = np.cumsum([0] + [len(word) + 1 for word in doc_tokens[:-1]]).tolist()
     pieces = []
     piece_to_word = []
     word_to_piece = []
+    piece_spans = [] if variant else None
     for word_index, word in enumerate(doc_tokens):
         word_to_piece.append(len(pieces))
-        these = word_pieces.get(word)
-        if these is None:
-            these = word_pieces[word] = tokenizer.tokenize(word)
+        if variant:
+            after_space = word_index > 0
+            cached = word_pieces.get((word, after_space))
+            if cached is None:
+                tokens = tokenizer.tokenize_word(word, after_space)
+                cached = word_pieces[word, after_space] = (tokens, tokenizer.word_token_spans(word, tokens, after_space))
+            these, spans = cached
+            start = word_starts[word_index]
+            piece_spans.extend((start + a, start + b) for a, b in spans)
+        else:
+            these = word_pieces.get(word)
+            if these is None:
+                these = word_pieces[word] = tokenizer.tokenize(word)
         pieces.extend(these)
         piece_to_word.extend([word_index] * len(these))
-    return _TokenizedContext(pieces, tokenizer.convert_tokens_to_ids(pieces), piece_to_word, word_to_piece)
+    return _TokenizedContext(pieces, tokenizer.convert_tokens_to_ids(pieces), piece_to_word, word_to_piece,
+                             piece_spans)
 
 
 def example_to_features(
@@ -435,8 +526,8 @@ def example_to_features(
     Args:
         example: A `SquadExample`.
         example_index: Its index (stored in the features).
-        context: `tokenize_context(example.doc_tokens, tokenizer)`.
-        tokenizer: A `FullTokenizer`.
+        context: `tokenize_context(example.doc_tokens, tokenizer, word_starts=example.word_starts)`.
+        tokenizer: A `FullTokenizer`, or a variant's Python tokenizer.
         max_seq_length, doc_stride, max_query_length: As the original's flags.
         is_training: Compute answer positions.
         unique_id: Id of the first window.
@@ -444,7 +535,11 @@ def example_to_features(
     Returns:
         List of `SquadFeatures`.
     """
-    query_pieces = tokenizer.tokenize(example.question_text)[:max_query_length]
+    cls, sep, between, second_segment_id, pad_id = sequence_layout(tokenizer)
+    question = example.question_text
+    if context.piece_spans is not None:
+        question = question.lstrip()  # As Hugging Face's run_qa: a leading space would be a token.
+    query_pieces = tokenizer.tokenize(question)[:max_query_length]
     num_pieces = len(context.pieces)
     if is_training and not example.is_impossible:
         answer_start = context.word_to_piece[example.start_position]
@@ -452,15 +547,24 @@ def example_to_features(
             answer_end = context.word_to_piece[example.end_position + 1] - 1
         else:
             answer_end = num_pieces - 1
-        answer_start, answer_end = improve_answer_span(
-            context.pieces, answer_start, answer_end, tokenizer, example.orig_answer_text
-        )
+        if context.piece_spans is None:
+            answer_start, answer_end = improve_answer_span(
+                context.pieces, answer_start, answer_end, tokenizer, example.orig_answer_text
+            )
+        elif answer_start <= answer_end:
+            first_char = example.answer_start
+            if first_char is None:  # An example made without its context: the words joined by spaces.
+                first_char = context.piece_spans[answer_start][0]
+            answer_start, answer_end = answer_token_span(
+                context.piece_spans, answer_start, answer_end, first_char,
+                first_char + len(example.orig_answer_text),
+            )
 
-    # [CLS] question [SEP] window [SEP]
-    max_tokens_for_doc = max_seq_length - len(query_pieces) - 3
+    # [CLS] question [SEP] window [SEP] (RoBERTa: <s> question </s></s> window </s>)
+    max_tokens_for_doc = max_seq_length - len(query_pieces) - 2 - between
     spans = doc_spans(num_pieces, max_tokens_for_doc, doc_stride)
     best_span = max_context_span_indexes(spans, num_pieces)
-    prefix = ["[CLS]", *query_pieces, "[SEP]"]
+    prefix = [cls, *query_pieces] + [sep] * between
     doc_offset = len(prefix)
     prefix_ids = tokenizer.convert_tokens_to_ids(prefix)
     sep_id = prefix_ids[-1]
@@ -468,7 +572,7 @@ def example_to_features(
     for span_index, span in enumerate(spans):
         window = slice(span.start, span.start + span.length)
         positions = range(doc_offset, doc_offset + span.length)
-        tokens = prefix + context.pieces[window] + ["[SEP]"]
+        tokens = prefix + context.pieces[window] + [sep]
         token_to_orig_map = dict(zip(positions, context.piece_to_word[window]))
         token_is_max_context = dict(zip(positions, (best_span[window] == span_index).tolist()))
         input_ids = prefix_ids + context.piece_ids[window] + [sep_id]
@@ -480,10 +584,12 @@ def example_to_features(
             tokens=tokens,
             token_to_orig_map=token_to_orig_map,
             token_is_max_context=token_is_max_context,
-            input_ids=input_ids + padding,
+            input_ids=input_ids + [pad_id] * len(padding),
             input_mask=[1] * len(tokens) + padding,
-            segment_ids=[0] * doc_offset + [1] * (span.length + 1) + padding,
+            segment_ids=[0] * doc_offset + [second_segment_id] * (span.length + 1) + padding,
         )
+        if context.piece_spans is not None:
+            feature.token_spans = dict(zip(positions, context.piece_spans[window]))
         if is_training:
             feature.is_impossible = example.is_impossible
             feature.start_position = feature.end_position = 0
@@ -507,15 +613,19 @@ def convert_examples_to_features(
 
     Args:
         examples: `SquadExample`s, e.g. from `read_squad_examples`.
-        tokenizer: A `FullTokenizer`.
-        max_seq_length: Padded length; must exceed `max_query_length + 3`
-            for every window to hold at least one context token.
+        tokenizer: A `FullTokenizer`, or a variant's Python tokenizer (its
+            `special_tokens` lay the windows out).
+        max_seq_length: Padded length; must exceed `max_query_length` and
+            the special tokens (3; RoBERTa's 4) for every window to hold at
+            least one context token.
         doc_stride: Tokens between the starts of consecutive windows.
         max_query_length: Questions are truncated to this many pieces.
         is_training: Compute answer positions.
     """
-    if max_seq_length <= max_query_length + 3:
-        raise ValueError(f"max_seq_length ({max_seq_length}) must be greater than max_query_length ({max_query_length}) + 3")
+    specials = sequence_layout(tokenizer)[2] + 2
+    if max_seq_length <= max_query_length + specials:
+        raise ValueError(f"max_seq_length ({max_seq_length}) must be greater than max_query_length "
+                         f"({max_query_length}) + {specials}")
     contexts = {}
     word_pieces = {}
     unique_id = UNIQUE_ID_BASE
@@ -523,7 +633,8 @@ def convert_examples_to_features(
         key = id(example.doc_tokens)
         if key not in contexts:
             # Holding doc_tokens in the value keeps its id from being reused.
-            contexts[key] = (example.doc_tokens, tokenize_context(example.doc_tokens, tokenizer, word_pieces))
+            contexts[key] = (example.doc_tokens,
+                             tokenize_context(example.doc_tokens, tokenizer, word_pieces, example.word_starts))
         features = example_to_features(
             example, example_index, contexts[key][1], tokenizer, max_seq_length, doc_stride,
             max_query_length, is_training, unique_id,
@@ -620,7 +731,18 @@ def get_final_text(pred_text, orig_text, basic_tokenizer):
 
 
 def _answer_text(example, feature, candidate, basic_tokenizer):
-    """The context text of a non-null candidate span."""
+    """The context text of a non-null candidate span.
+
+    With a variant's tokenizer, the context's characters from the start of
+    the first token to the end of the last (Hugging Face's `run_qa`); with
+    WordPiece, the original's alignment of the pieces with the words.
+    """
+    if feature.token_spans is not None:
+        context = example.context if example.context is not None else " ".join(example.doc_tokens)
+        start = feature.token_spans[candidate.start_index][0]
+        end = feature.token_spans[candidate.end_index][1]
+        # A token of a word's space alone is empty, at the word's start.
+        return context[start:end].strip()
     pieces = feature.tokens[candidate.start_index : candidate.end_index + 1]
     first_word = feature.token_to_orig_map[candidate.start_index]
     last_word = feature.token_to_orig_map[candidate.end_index]
@@ -640,7 +762,8 @@ def predict_answer(
     Candidates are the pairs of the `n_best_size` best start and end
     positions of every window, kept when both lie in the context, the start
     has its maximum context in that window, and the span has at most
-    `max_answer_length` pieces. For v2.0 the null answer competes with its
+    `max_answer_length` pieces (with a variant's tokenizer, also some text:
+    not a word's space alone). For v2.0 the null answer competes with its
     smallest score over the windows (`start_logits[0] + end_logits[0]`), and
     is chosen when it beats the best non-null answer by more than
     `null_score_diff_threshold`.
@@ -699,8 +822,9 @@ def predict_answer(
         if len(nbest) >= n_best_size:
             break
         if candidate.start_index > 0:
-            text = _answer_text(example, features[candidate.feature_index], candidate, basic_tokenizer)
-            if text in seen_texts:
+            feature = features[candidate.feature_index]
+            text = _answer_text(example, feature, candidate, basic_tokenizer)
+            if text in seen_texts or (feature.token_spans is not None and not text):
                 continue
         else:
             text = ""

@@ -15,8 +15,9 @@ import random
 
 from keras_bert_impl import filesystem
 from keras_bert_impl.checkpoints.name_map import SQUAD_VARIABLES
-from keras_bert_impl.errors import InputFileError
+from keras_bert_impl.errors import ConfigError, InputFileError
 from keras_bert_impl.io import write_results, write_text_atomically
+from keras_bert_impl.tasks.classifier import ClassifierFineTuning
 from keras_bert_impl.tasks.distillation import StepwiseDistillation
 from keras_bert_impl.tasks.spec import FineTuningSpec, TaskInputs, TaskSpec
 from keras_bert_impl.training.fine_tuning import (
@@ -230,6 +231,13 @@ class SquadFineTuning(FineTuningSpec):
     `train_split`/`predict_split` of that TFDS dataset prepared in
     `data_dir` (never downloaded). The other fields are the original's flags.
 
+    A variant release (RoBERTa, ALBERT, DistilBERT) takes the same path:
+    its tokenizer cuts the context's words as in running text and lays the
+    windows out with its special tokens (`data/squad.py`), its answers are
+    the context's characters between the tokens' offsets, and a release
+    without a pooler (RoBERTa's `*ForMaskedLM`) gets a fresh one, unused by
+    the span head, as the classifier does.
+
     Example:
     >>> SquadFineTuning(train_file="train.json").computes_on_real_tokens
     False
@@ -253,6 +261,7 @@ class SquadFineTuning(FineTuningSpec):
     # The original's loss is a softmax over every position, padding included,
     # and its n-best search ranks the padding's logits too.
     computes_on_real_tokens = False
+    variant_tokenizers = True
 
     def read_inputs(self, release, run, log):
         from keras_bert_impl.data.squad import (
@@ -260,9 +269,16 @@ class SquadFineTuning(FineTuningSpec):
             load_squad_json,
             load_tfds_squad,
             read_squad_examples,
+            sequence_layout,
         )
         from keras_bert_impl.data.tfds_inputs import split_source
 
+        specials = sequence_layout(release.tokenizer)[2] + 2
+        if run.max_seq_length <= self.max_query_length + specials:  # RoBERTa: <s> question </s></s> context </s>
+            raise ConfigError(
+                f"--max_seq_length ({run.max_seq_length}) must be greater than --max_query_length "
+                f"({self.max_query_length}) + {specials}, the special tokens of {run.vocab_file}'s windows"
+            )
         train_file, predict_file = self.train_file, self.predict_file
         train_data = predict_data = None
         if self.tfds_name:
@@ -284,6 +300,9 @@ class SquadFineTuning(FineTuningSpec):
             splits["predict"] = (predict_file, read_squad_examples(predict_file, False, data=predict_data)[0],
                                  predict_data)
         return TaskInputs(SPAN_QA, splits)
+
+    # The release's weights, the head fresh, and a variant's missing pooler (as the classifier's).
+    initialise = ClassifierFineTuning.initialise
 
     def training_data(self, inputs, release, run, log):
         train_file, num_questions, arrays, targets = inputs.splits["train"]

@@ -18,6 +18,7 @@ from keras_bert_impl import filesystem
 from keras_bert_impl.checkpoints.name_map import TOKEN_CLASSIFIER_VARIABLES
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.io import format_results, write_text_atomically
+from keras_bert_impl.tasks.classifier import ClassifierFineTuning
 from keras_bert_impl.tasks.distillation import StepwiseDistillation
 from keras_bert_impl.tasks.spec import FineTuningSpec, TaskInputs, TaskSpec
 from keras_bert_impl.training.fine_tuning import (
@@ -105,9 +106,10 @@ def encode(sentences, tokenizer, max_seq_length, label_map, path, log):
     from keras_bert_impl.data.conll import convert_sentences_to_features
 
     features, counts = convert_sentences_to_features(sentences, tokenizer, max_seq_length, label_map, path)
+    unk = tokenizer.special_tokens.unk if hasattr(tokenizer, "special_tokens") else "[UNK]"
     notes = [
         f"{counts.split_sentences} sentences split into windows" if counts.split_sentences else "",
-        f"{counts.empty_words} words without word pieces read as [UNK]" if counts.empty_words else "",
+        f"{counts.empty_words} words without word pieces read as {unk}" if counts.empty_words else "",
         f"{counts.cut_words} words cut to {max_seq_length - 2} pieces" if counts.cut_words else "",
     ]
     log(f"{path}: {len(sentences)} sentences, {counts.windows} windows" + "".join(f"; {n}" for n in notes if n))
@@ -164,6 +166,11 @@ class TaggingFineTuning(FineTuningSpec):
     label list unless `labels` or a checkpoint's `label_list.txt` say
     otherwise.
 
+    A variant release (RoBERTa, ALBERT, DistilBERT) takes the same path:
+    its tokenizer cuts each word as in the sentence's running text, between
+    its own special tokens (`data/conll.py`), and a release without a
+    pooler (RoBERTa's `*ForMaskedLM`) gets a fresh one, unused by the head.
+
     Example:
     >>> TaggingFineTuning(train_file="train.txt").head_description
     'tagging'
@@ -180,6 +187,7 @@ class TaggingFineTuning(FineTuningSpec):
     predict_split: str = "test"
     name = "ner"
     head_description = "tagging"
+    variant_tokenizers = True
 
     def read_inputs(self, release, run, log):
         from keras_bert_impl.data.conll import read_conll, read_tfds_conll, tfds_label_names
@@ -205,6 +213,9 @@ class TaggingFineTuning(FineTuningSpec):
             for split, split_sentences in sentences.items()
         }
         return TaskInputs(TOKEN_TAGGING, splits, num_labels=len(labels), labels=tuple(labels), extra=paths)
+
+    # The release's weights, the head fresh, and a variant's missing pooler (as the classifier's).
+    initialise = ClassifierFineTuning.initialise
 
     def training_data(self, inputs, release, run, log):
         _, _, arrays = inputs.splits["train"]

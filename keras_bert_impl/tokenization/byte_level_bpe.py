@@ -332,6 +332,75 @@ class ByteLevelBpeTokenizer:
         """`convert_tokens_to_ids(tokenize(text))`."""
         return self.convert_tokens_to_ids(self.tokenize(text))
 
+    def tokenize_word(self, word, after_space=True):
+        """The tokens of one word of running text, as `tokenize` cuts the text there.
+
+        GPT-2's pre-tokenization puts the one space before a word into the
+        word (`Ġ`) and no token crosses a space, so the tokens of words
+        joined by single spaces are each word's tokens with its space; the
+        first word of a text has none (unless `add_prefix_space`).
+
+        Args:
+            word: `str` without spaces.
+            after_space: Whether a space comes before it in the text.
+
+        Example:
+        >>> vocab = {"<unk>": 0, "h": 1, "i": 2, "Ġ": 3, "hi": 4, "Ġhi": 5}
+        >>> tokenizer = ByteLevelBpeTokenizer.from_vocab(vocab, [("h", "i"), ("Ġ", "hi")])
+        >>> tokenizer.tokenize_word("hi"), tokenizer.tokenize_word("hi", after_space=False)
+        (['Ġhi'], ['hi'])
+        """
+        return self.tokenize(" " + word if after_space else word)
+
+    def word_token_spans(self, word, tokens, after_space=True):
+        """Where each of `tokenize_word(word, after_space)`'s tokens lies in `word`.
+
+        Hugging Face's offsets (`trim_offsets`): the space a token carries is
+        no part of it (a token of that space alone is empty, at the word's
+        start), and a token holding some of a character's UTF-8 bytes spans
+        the whole character. Should the tokens not spell the word, each spans
+        all of it.
+
+        Args:
+            word: `str` without spaces.
+            tokens: `tokenize_word(word, after_space)`.
+            after_space: As for `tokenize_word`.
+
+        Returns:
+            List of `(start, end)` character offsets into `word`, end exclusive.
+
+        Example:
+        >>> vocab = {"<unk>": 0, "h": 1, "i": 2, "Ġ": 3, "hi": 4, "Ġhi": 5}
+        >>> tokenizer = ByteLevelBpeTokenizer.from_vocab(vocab, [("h", "i")])
+        >>> tokenizer.tokenize_word("hiï"), tokenizer.word_token_spans("hiï", ['Ġ', 'hi', 'Ã', '¯'])
+        (['Ġ', 'hi', 'Ã', '¯'], [(0, 0), (0, 2), (2, 3), (2, 3)])
+        """
+        prefix = 1 if after_space or self.add_prefix_space else 0
+        text = " " * prefix + word
+        data = text.encode("utf-8")
+        char_of_byte = [index for index, char in enumerate(text) for _ in char.encode("utf-8")] + [len(text)]
+        decoder = {char: byte for byte, char in self._byte_chars.items()}
+        spans = []
+        position = 0
+        for token in tokens:
+            if all(char in decoder for char in token):
+                token_bytes = bytes(decoder[char] for char in token)
+            else:
+                token_bytes = token.encode("utf-8")
+            found = data.find(token_bytes, position) if token_bytes else -1
+            # Only whitespace may lie between tokens (what a special token's lstrip took).
+            if found < 0 or data[position:found].strip():
+                return [(0, len(word))] * len(tokens)
+            start, position = found, found + len(token_bytes)
+            while start < position and data[start] == _SPACE_CP:
+                start += 1
+            char_start = char_of_byte[start]
+            char_end = char_of_byte[position - 1] + 1 if position > start else char_start
+            spans.append((max(char_start - prefix, 0), max(char_end - prefix, 0)))
+        if data[position:].strip():
+            return [(0, len(word))] * len(tokens)
+        return spans
+
 
 # ----------------------------------------------------------------------------
 # TensorFlow graph.

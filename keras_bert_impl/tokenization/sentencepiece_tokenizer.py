@@ -81,6 +81,38 @@ def preprocess_text(text, do_lower_case=True, keep_accents=False, remove_space=T
     return text
 
 
+def normalized_characters(word, do_lower_case=True, keep_accents=False):
+    """`word` normalised as `preprocess_text` and SentencePiece's NFKC do it,
+    character by character, each with the characters of `word` it comes from.
+
+    Whitespace is left out (it becomes the `▁` that starts a piece).
+
+    Args:
+        word: `str`.
+        do_lower_case, keep_accents: As `preprocess_text`.
+
+    Returns:
+        List of `(char, start, end)`: a normalised character and the
+        offsets of the characters of `word` it comes from, end exclusive.
+
+    Example:
+    >>> normalized_characters("Ré``ﬁ")
+    [('r', 0, 1), ('e', 1, 2), ('"', 2, 4), ('f', 4, 5), ('i', 4, 5)]
+    """
+    result = []
+    index = 0
+    while index < len(word):
+        if word[index:index + 2] in ("``", "''"):
+            result.append(('"', index, index + 2))
+            index += 2
+            continue
+        if not word[index].isspace():
+            normal = preprocess_text(word[index], do_lower_case, keep_accents, remove_space=False)
+            result.extend((char, index, index + 1) for char in unicodedata.normalize("NFKC", normal))
+        index += 1
+    return result
+
+
 def split_digit_comma_pieces(pieces, encode_as_pieces):
     """ALBERT's rule for pieces ending in a digit and a comma.
 
@@ -207,6 +239,56 @@ class SentencePieceTokenizer:
     def encode(self, text):
         """`convert_tokens_to_ids(tokenize(text))`."""
         return self.convert_tokens_to_ids(self.tokenize(text))
+
+    def tokenize_word(self, word, after_space=True):
+        """The pieces of one word of running text, as `tokenize` cuts the text there.
+
+        SentencePiece starts every word with `▁`, the text's first too, and
+        ALBERT's model cuts no piece across a space, so a word's pieces in
+        running text are those of the word alone (`after_space` changes
+        nothing; it is there for byte-level BPE's sake).
+
+        Args:
+            word: `str` without spaces.
+            after_space: Whether a space comes before it in the text.
+        """
+        return self.tokenize(word)
+
+    def word_token_spans(self, word, tokens, after_space=True):
+        """Where each of `tokenize_word(word)`'s pieces lies in `word`.
+
+        Hugging Face's offsets: a piece spans the characters its normalised
+        characters come from (`normalized_characters`: both pieces of `ﬁ`
+        span it), a `▁` alone the character after it. Should the pieces not
+        spell the normalised word (a final `Σ`, a mark that NFKC composes
+        with `keep_accents`, a special token), each spans all of it.
+
+        Args:
+            word: `str` without spaces.
+            tokens: `tokenize_word(word)`.
+            after_space: As for `tokenize_word`.
+
+        Returns:
+            List of `(start, end)` character offsets into `word`, end exclusive.
+        """
+        characters = normalized_characters(word, self.do_lower_case, self.keep_accents)
+        spans = []
+        position = 0
+        for token in tokens:
+            surface = token.replace(SPIECE_UNDERLINE, "")
+            these = characters[position:position + len(surface)]
+            if "".join(char for char, _, _ in these) != surface:
+                return [(0, len(word))] * len(tokens)
+            if these:
+                spans.append((these[0][1], max(end for _, _, end in these)))
+            elif position < len(characters):
+                spans.append(characters[position][1:])
+            else:
+                spans.append((len(word), len(word)))
+            position += len(surface)
+        if position != len(characters):
+            return [(0, len(word))] * len(tokens)
+        return spans
 
 
 # ----------------------------------------------------------------------------
@@ -389,6 +471,7 @@ class InGraphSentencePieceTokenizer(tf.Module):
 __all__ = [
     "InGraphSentencePieceTokenizer",
     "SentencePieceTokenizer",
+    "normalized_characters",
     "preprocess_text",
     "preprocessing_tables",
     "read_model_proto",

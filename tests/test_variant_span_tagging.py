@@ -390,3 +390,21 @@ def test_bad_input_with_a_variant_release_is_one_line(releases, tmp_path, capsys
     assert code == EXIT_BAD_INPUT
     message = capsys.readouterr().err.strip()
     assert f"run_ner: error: {conll_file}:" in message and "label 'B-LOC' is not one of the model's labels" in message
+
+
+
+@pytest.mark.parametrize("model_type", ["roberta", "albert"])
+def test_span_qa_export_of_a_bpe_or_sentencepiece_release_is_refused_before_any_output(releases, model_type,  # noqa: F811
+                                                                                      tmp_path):
+    # The export's in-graph answer text is WordPiece's (segment 1, "##" pieces undone).
+    from keras_bert_impl.config import BertConfig
+    from keras_bert_impl.models.span_qa import BertSpanQA
+    from keras_bert_impl.serving.export import ExportOptions, export_saved_model
+    from keras_bert_impl.serving.versions import ExportError
+
+    files = find_release(releases[model_type])
+    model = BertSpanQA(BertConfig.from_json_file(files.bert_config_file))
+    with pytest.raises(ExportError, match="span_qa export finds its answer text in-graph from WordPiece"):
+        export_saved_model(model, "span_qa", files.vocab_file, tmp_path / "squad",
+                           ExportOptions(max_seq_length=32, precision="float32"))
+    assert not (tmp_path / "squad").exists()

@@ -99,9 +99,9 @@ class FineTuningSpec:
             not for SQuAD, whose loss and n-best search read every position.
         variant_tokenizers: Whether the task's features can be made with a
             variant's byte-level BPE or SentencePiece tokenizer (the
-            tokenizer's `special_tokens` lay them out); a task that maps
-            WordPiece pieces back to words (SQuAD, NER) takes WordPiece
-            releases only (BERT, DistilBERT).
+            tokenizer's `special_tokens` lay them out; SQuAD and NER
+            tokenize word by word as in running text, `tokenize_word`);
+            False: WordPiece releases only (BERT, DistilBERT).
     """
 
     name = None

@@ -45,11 +45,12 @@ def test_kernel_quantization_is_per_output_channel():
     np.testing.assert_array_equal(quantized.column_sums, quantized.values.astype(np.int64).sum(axis=0))
 
 
+@pytest.mark.parametrize("rows", [37, int8.ELEMENTWISE_MAX_ROWS + 40])  # quantized by element-wise ops / by oneDNN
 @pytest.mark.parametrize("ranges", ["dynamic", "static"])
-def test_int8_product_equals_numpy_emulation(ranges):
+def test_int8_product_equals_numpy_emulation(ranges, rows):
     rng = np.random.default_rng(1)
     # The shapes of an attention output and FFN input; skewed activations (as after a GELU).
-    x = (rng.normal(size=(37, 48)) + 0.3 * rng.standard_exponential(size=(37, 48))).astype("float32")
+    x = (rng.normal(size=(rows, 48)) + 0.3 * rng.standard_exponential(size=(rows, 48))).astype("float32")
     kernel = int8.quantize_kernel(rng.normal(0, 0.05, size=(48, 96)).astype("float32"))
     bias = rng.normal(0, 0.1, size=96).astype("float32")
     if ranges == "dynamic":
@@ -73,6 +74,26 @@ def test_int8_product_equals_numpy_emulation(ranges):
     # and really quantized: not the float product
     dequantized = x.astype(np.float64) @ (kernel.values * kernel.scales).astype(np.float64) + bias
     assert np.abs(got - dequantized).max() > 1e-3
+
+
+@pytest.mark.parametrize("rows", [20, int8.ELEMENTWISE_MAX_ROWS, int8.ELEMENTWISE_MAX_ROWS + 1, 600])
+@pytest.mark.parametrize("shape_known", [True, False])
+def test_element_wise_and_onednn_quantization_give_onednns_codes(rows, shape_known):
+    # Small inputs are quantized by element-wise ops, large ones by QuantizeV2: the same codes as oneDNN's
+    # float32 arithmetic rounded to nearest even (int8_reference), exact halves included.
+    rng = np.random.default_rng(rows)
+    halves = rng.integers(-3, 258, size=(rows, 8)) + 0.5  # with lo=0, hi=255 the step is 1: every value a half
+    x = np.concatenate([halves, rng.normal(0, 60, size=(rows, 8)) + 120], axis=1).astype("float32")
+    spec = tf.TensorSpec([rows if shape_known else None, 16], tf.float32)
+    quantize = tf.function(lambda x: int8.quantize_input(x, 0.0, 255.0)[0], input_signature=[spec])
+    codes = tf.bitcast(quantize(tf.constant(x)), tf.uint8).numpy()
+    expected = np.clip(np.rint(x * np.float32(1.0) + np.float32(0.0)), 0, 255)
+    np.testing.assert_array_equal(codes, expected)
+    graph = quantize.get_concrete_function().graph.as_graph_def()
+    ops = {node.op for node in graph.node} | {node.op for f in graph.library.function for node in f.node_def}
+    # A known shape takes one path; an unknown one holds both behind a cond on the row count.
+    assert ("QuantizeV2" in ops) is (not shape_known or rows > int8.ELEMENTWISE_MAX_ROWS)
+    assert ("Round" in ops) is (not shape_known or rows <= int8.ELEMENTWISE_MAX_ROWS)
 
 
 @pytest.fixture(scope="module")

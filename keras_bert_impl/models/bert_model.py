@@ -120,6 +120,7 @@ class BertModel(BertConfigModel):
             pooler = Pooler(
                 config.hidden_size,
                 initializer_range=config.initializer_range,
+                activation=config.pooler_act,
                 dtype=dtype,
                 name="pooler",
             )

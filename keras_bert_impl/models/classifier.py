@@ -13,6 +13,11 @@ _PACKAGE = "keras_bert_impl"
 class BertClassifier(BertConfigModel):
     """BERT pooled output -> dropout(0.1) -> `output_weights`/`output_bias` logits.
 
+    The pooled output is the [CLS] state through the pooler's dense layer and
+    its activation, `bert_config.pooler_act`: the original's tanh, ReLU for
+    DistilBERT's `pre_classifier` (a converted
+    `DistilBertForSequenceClassification`, docs/VARIANTS.md).
+
     The head's variables carry the original run_classifier names
     (`output_weights` [num_labels, H], `output_bias` [num_labels]), so a
     fine-tuned original checkpoint loads and ours writes back in that layout.

@@ -1,9 +1,10 @@
 """Knowledge distillation: a shallower, faster student from a fine-tuned model.
 
 DistilBERT's recipe (Sanh et al., 2019), applied to a task model: the student
-is the teacher's configuration with fewer layers, initialised from the
-teacher (embeddings, every (n/k)-th transformer layer, pooler and head), and
-trained on three losses at once:
+is the teacher's configuration with fewer layers (`student_config`: a
+RoBERTa, ALBERT or DistilBERT teacher gives a student of its variant, with its
+tokenizer), initialised from the teacher (embeddings, every (n/k)-th
+transformer layer, pooler and head), and trained on three losses at once:
 
 * soft targets: the teacher's class distribution at a temperature T, by
   cross-entropy (KL divergence) against the student's at T, scaled by T² so
@@ -46,6 +47,7 @@ from keras_bert_impl.tasks.text_data import num_texts, text_tensor
 DEFAULT_TEMPERATURE = 2.0
 DEFAULT_LOSS_WEIGHTS = {"soft": 1.0, "hard": 1.0, "hidden": 1.0}
 _LAYER = re.compile(r"^bert/encoder/layer_(\d+)/")
+_GROUP = re.compile(r"^bert/encoder/transformer/group_(\d+)/")  # ALBERT's shared layers
 
 
 class DistillationError(BertError, ValueError):
@@ -69,32 +71,92 @@ def evenly_spaced_layers(num_teacher_layers, num_student_layers):
     return [i * num_teacher_layers // num_student_layers for i in range(num_student_layers)]
 
 
-def teacher_variable_name(student_name, layers):
+def student_config(teacher_config, num_hidden_layers):
+    """The student's configuration: the teacher's, with `num_hidden_layers` layers.
+
+    Every other key is the teacher's, so a variant's student is of that
+    variant and reads its tokenizer: RoBERTa's position offset and single
+    token type, DistilBERT's missing token types (and pooler, unless
+    fine-tuned with one), ALBERT's embedding width, inner groups and
+    sharing. ALBERT keeps `num_hidden_groups` groups where the student has
+    layers enough to run each, else one group a layer.
+
+    Example:
+    >>> from keras_bert_impl.config import BertConfig
+    >>> albert = BertConfig(vocab_size=10, hidden_size=8, num_attention_heads=2, num_hidden_layers=4,
+    ...                     model_type="albert", embedding_size=4, num_hidden_groups=2)
+    >>> config = student_config(albert, 1)
+    >>> config.num_hidden_layers, config.num_hidden_groups, config.embedding_size
+    (1, 1, 4)
+    """
+    groups = teacher_config.num_hidden_groups
+    return dataclasses.replace(teacher_config, num_hidden_layers=num_hidden_layers,
+                               num_hidden_groups=None if groups is None else min(groups, num_hidden_layers))
+
+
+def teacher_groups(teacher, student, layers):
+    """ALBERT: the teacher's weight group each student group starts from; [] for a model without groups.
+
+    Student group g starts from the group that the teacher layer of its
+    first layer runs (layer i runs group `int(i / L * G)`, as ALBERT's
+    `transformer_model`).
+
+    Args:
+        teacher, student: The two `BertConfig`s.
+        layers: `evenly_spaced_layers(...)`: the teacher layer of each student layer.
+
+    Example:
+    >>> from keras_bert_impl.config import BertConfig
+    >>> albert = BertConfig(vocab_size=10, hidden_size=8, num_attention_heads=2, num_hidden_layers=6,
+    ...                     model_type="albert", num_hidden_groups=3)
+    >>> teacher_groups(albert, student_config(albert, 2), evenly_spaced_layers(6, 2))
+    [0, 1]
+    """
+    if student.num_hidden_groups is None:
+        return []
+    first_layers = {}
+    for i in range(student.num_hidden_layers):
+        first_layers.setdefault(_albert_group(i, student), i)
+    return [_albert_group(layers[first_layers[g]], teacher) for g in range(student.num_hidden_groups)]
+
+
+def _albert_group(layer, config):
+    """The weight group ALBERT's layer `layer` runs."""
+    return int(layer / config.num_hidden_layers * config.num_hidden_groups)
+
+
+def teacher_variable_name(student_name, layers, groups=()):
     """The teacher variable a student variable starts from: the same name, but
-    `layer_<i>` becomes `layer_<layers[i]>`.
+    `layer_<i>` becomes `layer_<layers[i]>` (and ALBERT's `group_<g>`
+    `group_<groups[g]>`).
 
     Example:
     >>> teacher_variable_name("bert/encoder/layer_2/output/dense/kernel", [0, 2, 4])
     'bert/encoder/layer_4/output/dense/kernel'
     >>> teacher_variable_name("output_weights", [0, 2, 4])
     'output_weights'
+    >>> teacher_variable_name("bert/encoder/transformer/group_1/inner_group_0/LayerNorm/gamma", [0, 3], [0, 2])
+    'bert/encoder/transformer/group_2/inner_group_0/LayerNorm/gamma'
     """
-    return _LAYER.sub(lambda match: f"bert/encoder/layer_{layers[int(match.group(1))]}/", student_name)
+    name = _LAYER.sub(lambda match: f"bert/encoder/layer_{layers[int(match.group(1))]}/", student_name)
+    return _GROUP.sub(lambda match: f"bert/encoder/transformer/group_{groups[int(match.group(1))]}/", name)
 
 
 def initialise_from_teacher(student, teacher, layers):
-    """Copies the teacher's embeddings, the chosen layers, pooler and head into the student.
+    """Copies the teacher's embeddings, the chosen layers (ALBERT: groups), pooler and head into the student.
 
     Args:
         student: The student task model (built).
-        teacher: The teacher task model, of the same configuration but depth.
+        teacher: The teacher task model, of the same configuration but depth
+            (`student_config`).
         layers: `evenly_spaced_layers(...)`: the teacher layer of each student layer.
     """
     from keras_bert_impl.checkpoints.name_map import original_variable_map
 
+    groups = teacher_groups(teacher.bert_config, student.bert_config, layers)
     teacher_variables = original_variable_map(teacher)
     for name, variable in original_variable_map(student).items():
-        variable.assign(teacher_variables[teacher_variable_name(name, layers)])
+        variable.assign(teacher_variables[teacher_variable_name(name, layers, groups)])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,7 +243,7 @@ def make_student(teacher, num_hidden_layers, options):
     from keras_bert_impl.tasks.text_classifier import TextClassifier
 
     layers = evenly_spaced_layers(teacher.bert_config.num_hidden_layers, num_hidden_layers)
-    config = dataclasses.replace(teacher.bert_config, num_hidden_layers=num_hidden_layers)
+    config = student_config(teacher.bert_config, num_hidden_layers)
     student = TextClassifier(
         config, teacher.num_classes, keras.layers.deserialize(keras.layers.serialize(teacher.preprocessor)),
         dropout_rate=teacher.dropout_rate,
@@ -427,8 +489,12 @@ class DistillationSpec:
         depth = self.options.num_hidden_layers
         return max(1, release.config.num_hidden_layers // 2) if depth is None else depth
 
+    def teacher_config(self, release):
+        """The teacher's configuration (default: the release's)."""
+        return release.config
+
     def model_config(self, release):
-        return dataclasses.replace(release.config, num_hidden_layers=self.num_hidden_layers(release))
+        return student_config(self.teacher_config(release), self.num_hidden_layers(release))
 
     def teacher(self, inputs, release, run, log, strategy):
         """The teacher task model, built once and loaded from `run.init_checkpoint`."""
@@ -436,7 +502,7 @@ class DistillationSpec:
             from keras_bert_impl.checkpoints.original import load_original_checkpoint, open_checkpoint
 
             with strategy.scope():
-                teacher = inputs.model_spec.build_model(release.config, inputs.num_labels)
+                teacher = inputs.model_spec.build_model(self.teacher_config(release), inputs.num_labels)
             fresh = [name for name in inputs.model_spec.head_variables if name not in self.teacher_head]
             load_original_checkpoint(teacher, run.init_checkpoint, allow_fresh=fresh)
             reader = open_checkpoint(run.init_checkpoint)[1]
@@ -480,11 +546,16 @@ class DistillationSpec:
 
 
 def encoder_states(task_model, inputs):
-    """Every layer's output [batch, seq, H] of a task model's encoder, bottom first, and its `BertModel`."""
+    """Every layer's output [batch, seq, H] of a task model's encoder, bottom first, and its `BertModel`.
+
+    ALBERT's encoder gives one state per block run, `inner_group_num` a
+    layer; a layer's output is its last block's.
+    """
     bert = getattr(task_model, "bert", task_model)
     embedded = bert.embedding_postprocessor(bert.word_embedding(inputs["input_ids"]), inputs["segment_ids"])
     states, _ = bert.encoder(embedded, inputs["input_mask"])
-    return list(states), bert
+    inner = bert.bert_config.inner_group_num
+    return list(states)[inner - 1::inner], bert
 
 
 def matched_teacher_layers(num_teacher_layers, num_student_layers):

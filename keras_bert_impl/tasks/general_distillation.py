@@ -17,6 +17,13 @@ task-specific kind of `bert-distill --task=classifier|squad|ner`. The
 result is a release (with `cls/predictions` where the teacher had them)
 that every fine-tuning tool starts from, as from Google's.
 
+A RoBERTa, ALBERT or DistilBERT teacher gives a student of its variant
+(`distillation.student_config`) on text its own tokenizer reads, masked with
+its own `[MASK]`/`<mask>`; a model with one token type or none (RoBERTa,
+DistilBERT) reads RoBERTa's full sentences rather than pairs, and a
+teacher release without a pooler (RoBERTa's `*ForMaskedLM`) a student
+without one.
+
 Example:
 >>> from keras_bert_impl.data.pretraining_instances import TrainingInstance
 >>> arrays = instance_arrays([TrainingInstance([2, 4, 3, 7, 3], 3, [1], [9], False)], 6, 2)
@@ -66,6 +73,37 @@ def instance_arrays(instances, max_seq_length, max_predictions_per_seq):
     return arrays
 
 
+def variant_instance_vocab(tokenizer, vocab_file):
+    """`InstanceVocab` of a RoBERTa or ALBERT tokenizer: its own cls, sep and mask tokens; no "##" pieces.
+
+    Raises:
+        VocabError: a special token missing from the vocabulary, naming `vocab_file`.
+    """
+    from keras_bert_impl.data.pretraining_instances import InstanceVocab
+    from keras_bert_impl.errors import VocabError
+
+    special = tokenizer.special_tokens
+    missing = [token for token in (special.cls, special.sep, special.mask) if token not in tokenizer.vocab]
+    if missing:
+        raise VocabError(f"{vocab_file}: no {', '.join(missing)} in the vocabulary, which masked instances need")
+    ids = tuple(tokenizer.vocab.values())
+    return InstanceVocab(cls_id=tokenizer.vocab[special.cls], sep_id=tokenizer.vocab[special.sep],
+                         mask_id=tokenizer.vocab[special.mask], word_ids=ids, is_subword=bytes(max(ids) + 1))
+
+
+class _TokenizerOfIds:
+    """A RoBERTa or ALBERT tokenizer as `add_documents` takes one: its "tokens" are
+    already ids (`encode`: a piece outside the vocabulary is the unknown token's)."""
+
+    class _Ids(dict):
+        def __missing__(self, token_id):
+            return token_id
+
+    def __init__(self, tokenizer):
+        self.tokenize = tokenizer.encode
+        self.vocab = self._Ids()
+
+
 @dataclasses.dataclass(frozen=True)
 class GeneralDistillation(StepwiseDistillation, FineTuningSpec):
     """A shallower encoder of a release, from raw text (`bert-distill --task=general`).
@@ -100,6 +138,7 @@ class GeneralDistillation(StepwiseDistillation, FineTuningSpec):
     head_description = "general distillation"
     every_layer = True
     model_inputs = (*_SEQUENCE, "masked_lm_positions")
+    variant_tokenizers = True  # Instances are made of ids, from any tokenizer (`read_instances`).
 
     def read_inputs(self, release, run, log):
         from keras_bert_impl.checkpoints.original import list_original_variables
@@ -110,6 +149,17 @@ class GeneralDistillation(StepwiseDistillation, FineTuningSpec):
         log(f"{run.init_checkpoint}: " + ("masked-LM soft targets and hidden states" if masked_lm else
                                           "no cls/predictions: hidden states only"))
         return TaskInputs(PRETRAINING if masked_lm else EMBEDDINGS, {"train": arrays}, extra=masked_lm)
+
+    def teacher_config(self, release):
+        """The release's config, without the pooler where a variant's release has none (RoBERTa's
+        `*ForMaskedLM`): neither teacher nor student then has one, nor a sentence head."""
+        from keras_bert_impl.checkpoints.original import list_original_variables
+
+        config = release.config
+        if (config.model_type != "bert" and config.use_pooler
+                and "bert/pooler/dense/kernel" not in list_original_variables(release.init_checkpoint)):
+            config = dataclasses.replace(config, use_pooler=False)
+        return config
 
     def read_instances(self, release, run, log):
         """The masked instances of `input_file`, shuffled with the run's seed (`instance_arrays`).
@@ -132,13 +182,23 @@ class GeneralDistillation(StepwiseDistillation, FineTuningSpec):
         if self.max_predictions_per_seq >= run.max_seq_length:
             raise DistillationError(f"max_predictions_per_seq ({self.max_predictions_per_seq}) must be below "
                                     f"max_seq_length ({run.max_seq_length})")
+        special_tokens = getattr(release.tokenizer, "special_tokens", None)  # RoBERTa's, ALBERT's
+        if special_tokens is not None and self.do_whole_word_mask:
+            raise DistillationError(f"{release.vocab_file}: whole-word masking finds words by WordPiece's \"##\" "
+                                    "pieces, which this tokenizer has none of; leave out do_whole_word_mask")
         try:
+            # A pair needs a second token type to be told apart: RoBERTa's full sentences where there is none.
             options = InstanceOptions(run.max_seq_length, self.max_predictions_per_seq, self.masked_lm_prob,
-                                      self.short_seq_prob, self.dupe_factor, self.do_whole_word_mask)
+                                      self.short_seq_prob, self.dupe_factor, self.do_whole_word_mask,
+                                      full_sentences=release.config.type_vocab_size < 2)
         except ValueError as error:
             raise DistillationError(str(error)) from None
-        documents = add_documents([[]], read_lines(self.input_file), release.tokenizer)
-        vocab = InstanceVocab.from_vocab(release.tokenizer.vocab, release.vocab_file)
+        if special_tokens is None:
+            documents = add_documents([[]], read_lines(self.input_file), release.tokenizer)
+            vocab = InstanceVocab.from_vocab(release.tokenizer.vocab, release.vocab_file)
+        else:
+            documents = add_documents([[]], read_lines(self.input_file), _TokenizerOfIds(release.tokenizer))
+            vocab = variant_instance_vocab(release.tokenizer, release.vocab_file)
         rng = random.Random(run.training.seed)
         instances = list(create_training_instances(documents, options, vocab, rng))
         shuffle(rng, instances)

@@ -1,0 +1,258 @@
+"""`bert-distill` students of a RoBERTa, ALBERT or DistilBERT teacher: of the teacher's variant.
+
+The teachers are `tests/test_variant_tasks.py`'s releases (the tiny Hugging
+Face directories of `tests/variants_fixture.py`, converted with
+`bert-convert-hf`), fine-tuned with `run_classifier`. A student's config must be its teacher's
+but for the depth (and ALBERT's group count where the student has fewer
+layers than groups), with the same tokenizer files; its release must load
+into `TextClassifier.from_release` with nothing fresh and predict what
+`bert-distill --do_predict` wrote. The general student's distance to its
+teacher (the cosine distance of each student layer to its matched teacher
+layer, computed here in NumPy from the encoders' outputs on ids laid out by
+hand) must fall from where the student starts. SQuAD and NER students of
+`run_squad` / `run_ner` teachers are of the variant too, and the task's tool
+predicts from the student's release what `bert-distill` predicted.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+from keras_bert_impl.checkpoints.original import list_original_variables, load_original_checkpoint
+from keras_bert_impl.checkpoints.release import find_release
+from keras_bert_impl.config import BertConfig
+from keras_bert_impl.models.bert_model import BertModel
+from keras_bert_impl.tasks.text_classifier import TextClassifier
+from tests.test_variant_tasks import CLASS_TEXTS, _reference_inputs, releases  # noqa: F401 (a fixture)
+from tools import distill
+from tools.run_classifier import main as run_classifier
+
+VARIANTS = ("roberta", "albert", "distilbert")
+SEQ = 16
+TOKENIZER_FILES = {"roberta": ("vocab.json", "merges.txt"), "albert": ("spiece.model",),
+                   "distilbert": ("vocab.txt",)}
+# ALBERT's teacher has 4 layers in 2 groups: a student of 2 keeps both groups.
+STUDENT_LAYERS = {"roberta": 1, "albert": 2, "distilbert": 1}
+CORPUS = {
+    "roberta": ["the the he", "he the", "x q z k", "the x", "k z he the"],
+    "albert": ["the quick brown fox", "lorem ipsum dolor", "hello world again", "a b c d", "the lazy dog"],
+    "distilbert": ["w1 w2 w3", "w7 w8", "w4 w5 w6", "w9 w1", "w2 w8 w3"],
+}
+
+
+def _csv(directory, model_type):
+    directory.mkdir(parents=True, exist_ok=True)
+    positive, negative = CLASS_TEXTS[model_type]
+    rows = "".join(f'"{text}",{label}\n' for text, label in [(positive, "pos"), (negative, "neg")] * 6)
+    for split in ("train", "dev", "test"):
+        (directory / f"{split}.csv").write_text("sentence,label\n" + rows, encoding="utf-8")
+    return directory
+
+
+@pytest.fixture(scope="module")
+def teachers(releases, tmp_path_factory):
+    """`{variant: (converted release, fine-tuned classifier release, csv data directory)}`; the converted
+    releases are `tests/test_variant_tasks.py`'s."""
+    root = tmp_path_factory.mktemp("variant_teachers")
+    made = {}
+    for model_type in VARIANTS:
+        data = _csv(root / f"data_{model_type}", model_type)
+        run_classifier(["--task_name=csv", f"--data_dir={data}", "--text_a_column=sentence", "--label_column=label",
+                        f"--model_dir={releases[model_type]}", f"--output_dir={root}/teacher_{model_type}",
+                        "--do_train", f"--max_seq_length={SEQ}", "--train_batch_size=4", "--num_train_epochs=3",
+                        "--learning_rate=1e-3"])
+        made[model_type] = (releases[model_type], root / f"teacher_{model_type}", data)
+    return made
+
+
+def _config(directory):
+    return json.loads((directory / "bert_config.json").read_text())
+
+
+def _expected_student_config(teacher_dir, num_layers, **changes):
+    """The teacher's `bert_config.json` at `num_layers` (ALBERT: at most one group a layer)."""
+    config = dict(_config(teacher_dir), num_hidden_layers=num_layers, **changes)
+    if "num_hidden_groups" in config:
+        config["num_hidden_groups"] = min(config["num_hidden_groups"], num_layers)
+    return config
+
+
+def _same_tokenizer_files(model_type, teacher, student):
+    for name in TOKENIZER_FILES[model_type]:
+        assert (student / name).read_bytes() == (teacher / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("model_type", VARIANTS)
+def test_a_classifier_student_is_a_release_of_its_teachers_variant(teachers, model_type, tmp_path):
+    _, teacher, data = teachers[model_type]
+    student = tmp_path / "student"
+    layers = STUDENT_LAYERS[model_type]
+    distill.main(["--task_name=csv", f"--data_dir={data}", "--text_a_column=sentence", "--label_column=label",
+                  f"--teacher_dir={teacher}", f"--output_dir={student}", f"--max_seq_length={SEQ}",
+                  "--train_batch_size=4", "--num_train_epochs=2", "--learning_rate=1e-3",
+                  f"--num_hidden_layers={layers}", "--do_eval", "--do_predict"])
+    assert _config(student) == _expected_student_config(teacher, layers)
+    _same_tokenizer_files(model_type, teacher, student)
+    assert (student / "label_list.txt").read_text() == (teacher / "label_list.txt").read_text()
+    names = list_original_variables(find_release(student).checkpoint)
+    if model_type == "albert":  # both groups, each from the teacher's group its first layer runs
+        assert {"bert/encoder/transformer/group_1/inner_group_1/LayerNorm_1/gamma",
+                "bert/encoder/embedding_hidden_mapping_in/kernel"} <= set(names)
+    else:
+        assert "bert/encoder/layer_0/output/dense/kernel" in names and not any("layer_1/" in n for n in names)
+    assert ("bert/embeddings/token_type_embeddings" in names) == (model_type != "distilbert")
+
+    model = TextClassifier.from_release(student, num_classes=2, max_seq_length=SEQ)
+    assert not model.load_report.fresh and model.bert_config.model_type == model_type
+    texts = list(CLASS_TEXTS[model_type]) * 6
+    predicted = np.loadtxt(student / "test_results.tsv", delimiter="\t", ndmin=2)
+    np.testing.assert_allclose(model.predict(texts), predicted, atol=1e-5)
+
+
+@pytest.mark.parametrize("model_type", VARIANTS)
+def test_text_classifier_distill_keeps_the_variant_and_its_loss_falls(teachers, model_type):
+    _, teacher_dir, _ = teachers[model_type]
+    teacher = TextClassifier.from_release(teacher_dir, num_classes=2, max_seq_length=SEQ, seed=1)
+    texts = [text for text in CLASS_TEXTS[model_type] for _ in range(8)]
+    labels = [1] * 8 + [0] * 8
+    student = teacher.distill(texts, labels, num_hidden_layers=STUDENT_LAYERS[model_type], batch_size=4, epochs=4,
+                              learning_rate=1e-3, verbose=0)
+    losses = student.history.history["loss"]
+    assert losses[-1] < losses[0], losses
+    config = _expected_student_config(teacher_dir, STUDENT_LAYERS[model_type])
+    assert student.bert_config.to_dict() == config
+    assert student.predict(texts[:1]).shape == (1, 2)
+
+
+def _layer_states(config, weights, inputs):
+    """Each layer's output [batch, seq, H] of an encoder of `config` holding `weights`, float64.
+
+    ALBERT's encoder gives one output per block run; a layer's is its last
+    block's (`inner_group_num` a layer), as Hugging Face returns them.
+    """
+    model = BertModel(config, output_all_encoder_layers=True)
+    model.set_weights(weights)
+    states = [np.asarray(s, np.float64) for s in model(inputs, training=False)["encoder_outputs"]]
+    return states[config.inner_group_num - 1::config.inner_group_num]
+
+
+def _distance(teacher_states, student_states, mask):
+    """Mean cosine distance of each student layer to its matched teacher layer, at the real tokens."""
+    from keras_bert_impl.tasks.distillation import matched_teacher_layers
+
+    matched = matched_teacher_layers(len(teacher_states), len(student_states))
+    distances = []
+    for s, t in zip(student_states, [teacher_states[i] for i in matched]):
+        cosine = (s * t).sum(-1) / (np.linalg.norm(s, axis=-1) * np.linalg.norm(t, axis=-1))
+        distances.append((1.0 - cosine)[mask].mean())
+    return float(np.mean(distances))
+
+
+@pytest.mark.parametrize("model_type", VARIANTS)
+def test_a_general_student_is_of_its_teachers_variant_and_moves_toward_it(releases, model_type, tmp_path):
+    from keras_bert_impl.models.pretraining import BertPretrainingModel
+    from keras_bert_impl.tasks.distillation import evenly_spaced_layers, initialise_from_teacher, student_config
+
+    release = releases[model_type]
+    corpus = tmp_path / "corpus.txt"
+    rng = np.random.default_rng(0)
+    words = " ".join(CORPUS[model_type]).split()
+    documents = ["\n".join(" ".join(rng.choice(words, size=int(rng.integers(3, 7)))) for _ in range(3))
+                 for _ in range(40)]
+    corpus.write_text("\n\n".join(documents) + "\n", encoding="utf-8")
+    student = tmp_path / "student"
+    layers = STUDENT_LAYERS[model_type]
+    distill.main(["--task=general", f"--teacher_dir={release}", f"--input_file={corpus}",
+                  f"--max_seq_length={SEQ}", "--max_predictions_per_seq=3", "--dupe_factor=2",
+                  f"--num_hidden_layers={layers}", "--train_batch_size=8", "--learning_rate=2e-3",
+                  "--num_train_epochs=8", f"--output_dir={student}"])
+    # RoBERTa's *ForMaskedLM has no pooler: nor has its student (a classifier gets a fresh one).
+    no_pooler = {"use_pooler": False} if model_type == "roberta" else {}
+    assert _config(student) == _expected_student_config(release, layers, **no_pooler)
+    _same_tokenizer_files(model_type, release, student)
+    names = list_original_variables(find_release(student).checkpoint)
+    assert "cls/predictions/output_bias" in names
+    assert ("bert/pooler/dense/kernel" in names) == (model_type == "albert")
+
+    # Where the student started: the teacher's chosen layers, as the tool starts it.
+    teacher_config = BertConfig.from_json_file(str(release / "bert_config.json"))
+    teacher_config = BertConfig.from_dict({**teacher_config.to_dict(), **no_pooler})
+    teacher_net = BertPretrainingModel(teacher_config)
+    load_original_checkpoint(teacher_net, find_release(release).checkpoint,
+                             allow_fresh=("cls/seq_relationship/",))
+    start_config = student_config(teacher_config, layers)
+    start = BertPretrainingModel(start_config)
+    initialise_from_teacher(start, teacher_net, evenly_spaced_layers(teacher_config.num_hidden_layers, layers))
+    trained_config = BertConfig.from_json_file(str(student / "bert_config.json"))
+    trained = BertPretrainingModel(trained_config)
+    load_original_checkpoint(trained, find_release(student).checkpoint, allow_fresh=("cls/seq_relationship/",))
+
+    # Laid out as the student learnt: ALBERT's sentence pairs; RoBERTa's and DistilBERT's full sentences, a
+    # document's sentences one after another up to SEQ tokens.
+    lines = [document.splitlines() for document in documents[:8]]
+    if model_type == "albert":
+        held_out = [" ".join(line.split()[:2]) for document in lines for line in document[:2]]
+        inputs = _reference_inputs(release, model_type, held_out[0::2], held_out[1::2], seq=2 * SEQ)
+    else:
+        held_out = [" ".join(document) for document in lines]
+        inputs = _reference_inputs(release, model_type, held_out)
+    mask = inputs["input_mask"].astype(bool)
+    teacher_states = _layer_states(teacher_config, teacher_net.bert.get_weights(), inputs)
+    before = _distance(teacher_states, _layer_states(start_config, start.bert.get_weights(), inputs), mask)
+    after = _distance(teacher_states, _layer_states(trained_config, trained.bert.get_weights(), inputs), mask)
+    assert after < 0.8 * before, (before, after)
+
+    classifier = TextClassifier.from_release(student, num_classes=2, max_seq_length=SEQ)
+    assert classifier.bert_config.model_type == model_type
+    assert classifier.predict(held_out[:2]).shape == (2, 2)
+
+
+def test_whole_word_masking_of_a_byte_level_bpe_teacher_is_one_line(releases, tmp_path, capsys):
+    """Whole words are found by WordPiece's "##" pieces, which RoBERTa's tokenizer has none of."""
+    from keras_bert_impl.cli import run_tool
+
+    release = releases["roberta"]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the the he\nx q z\n\nhe the\n", encoding="utf-8")
+    capsys.readouterr()
+    code = run_tool(distill.main, ["--task=general", f"--teacher_dir={release}", f"--input_file={corpus}",
+                                   "--do_whole_word_mask", f"--max_seq_length={SEQ}", "--max_predictions_per_seq=3",
+                                   f"--output_dir={tmp_path / 'out'}"], prog="distill")
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and lines == [f"distill: error: {release / 'vocab.json'}: whole-word masking finds words by "
+                                   "WordPiece's \"##\" pieces, which this tokenizer has none of; leave out "
+                                   "do_whole_word_mask"], lines
+    assert not (tmp_path / "out").exists()
+
+
+# ALBERT's tiny tagger learns too slowly for a short test (tests/test_variant_span_tagging.py trains it 20 epochs).
+@pytest.mark.parametrize("model_type, task", [("roberta", "squad"), ("albert", "squad"), ("roberta", "ner")])
+def test_span_and_tagging_students_are_of_their_teachers_variant(releases, model_type, task, tmp_path):
+    """run_squad / run_ner teachers of a byte-level BPE or SentencePiece release: the student is of the variant,
+    its loss falls, and the task's tool predicts from its release what bert-distill predicted."""
+    from tests.test_variant_span_tagging import _loss_falls, generated_conll, generated_squad
+    from tools import run_ner, run_squad
+
+    if task == "squad":
+        data = tmp_path / "train.json"
+        data.write_text(json.dumps({"data": generated_squad(model_type, 48, seed=1)}), encoding="utf-8")
+        shape = ["--max_seq_length=32", "--doc_stride=8", "--max_query_length=4", "--max_answer_length=6",
+                 "--n_best_size=4"]
+        files, tool, predictions = [f"--train_file={data}", f"--predict_file={data}"], run_squad, "predictions.json"
+    else:
+        data = generated_conll(model_type, tmp_path / "train.txt", 64, seed=1)
+        shape = ["--max_seq_length=12"]
+        files, tool, predictions = [f"--train_file={data}", f"--predict_file={data}"], run_ner, "test_predictions.txt"
+    teacher, student = tmp_path / "teacher", tmp_path / "student"
+    tool.main([f"--model_dir={releases[model_type]}", f"--output_dir={teacher}", "--do_train", *files, *shape,
+               "--train_batch_size=8", "--num_train_epochs=4", "--learning_rate=1e-3"])
+    distill.main([f"--task={task}", f"--teacher_dir={teacher}", *files, *shape, "--do_predict",
+                  f"--num_hidden_layers={STUDENT_LAYERS[model_type]}", "--train_batch_size=8",
+                  "--num_train_epochs=4", "--learning_rate=1e-3", f"--output_dir={student}"])
+    assert _config(student) == _expected_student_config(teacher, STUDENT_LAYERS[model_type])
+    _same_tokenizer_files(model_type, teacher, student)
+    _loss_falls(student)
+    again = tmp_path / "again"
+    tool.main([f"--model_dir={student}", f"--output_dir={again}", "--do_predict", f"--predict_file={data}", *shape])
+    assert (again / predictions).read_text() == (student / predictions).read_text()

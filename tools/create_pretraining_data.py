@@ -23,6 +23,10 @@ Examples:
     # ALBERT's whole-word n-gram masks (its defaults: n up to 3, shorter n more likely):
     bert-create-pretraining-data --sentence_order_prediction --do_whole_word_mask --ngram=3 --input_file=... ...
     bert-create-pretraining-data --full_sentences --dynamic_masking --dupe_factor=1 --input_file=... ...
+    # ... with the variant's own tokenizer (RoBERTa: <s> A </s></s> B </s>; ALBERT: [CLS] A [SEP] B [SEP]):
+    bert-create-pretraining-data --vocab_file=albert-base-v2/spiece.model --sentence_order_prediction \\
+      --do_whole_word_mask --ngram=3 --input_file=... --output_file=...
+    bert-create-pretraining-data --vocab_file=roberta-base/vocab.json --full_sentences --dynamic_masking ...
 """
 
 import sys
@@ -40,8 +44,8 @@ def define_flags(fv):
     define = dict(flag_values=fv)
     flags.DEFINE_string("input_file", None, "Input text file, or comma list of files and globs.", **define)
     flags.DEFINE_string("output_file", None, "Output TFRecord file, or comma list (written round-robin); with --scalable, the shards' prefix.", **define)
-    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.", **define)
-    flags.DEFINE_boolean("do_lower_case", True, "Lower-case the input; True for uncased models.", **define)
+    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on, or a variant release's tokenizer file: RoBERTa's vocab.json (merges.txt beside it) or ALBERT's spiece.model, whose special tokens and pair layout the records take.", **define)
+    flags.DEFINE_boolean("do_lower_case", True, "Lower-case the input; True for uncased models (byte-level BPE never lower-cases).", **define)
     flags.DEFINE_boolean("do_whole_word_mask", False, "Mask whole words rather than single word pieces.", **define)
     flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.", **define)
     flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum masked-LM predictions per sequence.", **define)

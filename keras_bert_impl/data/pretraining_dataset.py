@@ -376,6 +376,10 @@ class DynamicMasking:
         vocab_size: Random replacements are drawn from ids [0, vocab_size).
         mask_id: The mask token's id ([MASK], <mask>).
         special_ids: Ids never masked ([CLS] [SEP] [PAD], <s> </s> <pad>).
+        replacement_ids: None (WordPiece: every id below `vocab_size`, as
+            the original draws from all of `vocab.txt`), or the ids a random
+            replacement is drawn from, uniformly: a variant's vocabulary
+            less its special tokens, as `create_pretraining_data` draws them.
     """
 
     max_predictions_per_seq: int
@@ -383,6 +387,7 @@ class DynamicMasking:
     vocab_size: int
     mask_id: int
     special_ids: tuple
+    replacement_ids: tuple = None
 
     def __post_init__(self):
         if self.max_predictions_per_seq < 1:
@@ -395,41 +400,39 @@ class DynamicMasking:
         """The special ids from the tokenizer file that the records were made with.
 
         Args:
-            vocab_file: WordPiece `vocab.txt`, byte-level BPE `vocab.json` or
-                SentencePiece `spiece.model` (any `*.model`).
+            vocab_file: WordPiece `vocab.txt`, byte-level BPE `vocab.json`
+                (with `merges.txt` beside it, as `create_pretraining_data`
+                reads it) or SentencePiece `spiece.model` (any `*.model`).
             vocab_size: The model's (`BertConfig.vocab_size`).
             max_predictions_per_seq, masked_lm_prob: As the attributes.
 
         Raises:
-            VocabError: the file lacks one of its family's special tokens.
+            VocabError: the file is missing, unreadable or not of the kind
+                its name says, lacks one of its family's special tokens, or
+                (a variant's) has more tokens than the model's `vocab_size`.
         """
-        import base64
-        import json
-
-        from keras_bert_impl.tokenization import load_vocab
+        from keras_bert_impl.data.pretraining_instances import InstanceVocab
         from keras_bert_impl.tokenization.from_files import (
-            BYTE_LEVEL_BPE,
-            SENTENCEPIECE,
             SPECIAL_TOKENS,
             WORDPIECE,
+            read_vocab_file,
             token_ids,
         )
 
-        name = os.path.basename(str(vocab_file))
-        if name.endswith(".model"):
-            with filesystem.open_file(vocab_file, "rb") as reader:
-                files = {"kind": SENTENCEPIECE, "model_proto": base64.b64encode(reader.read()).decode("ascii")}
-        elif name.endswith(".json"):
-            with filesystem.open_file(vocab_file, "rb") as reader:
-                files = {"kind": BYTE_LEVEL_BPE, "vocab": json.loads(reader.read().decode("utf-8"))}
-        else:
-            files = {"kind": WORDPIECE, "vocabulary": list(load_vocab(vocab_file))}
+        files = read_vocab_file(vocab_file)
         tokens = SPECIAL_TOKENS[files["kind"]]
         try:
             cls_id, sep_id, pad_id, mask_id = token_ids(files, [tokens.cls, tokens.sep, tokens.pad, tokens.mask])
         except VocabError as error:
             raise VocabError(f"{vocab_file}: {error}") from None
-        return cls(max_predictions_per_seq, masked_lm_prob, vocab_size, mask_id, (cls_id, sep_id, pad_id))
+        replacement_ids = None
+        if files["kind"] != WORDPIECE:
+            replacement_ids = InstanceVocab.from_tokenizer_files(files, vocab_file).word_ids
+            if max(replacement_ids + (mask_id,)) >= vocab_size:
+                raise VocabError(f"{vocab_file}: ids up to {max(replacement_ids + (mask_id,))}, but the model's "
+                                 f"embeddings (vocab_size {vocab_size}) have rows for {vocab_size}")
+        return cls(max_predictions_per_seq, masked_lm_prob, vocab_size, mask_id, (cls_id, sep_id, pad_id),
+                   replacement_ids)
 
 
 def draw_masked_lm_predictions(features, masking, seed):
@@ -439,7 +442,8 @@ def draw_masked_lm_predictions(features, masking, seed):
     masked_lm_prob)))` positions (n: its tokens, special ones included, as
     the original counts them; fewer when it has fewer maskable tokens) are
     drawn uniformly among its tokens that are neither padding nor special;
-    each is [MASK] 80% of the time, kept 10%, a uniformly random id 10%.
+    each is [MASK] 80% of the time, kept 10%, a uniformly random id 10%
+    (below `vocab_size`, or one of `masking.replacement_ids`).
     The draws are stateless: the same `seed` gives the same masks.
 
     Args:
@@ -480,9 +484,15 @@ def draw_masked_lm_predictions(features, masking, seed):
     masked_lm_ids = tf.where(valid, tf.gather(input_ids, positions, batch_dims=1), 0)
 
     rule = tf.random.stateless_uniform(tf.shape(positions), rule_seed)
-    random_ids = tf.random.stateless_uniform(
-        tf.shape(positions), word_seed, minval=0, maxval=masking.vocab_size, dtype=tf.int32
-    )
+    if masking.replacement_ids is None:
+        random_ids = tf.random.stateless_uniform(
+            tf.shape(positions), word_seed, minval=0, maxval=masking.vocab_size, dtype=tf.int32
+        )
+    else:
+        pool = tf.constant(masking.replacement_ids, tf.int32)
+        random_ids = tf.gather(pool, tf.random.stateless_uniform(
+            tf.shape(positions), word_seed, minval=0, maxval=len(masking.replacement_ids), dtype=tf.int32
+        ))
     replacements = tf.where(rule < 0.8, masking.mask_id, tf.where(rule < 0.9, masked_lm_ids, random_ids))
     rows = tf.broadcast_to(tf.range(tf.shape(positions)[0])[:, None], tf.shape(positions))
     indices = tf.boolean_mask(tf.stack([rows, positions], axis=-1), valid)  # [num_masked, 2]

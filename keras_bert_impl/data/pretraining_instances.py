@@ -40,6 +40,13 @@ considered `random()` for its length and, when it is taken, per token BERT's
 
 Tokens are handled as vocabulary ids rather than strings (the original converts
 them at the end; the mapping is the same).
+
+A variant's tokenizer (`InstanceVocab.from_tokenizer_files`: RoBERTa's
+byte-level BPE, ALBERT's SentencePiece) changes no draw, only what the ids
+are: its own special tokens and pair layout (RoBERTa `<s> A </s></s> B
+</s>`, one token type; ALBERT `[CLS] A [SEP] B [SEP]`), replacements drawn
+from its vocabulary less the special tokens, and words that start at a
+`Ġ`/`▁` piece or at the first token of a line.
 """
 
 import bisect
@@ -48,7 +55,7 @@ import random
 import sys
 
 from keras_bert_impl import filesystem
-from keras_bert_impl.errors import InputFileError
+from keras_bert_impl.errors import InputFileError, VocabError
 from keras_bert_impl.tokenization import check_special_tokens
 
 # The tokens the instances are made of; [UNK] because WordPiece emits it.
@@ -116,10 +123,24 @@ class InstanceVocab:
     """What instance making needs from the vocabulary, as ids.
 
     Attributes:
-        cls_id, sep_id, mask_id: Ids of [CLS], [SEP], [MASK].
+        cls_id, sep_id, mask_id: Ids of [CLS], [SEP], [MASK] (RoBERTa: <s>,
+            </s>, <mask>).
         word_ids: Ids of the original's `vocab_words` (`list(vocab.keys())`),
-            the pool a random replacement is drawn from, in that order.
-        is_subword: `is_subword[id]` is true for "##" pieces (whole-word masking).
+            the pool a random replacement is drawn from, in that order (a
+            variant's: every id but its special tokens').
+        is_subword: `is_subword[id]` is true for a piece that continues a
+            word: WordPiece's "##" pieces; a variant's pieces without `Ġ`
+            (byte-level BPE) or `▁` (SentencePiece) in front.
+        separators_between: Separators between the two texts of a pair (1;
+            RoBERTa's `</s></s>`: 2).
+        segment_ids: Whether the second text gets segment id 1 (False:
+            RoBERTa's one token type, every segment id 0).
+        line_starts_word: The first token of a line, and of each text of an
+            instance, starts a word whatever its piece (the variants': a
+            byte-level BPE line starts without `Ġ`, and no word runs across
+            a separator). False for WordPiece, whose "##" piece joins the
+            word before it even across [SEP], as the original.
+        pad_id: What `input_ids` are padded with (`<pad>`; WordPiece's 0).
     """
 
     cls_id: int
@@ -127,6 +148,10 @@ class InstanceVocab:
     mask_id: int
     word_ids: tuple
     is_subword: bytes
+    separators_between: int = 1
+    segment_ids: bool = True
+    line_starts_word: bool = False
+    pad_id: int = 0
 
     @classmethod
     def from_vocab(cls, vocab, vocab_file="vocab"):
@@ -147,6 +172,89 @@ class InstanceVocab:
             word_ids=tuple(vocab[token] for token in vocab),
             is_subword=bytes(is_subword),
         )
+
+    @classmethod
+    def from_tokenizer_files(cls, files, vocab_file):
+        """Builds it for a variant's tokenizer: RoBERTa's byte-level BPE or ALBERT's SentencePiece.
+
+        Args:
+            files: `tokenization.from_files.read_vocab_file`'s dict (kind
+                `byte_level_bpe` or `sentencepiece`).
+            vocab_file: Named in errors.
+
+        Raises:
+            VocabError: the vocabulary lacks one of the kind's five special
+                tokens (`tokenization.special_tokens`), naming `vocab_file`.
+        """
+        from keras_bert_impl.tokenization.from_files import BYTE_LEVEL_BPE, SPECIAL_TOKENS, vocabulary
+
+        specials = SPECIAL_TOKENS[files["kind"]]
+        tokens = vocabulary(files)  # in id order; "" where byte-level BPE's ids have a gap
+        ids = {token: index for index, token in enumerate(tokens) if token}
+        missing = [token for token in specials.all_tokens() if token not in ids]
+        if missing:
+            raise VocabError(f"{vocab_file}: no {', '.join(missing)} in the {files['kind']} vocabulary, which the "
+                             "instances' layout and masks need")
+        special_ids = {ids[token] for token in specials.all_tokens()}
+        word_start = "\u0120" if files["kind"] == BYTE_LEVEL_BPE else "\u2581"  # Ġ (a space byte), ▁
+        return cls(
+            cls_id=ids[specials.cls],
+            sep_id=ids[specials.sep],
+            mask_id=ids[specials.mask],
+            word_ids=tuple(index for index, token in enumerate(tokens) if token and index not in special_ids),
+            is_subword=bytes(not token.startswith(word_start) for token in tokens),
+            separators_between=specials.separators_between,
+            segment_ids=specials.segment_ids,
+            line_starts_word=True,
+            pad_id=ids[specials.pad],
+        )
+
+    def check_options(self, options):
+        """Refuses a `max_seq_length` with no room for a pair's target of 2 tokens in this layout.
+
+        Raises:
+            ValueError: naming `max_seq_length` and the least it may be.
+        """
+        least = 4 + self.separators_between
+        if not options.full_sentences and options.max_seq_length < least:
+            layout = "<s> A </s></s> B </s>" if self.separators_between > 1 else "[CLS] A [SEP] B [SEP]"
+            raise ValueError(f"max_seq_length must be at least {least} for pairs laid out {layout}, "
+                             f"got {options.max_seq_length}")
+
+
+class VariantLineTokenizer:
+    """A RoBERTa or ALBERT Python tokenizer as `add_documents` takes one: its
+    "tokens" are ids already (`encode`), and a line is text: special tokens
+    written in it are not looked for (as the original generator's
+    WordPiece, and fairseq's BPE, never do), and one that the tokenizer's
+    model emits on its own (a SentencePiece user-defined piece such as
+    `[MASK]`) becomes the unknown token, so that no line holds a token of
+    the layout or a mask.
+
+    Args:
+        tokenizer: `ByteLevelBpeTokenizer` or `SentencePieceTokenizer`
+            (`tokenization.from_files.python_tokenizer`); its special tokens
+            are no longer found in text once given here.
+    """
+
+    class _Ids(dict):
+        def __missing__(self, token_id):
+            return token_id
+
+    def __init__(self, tokenizer):
+        specials = tokenizer.special_tokens
+        tokenizer.specials_in_text = []
+        vocab = tokenizer.vocab
+        self._encode = tokenizer.encode
+        self._unk_id = vocab[specials.unk]
+        self._special_ids = {vocab[token] for token in (specials.cls, specials.sep, specials.pad, specials.mask)
+                             if token in vocab}
+        self.vocab = self._Ids()
+
+    def tokenize(self, line):
+        """The ids of `line`, special ones as the unknown token's."""
+        special_ids, unk_id = self._special_ids, self._unk_id
+        return [unk_id if token_id in special_ids else token_id for token_id in self._encode(line)]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -383,13 +491,14 @@ def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
     return a_start, a_end, b_start, b_end
 
 
-def candidate_words(input_ids, segment_a_length, vocab, do_whole_word_mask, separators=()):
+def candidate_words(input_ids, segment_a_length, vocab, do_whole_word_mask, separators=(), word_starts=()):
     """The original's masking candidates, as lists of positions ("words").
 
     All positions but [CLS], the middle and last [SEP] and `separators`, in
-    order; with `do_whole_word_mask` a "##" piece joins the candidate before
-    it, even across the middle [SEP] (the original checks only that a
-    candidate exists), otherwise each position is a candidate of its own.
+    order; with `do_whole_word_mask` a "##" piece (a variant's piece without
+    `Ġ`/`▁`) joins the candidate before it, even across the middle [SEP]
+    (the original checks only that a candidate exists) but never at one of
+    `word_starts`, otherwise each position is a candidate of its own.
 
     Example:
     >>> vocab = InstanceVocab(cls_id=1, sep_id=2, mask_id=3, word_ids=(), is_subword=bytes([0] * 7 + [1]))
@@ -405,7 +514,7 @@ def candidate_words(input_ids, segment_a_length, vocab, do_whole_word_mask, sepa
     for index in range(1, len(input_ids) - 1):
         if index == middle_sep or index in separators:
             continue
-        if do_whole_word_mask and words and is_subword[input_ids[index]]:
+        if do_whole_word_mask and words and is_subword[input_ids[index]] and index not in word_starts:
             words[-1].append(index)
         else:
             words.append([index])
@@ -480,7 +589,7 @@ def choose_ngrams(words, num_to_predict, ngram, favor_shorter_ngram, rng):
         yield positions
 
 
-def create_masked_lm_predictions(input_ids, segment_a_length, options, vocab, rng, separators=()):
+def create_masked_lm_predictions(input_ids, segment_a_length, options, vocab, rng, separators=(), word_starts=()):
     """Chooses and replaces the masked tokens, as the original.
 
     Candidates are all positions but [CLS] and the two [SEP]s, grouped into
@@ -498,7 +607,9 @@ def create_masked_lm_predictions(input_ids, segment_a_length, options, vocab, rn
         vocab: `InstanceVocab`.
         rng: `random.Random`.
         separators: Further positions never masked (the [SEP]s between
-            documents of a full-sentence instance).
+            documents of a full-sentence instance, RoBERTa's middle `</s></s>`).
+        word_starts: Positions that start a word whatever their piece
+            (`InstanceVocab.line_starts_word`).
 
     Returns:
         `(masked_lm_positions, masked_lm_ids)`, positions ascending.
@@ -508,12 +619,13 @@ def create_masked_lm_predictions(input_ids, segment_a_length, options, vocab, rn
         options.max_predictions_per_seq, max(1, int(round(length * options.masked_lm_prob)))
     )
     if options.ngram > 1:
-        words = candidate_words(input_ids, segment_a_length, vocab, options.do_whole_word_mask, separators)
+        words = candidate_words(input_ids, segment_a_length, vocab, options.do_whole_word_mask, separators,
+                                word_starts)
         ngrams = choose_ngrams(words, num_to_predict, options.ngram, options.favor_shorter_ngram, rng)
         # Lazily: each n-gram's replacements are drawn before the next n-gram's length.
         chosen = (index for positions in ngrams for index in positions)
     elif options.do_whole_word_mask:
-        candidates = candidate_words(input_ids, segment_a_length, vocab, True, separators)
+        candidates = candidate_words(input_ids, segment_a_length, vocab, True, separators, word_starts)
         shuffle(rng, candidates)
         chosen = []
         for index_set in candidates:
@@ -557,7 +669,8 @@ def create_instances_from_document(all_documents, document_index, options, vocab
     segments are put back for the next chunk. With
     `options.sentence_order_prediction` B is always the rest (but for a
     one-segment chunk, as google-research/albert), and half of the time A
-    and B are swapped (is_random_next True).
+    and B are swapped (is_random_next True). The pair is laid out as
+    `vocab` says (`pair_input_ids`).
 
     Args:
         all_documents: List of documents, each a list of segments (id lists).
@@ -570,7 +683,8 @@ def create_instances_from_document(all_documents, document_index, options, vocab
         List of `TrainingInstance`.
     """
     document = all_documents[document_index]
-    max_num_tokens = options.max_seq_length - 3  # [CLS], [SEP], [SEP]
+    max_num_tokens = options.max_seq_length - 2 - vocab.separators_between  # [CLS], [SEP], [SEP] (RoBERTa: 3 </s>)
+    track_lines = vocab.line_starts_word and options.do_whole_word_mask
     target_seq_length = max_num_tokens
     if rng.random() < options.short_seq_prob:
         target_seq_length = rng.randint(2, max_num_tokens)
@@ -587,8 +701,9 @@ def create_instances_from_document(all_documents, document_index, options, vocab
             a_end = 1
             if len(current_chunk) >= 2:
                 a_end = rng.randint(1, len(current_chunk) - 1)
+            segments_a = current_chunk[:a_end]
             tokens_a = []
-            for segment in current_chunk[:a_end]:
+            for segment in segments_a:
                 tokens_a += segment
 
             tokens_b = []
@@ -604,29 +719,37 @@ def create_instances_from_document(all_documents, document_index, options, vocab
                         break
                 random_document = all_documents[random_document_index]
                 random_start = rng.randint(0, len(random_document) - 1)
+                random_stop = random_start
                 for segment in random_document[random_start:]:
                     tokens_b += segment
+                    random_stop += 1
                     if len(tokens_b) >= target_b_length:
                         break
+                segments_b = random_document[random_start:random_stop] if track_lines else ()
                 # The segments not used for A go back for the next chunk.
                 i -= len(current_chunk) - a_end
             else:
-                for segment in current_chunk[a_end:]:
+                segments_b = current_chunk[a_end:]
+                for segment in segments_b:
                     tokens_b += segment
                 # Sentence order: the two consecutive texts swapped (label 1).
                 is_random_next = sentence_order and rng.random() < 0.5
                 if is_random_next:
                     tokens_a, tokens_b = tokens_b, tokens_a
+                    segments_a, segments_b = segments_b, segments_a
 
             a_start, a_stop, b_start, b_stop = truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
-            input_ids = [vocab.cls_id]
-            input_ids += tokens_a[a_start:a_stop]
-            input_ids.append(vocab.sep_id)
-            segment_a_length = len(input_ids)
-            input_ids += tokens_b[b_start:b_stop]
-            input_ids.append(vocab.sep_id)  # [max_seq_length at most]
+            input_ids, segment_a_length, separators = pair_input_ids(
+                tokens_a[a_start:a_stop], tokens_b[b_start:b_stop], vocab
+            )  # [max_seq_length at most]
+            word_starts = ()
+            if track_lines:
+                b_first = len(input_ids) - 1 - (b_stop - b_start)
+                word_starts = (_line_starts(segments_a, a_start, a_stop, 1)
+                               | _line_starts(segments_b, b_start, b_stop, b_first))
 
-            positions, labels = _masked_lm_predictions(input_ids, segment_a_length, options, vocab, rng)
+            positions, labels = _masked_lm_predictions(input_ids, segment_a_length, options, vocab, rng, separators,
+                                                       word_starts)
             instances.append(TrainingInstance(input_ids, segment_a_length, positions, labels, is_random_next))
             current_chunk = []
             current_length = 0
@@ -634,11 +757,57 @@ def create_instances_from_document(all_documents, document_index, options, vocab
     return instances
 
 
-def _masked_lm_predictions(input_ids, segment_a_length, options, vocab, rng, separators=()):
+def pair_input_ids(tokens_a, tokens_b, vocab):
+    """A pair laid out as `vocab`'s tokenizer lays it out.
+
+    Args:
+        tokens_a, tokens_b: The two texts' ids.
+        vocab: `InstanceVocab`.
+
+    Returns:
+        `(input_ids, segment_a_length, separators)`: `[CLS] A [SEP] B [SEP]`
+        with segment ids 0 up to the middle [SEP] and no further separators;
+        RoBERTa's `<s> A </s></s> B </s>` with every segment id 0
+        (`segment_a_length` the whole length) and the middle `</s></s>` as
+        separators, never masked.
+
+    Example:
+    >>> roberta = InstanceVocab(cls_id=0, sep_id=2, mask_id=4, word_ids=(), is_subword=b"",
+    ...                         separators_between=2, segment_ids=False)
+    >>> pair_input_ids([10, 11], [12], roberta)
+    ([0, 10, 11, 2, 2, 12, 2], 7, {3, 4})
+    """
+    input_ids = [vocab.cls_id]
+    input_ids += tokens_a
+    input_ids += [vocab.sep_id] * vocab.separators_between
+    b_first = len(input_ids)
+    input_ids += tokens_b
+    input_ids.append(vocab.sep_id)
+    if vocab.segment_ids:
+        # The last middle separator is `segment_a_length - 1`, never masked anyway.
+        separators = set(range(b_first - vocab.separators_between, b_first - 1)) if vocab.separators_between > 1 else ()
+        return input_ids, b_first, separators
+    return input_ids, len(input_ids), set(range(b_first - vocab.separators_between, b_first))
+
+
+def _line_starts(segments, start, stop, first_position):
+    """Positions of the kept line starts of a text made of `segments` (its
+    tokens `[start, stop)` placed from `first_position` on), and of its first
+    kept token, whatever it is."""
+    positions = {first_position} if stop > start else set()
+    offset = 0
+    for segment in segments:
+        if start <= offset < stop:
+            positions.add(first_position + offset - start)
+        offset += len(segment)
+    return positions
+
+
+def _masked_lm_predictions(input_ids, segment_a_length, options, vocab, rng, separators=(), word_starts=()):
     """`create_masked_lm_predictions`, or none for dynamic masking."""
     if options.dynamic_masking:
         return [], []
-    return create_masked_lm_predictions(input_ids, segment_a_length, options, vocab, rng, separators)
+    return create_masked_lm_predictions(input_ids, segment_a_length, options, vocab, rng, separators, word_starts)
 
 
 def create_full_sentence_instances(all_documents, options, vocab, rng):
@@ -650,7 +819,8 @@ def create_full_sentence_instances(all_documents, options, vocab, rng):
     documents. A sentence longer than a whole instance is cut into pieces of
     that length (RoBERTa's inputs are at most 512 tokens; nothing is
     dropped). Every token has segment id 0 and the pair label is 0; static
-    masks never fall on a separator.
+    masks never fall on a separator. With a variant's `vocab` these are its
+    own tokens (`<s> s1 s2 </s> s3 </s>`).
 
     Args:
         all_documents: List of documents, each a list of segments (id lists).
@@ -669,15 +839,20 @@ def create_full_sentence_instances(all_documents, options, vocab, rng):
     [[1, 10, 11, 12, 13, 2], [1, 20, 2], [1, 21, 22, 23, 24, 25, 2], [1, 26, 27, 2]]
     """
     max_num_tokens = options.max_seq_length - 2  # [CLS], [SEP]
+    track_lines = vocab.line_starts_word and options.do_whole_word_mask
     instances = []
     packed = []
+    line_starts = []  # Where lines (or the instance's first piece) start in `packed`, with `track_lines`.
 
     def emit():
         input_ids = [vocab.cls_id, *packed, vocab.sep_id]
         separators = {index for index in range(1, len(input_ids) - 1) if input_ids[index] == vocab.sep_id}
-        positions, labels = _masked_lm_predictions(input_ids, len(input_ids), options, vocab, rng, separators)
+        word_starts = {1 + offset for offset in line_starts}
+        positions, labels = _masked_lm_predictions(input_ids, len(input_ids), options, vocab, rng, separators,
+                                                   word_starts)
         instances.append(TrainingInstance(input_ids, len(input_ids), positions, labels, False))
         packed.clear()
+        line_starts.clear()
 
     for document_index, document in enumerate(all_documents):
         for segment_index, segment in enumerate(document):
@@ -691,6 +866,8 @@ def create_full_sentence_instances(all_documents, options, vocab, rng):
                 piece = segment[start:start + max_num_tokens]
                 if packed and len(packed) + len(piece) > max_num_tokens:
                     emit()
+                if track_lines and (start == 0 or not packed):
+                    line_starts.append(len(packed))
                 packed += piece
     if packed:
         emit()

@@ -4,7 +4,7 @@
 example (same documents, pairs, masks, order and round-robin over the output
 files). It must hold the whole corpus's documents, as the original does, but
 keeps the instances as encoded bytes in an unlinked temporary file instead of
-Python objects, and needs no TensorFlow.
+Python objects, and needs no TensorFlow (but for a variant's tokenizer, which runs on it).
 
 `write_sharded`: the same instance making, streamed. Each input file is cut
 into chunks of about `chunk_bytes` at document boundaries (smaller ones when
@@ -40,6 +40,7 @@ from keras_bert_impl import filesystem
 from keras_bert_impl.data.pretraining_instances import (
     InstanceVocab,
     ReadCounts,
+    VariantLineTokenizer,
     add_documents,
     create_training_instances,
     read_lines,
@@ -73,12 +74,16 @@ class GenerationSettings:
     Attributes:
         vocab: token -> id mapping (`load_vocab`); it travels to the workers.
         vocab_file: Where `vocab` came from, for messages.
-        do_lower_case: Tokenizer casing.
+        do_lower_case: Tokenizer casing (WordPiece, SentencePiece).
         options: `InstanceOptions`.
         random_seed: The original's `--random_seed`.
         compression: None or "GZIP".
         use_v2_feature_names: tf-models' `input_word_ids` / `input_type_ids`.
         skip_invalid_utf8: Skip (and count) undecodable lines instead of failing.
+        tokenizer_files: None for WordPiece (`vocab`); for a variant's
+            tokenizer, `tokenization.from_files.read_vocab_file`'s dict
+            (RoBERTa's `vocab.json` + `merges.txt`, ALBERT's `spiece.model`),
+            which travels to the workers in its place.
     """
 
     vocab: dict
@@ -89,10 +94,14 @@ class GenerationSettings:
     compression: str = None
     use_v2_feature_names: bool = False
     skip_invalid_utf8: bool = False
+    tokenizer_files: dict = None
 
     def fingerprint(self):
         """A JSON-able summary that changes whenever the output would."""
-        tokens = "\n".join(self.vocab).encode("utf-8")
+        if self.tokenizer_files is not None:
+            tokens = json.dumps(self.tokenizer_files, sort_keys=True).encode("utf-8")
+        else:
+            tokens = "\n".join(self.vocab).encode("utf-8")
         return {
             "vocab_sha256": hashlib.sha256(tokens).hexdigest(),
             "do_lower_case": self.do_lower_case,
@@ -123,13 +132,41 @@ def _options_fingerprint(options):
     return values
 
 
-def example_encoder(settings):
-    """The `ExampleEncoder` of `settings`: without masked-LM features for dynamic masking."""
+def example_encoder(settings, vocab=None):
+    """The `ExampleEncoder` of `settings`: without masked-LM features for dynamic masking,
+    padding with `vocab`'s pad id (an `InstanceVocab`; WordPiece's 0 without one)."""
     options = settings.options
     return ExampleEncoder(
         options.max_seq_length, options.max_predictions_per_seq, settings.use_v2_feature_names,
-        masked_lm=not options.dynamic_masking,
+        masked_lm=not options.dynamic_masking, pad_id=vocab.pad_id if vocab is not None else 0,
     )
+
+
+def instance_tokenizer(settings):
+    """What turns `settings`' lines into ids, and the `InstanceVocab` of those ids.
+
+    WordPiece: the original's `FullTokenizer`; a variant's files
+    (`settings.tokenizer_files`): its Python tokenizer, as
+    `VariantLineTokenizer`.
+
+    Returns:
+        `(tokenizer for add_documents, InstanceVocab)`.
+
+    Raises:
+        VocabError: the vocabulary lacks a special token, naming `settings.vocab_file`.
+        ValueError: `settings.options` leave no room for a pair in this layout.
+    """
+    files = settings.tokenizer_files
+    if files is None:
+        vocab = InstanceVocab.from_vocab(settings.vocab, settings.vocab_file)
+        tokenizer = FullTokenizer.from_vocab(settings.vocab, do_lower_case=settings.do_lower_case)
+    else:
+        from keras_bert_impl.tokenization.from_files import python_tokenizer
+
+        vocab = InstanceVocab.from_tokenizer_files(files, settings.vocab_file)
+        tokenizer = VariantLineTokenizer(python_tokenizer(files, do_lower_case=settings.do_lower_case))
+    vocab.check_options(settings.options)
+    return tokenizer, vocab
 
 
 @dataclasses.dataclass
@@ -361,10 +398,10 @@ def write_original_order(input_files, output_files, settings, progress=None):
 
     Raises:
         InputFileError: a missing or undecodable input, or no text at all.
-        VocabError: the vocabulary lacks [UNK], [CLS], [SEP] or [MASK].
+        VocabError: the vocabulary lacks [UNK], [CLS], [SEP] or [MASK] (or
+            a variant's special tokens).
     """
-    vocab = InstanceVocab.from_vocab(settings.vocab, settings.vocab_file)
-    tokenizer = FullTokenizer.from_vocab(settings.vocab, do_lower_case=settings.do_lower_case)
+    tokenizer, vocab = instance_tokenizer(settings)
     progress = progress or Progress()
     counts = ReadCounts()
     documents = [[]]
@@ -377,7 +414,7 @@ def write_original_order(input_files, output_files, settings, progress=None):
         raise InputFileError(f"{', '.join(input_files)}: no text to make instances of (empty or blank lines only)")
 
     stats = PretrainingDataStats(documents=len(documents), skipped_lines=counts.skipped_lines)
-    encoder = example_encoder(settings)
+    encoder = example_encoder(settings, vocab)
     rng = random.Random(settings.random_seed)
     filesystem.makedirs_for(output_files[0])
     # The spill is an unlinked local file: next to a local output, in the
@@ -535,9 +572,8 @@ class ShardWriter:
     def __init__(self, settings, filesystem=AnyFileSystem):
         self.settings = settings
         self.filesystem = filesystem
-        self.tokenizer = FullTokenizer.from_vocab(settings.vocab, do_lower_case=settings.do_lower_case)
-        self.vocab = InstanceVocab.from_vocab(settings.vocab, settings.vocab_file)
-        self.encoder = example_encoder(settings)
+        self.tokenizer, self.vocab = instance_tokenizer(settings)
+        self.encoder = example_encoder(settings, self.vocab)
 
     def write(self, path, indexed_chunks, on_chunk=None):
         """Writes the instances of `indexed_chunks` to `path` (complete or not at all).
@@ -756,7 +792,7 @@ def write_sharded(
     tasks = shard_layout(files_and_sizes, output_prefix, num_shards, chunk_bytes)
     if not any(indexed_chunks for _, indexed_chunks in tasks):
         raise InputFileError(f"{', '.join(input_files)}: input files are empty")
-    InstanceVocab.from_vocab(settings.vocab, settings.vocab_file)  # Fail here, not in a worker.
+    instance_tokenizer(settings)  # Fail here, not in a worker.
     paths = [path for path, _ in tasks]
     filesystem.makedirs_for(output_prefix)
 

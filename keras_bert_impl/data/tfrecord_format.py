@@ -71,6 +71,8 @@ class ExampleEncoder:
         use_v2_feature_names: Use tf-models' `input_word_ids` / `input_type_ids`.
         masked_lm: Write the `masked_lm_*` features; False for the unmasked
             records of dynamic masking.
+        pad_id: What `input_ids` are padded with (the original's 0; a
+            variant's `<pad>`, RoBERTa's 1).
 
     Example:
     >>> from keras_bert_impl.data.pretraining_instances import TrainingInstance
@@ -80,8 +82,9 @@ class ExampleEncoder:
     ('bytes', 1, 1)
     """
 
-    def __init__(self, max_seq_length, max_predictions_per_seq, use_v2_feature_names=False, masked_lm=True):
+    def __init__(self, max_seq_length, max_predictions_per_seq, use_v2_feature_names=False, masked_lm=True, pad_id=0):
         self.max_seq_length = max_seq_length
+        self._pad_id = _packed_varints([pad_id])
         self.max_predictions_per_seq = max_predictions_per_seq
         self.use_v2_feature_names = use_v2_feature_names
         self.masked_lm = masked_lm
@@ -119,7 +122,7 @@ class ExampleEncoder:
         segment_a = instance.segment_a_length
         entry = self._entry
         features = [
-            entry("input_ids", _packed_varints(instance.input_ids) + b"\x00" * pad),
+            entry("input_ids", _packed_varints(instance.input_ids) + self._pad_id * pad),
             entry("input_mask", b"\x01" * length + b"\x00" * pad),
             entry("segment_ids", b"\x00" * segment_a + b"\x01" * (length - segment_a) + b"\x00" * pad),
         ]

@@ -22,6 +22,7 @@ import sys
 import time
 
 from keras_bert_impl.cli import FlagError
+from keras_bert_impl.errors import VocabError
 from keras_bert_impl.io import check_output_dir, exclusive_output, remove_partials
 
 
@@ -87,7 +88,12 @@ def create_pretraining_data(
             blank line between documents.
         output_file: Comma list of TFRecord files written round-robin, or with
             `scalable`/`beam` the prefix of `num_shards` shards.
-        vocab_file: The model's vocab.txt.
+        vocab_file: The model's tokenizer file: WordPiece `vocab.txt`
+            (BERT, as the original), or a variant release's: RoBERTa's
+            `vocab.json` (with `merges.txt` beside it) or ALBERT's
+            `spiece.model` (any `*.json`, `*.model`), whose special tokens,
+            pair layout, vocabulary and word starts (`Ġ`, `▁`) the
+            instances take (`InstanceVocab.from_tokenizer_files`).
         do_lower_case ... short_seq_prob: The original's flags.
         sentence_order_prediction: ALBERT's pair label (`next_sentence_labels`
             1 = A and B swapped) instead of BERT's random next sentence.
@@ -121,11 +127,15 @@ def create_pretraining_data(
 
     Raises:
         FlagError: an option out of range (as the original's flags name it).
+        VocabError: a tokenizer file that is missing, unreadable, not of the
+            kind its name says, or without its special tokens (before any
+            output).
     """
     from keras_bert_impl.data.pretraining_instances import InstanceOptions
     from keras_bert_impl.data.pretraining_pipeline import (
         GenerationSettings,
         Progress,
+        instance_tokenizer,
         write_original_order,
         write_sharded,
     )
@@ -148,8 +158,17 @@ def create_pretraining_data(
         )
     except ValueError as error:
         raise FlagError(f"--{error}") from None
+    tokenizer_files = None
+    # As `tokenization.from_files.vocab_file_kind`, without importing TensorFlow for a vocab.txt.
+    if os.path.basename(str(vocab_file)).endswith((".json", ".model")):
+        from keras_bert_impl.tokenization.from_files import read_vocab_file, vocabulary
+
+        tokenizer_files = read_vocab_file(vocab_file)
+        vocab = {token: index for index, token in enumerate(vocabulary(tokenizer_files)) if token}
+    else:
+        vocab = load_vocab(vocab_file)
     settings = GenerationSettings(
-        vocab=load_vocab(vocab_file),
+        vocab=vocab,
         vocab_file=vocab_file,
         do_lower_case=do_lower_case,
         options=options,
@@ -157,7 +176,14 @@ def create_pretraining_data(
         compression=GZIP if gzip_compress else None,
         use_v2_feature_names=use_v2_feature_names,
         skip_invalid_utf8=skip_invalid_utf8,
+        tokenizer_files=tokenizer_files,
     )
+    try:
+        instance_tokenizer(settings)  # The tokenizer's special tokens and layout, before any output.
+    except VocabError:
+        raise
+    except ValueError as error:  # No room for the layout's pair in --max_seq_length.
+        raise FlagError(f"--{error}") from None
     progress_stream = sys.stderr if progress else None
     log = lambda message: print(f"create_pretraining_data: {message}", file=sys.stderr, flush=True)  # noqa: E731
     num_shards = num_shards or 16

@@ -22,6 +22,8 @@ from keras_bert_impl.tokenization import special_tokens
 from keras_bert_impl.tokenization.byte_level_bpe import (
     ByteLevelBpeTokenizer,
     InGraphByteLevelBpeTokenizer,
+    load_merges,
+    load_vocab_json,
     read_byte_level_bpe_files,
 )
 from keras_bert_impl.tokenization.full_tokenizer import FullTokenizer, load_vocab
@@ -92,14 +94,18 @@ def read_tokenizer_files(directory):
     if kind == BYTE_LEVEL_BPE:
         vocab, merges = read_byte_level_bpe_files(directory)
         return {"kind": kind, "vocab": vocab, "merges": [a + " " + b for a, b in merges]}
-    vocab_file = filesystem.join(directory, "vocab.txt")
+    return _wordpiece_files(filesystem.join(directory, "vocab.txt"))
+
+
+def _wordpiece_files(vocab_file):
+    """`read_tokenizer_files`' dict of a `vocab.txt`: its tokens in id order."""
     vocab = load_vocab(vocab_file)
     if not vocab:
         raise VocabError(f"{vocab_file}: empty; a vocabulary holds one token a line")
     tokens = [""] * (max(vocab.values()) + 1)
     for token, index in vocab.items():
         tokens[index] = token
-    return {"kind": kind, "vocabulary": tokens}
+    return {"kind": WORDPIECE, "vocabulary": tokens}
 
 
 def python_tokenizer(files, do_lower_case=True):
@@ -226,6 +232,52 @@ def token_ids(files, tokens):
     return [vocab[token] for token in tokens]
 
 
+def read_vocab_file(vocab_file):
+    """The tokenizer files that one named file stands for, as `read_tokenizer_files`' dict.
+
+    For the tools that take a single `--vocab_file`: `vocab_file_kind` says
+    the kind; `vocab.json` needs its `merges.txt` beside it. Unlike
+    `read_tokenizer_files`, the file is read under whatever name it has.
+
+    Args:
+        vocab_file: `vocab.txt`, `vocab.json` (with `merges.txt` beside it)
+            or `spiece.model` (any `*.model`).
+
+    Returns:
+        `{"kind": ..., ...}`, as `read_tokenizer_files`.
+
+    Raises:
+        VocabError: naming the file that is missing, unreadable, or not of
+            the kind its name says (a Hugging Face `tokenizer.json` is no
+            token -> id object, nor a `.model` of another kind a SentencePiece
+            model).
+
+    Example:
+    >>> import pathlib, tempfile
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (root / "vocab.json").write_text('{"<unk>": 0}', encoding="utf-8")
+    >>> read_vocab_file(root / "vocab.json")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    keras_bert_impl.errors.VocabError: .../merges.txt: not found; a byte-level BPE vocab.json (...) is read with ...
+    """
+    vocab_file = os.fspath(vocab_file)
+    kind = vocab_file_kind(vocab_file)
+    if not filesystem.exists(vocab_file):
+        raise VocabError(f"{vocab_file}: tokenizer file not found")
+    if kind == SENTENCEPIECE:
+        proto = SentencePieceTokenizer(vocab_file).model_proto  # a model, with an unknown piece
+        return {"kind": kind, "model_proto": base64.b64encode(proto).decode("ascii")}
+    if kind == BYTE_LEVEL_BPE:
+        merges_file = filesystem.join(filesystem.dirname(vocab_file) or ".", "merges.txt")
+        if not filesystem.exists(merges_file):
+            raise VocabError(f"{merges_file}: not found; a byte-level BPE vocab.json ({vocab_file}) is read with "
+                             "the merges.txt beside it")
+        merges = load_merges(merges_file)
+        return {"kind": kind, "vocab": load_vocab_json(vocab_file), "merges": [a + " " + b for a, b in merges]}
+    return _wordpiece_files(vocab_file)
+
+
 def release_tokenizer(vocab_file, vocab_size, do_lower_case=True, config_file="bert_config.json"):
     """The checked Python tokenizer of a variant release, given its first tokenizer file.
 
@@ -267,6 +319,7 @@ __all__ = [
     "in_graph_tokenizer",
     "python_tokenizer",
     "read_tokenizer_files",
+    "read_vocab_file",
     "release_do_lower_case",
     "release_tokenizer",
     "token_ids",

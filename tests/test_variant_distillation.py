@@ -208,22 +208,47 @@ def test_a_general_student_is_of_its_teachers_variant_and_moves_toward_it(releas
     assert classifier.predict(held_out[:2]).shape == (2, 2)
 
 
-def test_whole_word_masking_of_a_byte_level_bpe_teacher_is_one_line(releases, tmp_path, capsys):
-    """Whole words are found by WordPiece's "##" pieces, which RoBERTa's tokenizer has none of."""
-    from keras_bert_impl.cli import run_tool
+def test_general_instances_of_a_byte_level_bpe_teacher_mask_whole_words_in_its_layout(releases, tmp_path):
+    """`--do_whole_word_mask` with RoBERTa's tokenizer: words by the "Ġ" rule (a text's first token starts one),
+    RoBERTa's layout (`<s> ... </s>`, segment ids 0) and `<pad>` padding, as the generator makes them."""
+    import types
 
-    release = releases["roberta"]
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("the the he\nx q z\n\nhe the\n", encoding="utf-8")
-    capsys.readouterr()
-    code = run_tool(distill.main, ["--task=general", f"--teacher_dir={release}", f"--input_file={corpus}",
-                                   "--do_whole_word_mask", f"--max_seq_length={SEQ}", "--max_predictions_per_seq=3",
-                                   f"--output_dir={tmp_path / 'out'}"], prog="distill")
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert code == 1 and lines == [f"distill: error: {release / 'vocab.json'}: whole-word masking finds words by "
-                                   "WordPiece's \"##\" pieces, which this tokenizer has none of; leave out "
-                                   "do_whole_word_mask"], lines
-    assert not (tmp_path / "out").exists()
+    from keras_bert_impl.tasks.general_distillation import GeneralDistillation
+    from keras_bert_impl.training.fine_tuning import FineTuningSettings, read_release
+
+    files = find_release(releases["roberta"])
+    corpus = tmp_path / "corpus.txt"  # one line a document: every line starts after <s> or </s>
+    lines = ["the he xylophone zebra", "quartz the he", "he jumps over the lazy dog", "the end of the word games"]
+    corpus.write_text("\n\n".join(lines * 2) + "\n", encoding="utf-8")  # byte-level BPE cuts rare words in pieces
+    release = read_release(files.bert_config_file, files.vocab_file, None, files.checkpoint, SEQ)
+    spec = GeneralDistillation(input_file=str(corpus), max_predictions_per_seq=6, masked_lm_prob=0.3,
+                               do_whole_word_mask=True, dupe_factor=4)
+    run = types.SimpleNamespace(max_seq_length=SEQ, training=FineTuningSettings(seed=3))
+    arrays = spec.read_instances(release, run, log=lambda message: None)
+    tokenizer = release.tokenizer
+    tokens = {index: token for token, index in tokenizer.vocab.items()}
+    special = tokenizer.special_tokens
+    cls, sep, pad = (tokenizer.vocab[token] for token in (special.cls, special.sep, special.pad))
+    pieces_of_masked_words = []
+    for ids, mask, segments, positions, originals, weights in zip(
+            *(arrays[name] for name in ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
+                                        "masked_lm_ids", "masked_lm_weights"))):
+        length = int(mask.sum())
+        assert ids[0] == cls and ids[length - 1] == sep and (ids[length:] == pad).all() and not segments.any()
+        real = weights > 0
+        text = ids[:length].copy()
+        text[positions[real]] = originals[real]  # the text before masking
+        masked = set(positions[real].tolist())
+        assert not masked & {i for i in range(length) if text[i] in (cls, sep)}
+        starts = [i for i in range(1, length) if text[i] not in (cls, sep)
+                  and (text[i - 1] in (cls, sep) or tokens[int(text[i])].startswith("\u0120"))]
+        ends = starts[1:] + [length]
+        for start, end in zip(starts, ends):
+            word = [i for i in range(start, end) if text[i] not in (cls, sep)]
+            assert len(masked.intersection(word)) in (0, len(word)), (start, word, sorted(masked))
+            if masked.intersection(word):
+                pieces_of_masked_words.append(len(word))
+    assert max(pieces_of_masked_words) > 1  # some masked word has more than one piece: the rule was used
 
 
 # ALBERT's tiny tagger learns too slowly for a short test (tests/test_variant_span_tagging.py trains it 20 epochs).

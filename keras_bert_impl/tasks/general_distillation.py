@@ -46,12 +46,13 @@ _SEQUENCE = ("input_ids", "input_mask", "segment_ids")
 _MASKED_LM = ("masked_lm_positions", "masked_lm_ids")
 
 
-def instance_arrays(instances, max_seq_length, max_predictions_per_seq):
+def instance_arrays(instances, max_seq_length, max_predictions_per_seq, pad_id=0):
     """The instances as arrays, padded as the original's writer pads them.
 
     Args:
         instances: `data.pretraining_instances.TrainingInstance`s.
         max_seq_length, max_predictions_per_seq: The padded lengths.
+        pad_id: What `input_ids` are padded with (`<pad>`; WordPiece's 0).
 
     Returns:
         int32 `input_ids`, `input_mask`, `segment_ids` [n, max_seq_length];
@@ -60,6 +61,7 @@ def instance_arrays(instances, max_seq_length, max_predictions_per_seq):
     """
     count = len(instances)
     arrays = {name: np.zeros((count, max_seq_length), np.int32) for name in _SEQUENCE}
+    arrays["input_ids"][:] = pad_id
     arrays.update({name: np.zeros((count, max_predictions_per_seq), np.int32) for name in _MASKED_LM})
     arrays["masked_lm_weights"] = np.zeros((count, max_predictions_per_seq), np.float32)
     for row, instance in enumerate(instances):
@@ -71,37 +73,6 @@ def instance_arrays(instances, max_seq_length, max_predictions_per_seq):
         arrays["masked_lm_ids"][row, :masked] = instance.masked_lm_ids
         arrays["masked_lm_weights"][row, :masked] = 1.0
     return arrays
-
-
-def variant_instance_vocab(tokenizer, vocab_file):
-    """`InstanceVocab` of a RoBERTa or ALBERT tokenizer: its own cls, sep and mask tokens; no "##" pieces.
-
-    Raises:
-        VocabError: a special token missing from the vocabulary, naming `vocab_file`.
-    """
-    from keras_bert_impl.data.pretraining_instances import InstanceVocab
-    from keras_bert_impl.errors import VocabError
-
-    special = tokenizer.special_tokens
-    missing = [token for token in (special.cls, special.sep, special.mask) if token not in tokenizer.vocab]
-    if missing:
-        raise VocabError(f"{vocab_file}: no {', '.join(missing)} in the vocabulary, which masked instances need")
-    ids = tuple(tokenizer.vocab.values())
-    return InstanceVocab(cls_id=tokenizer.vocab[special.cls], sep_id=tokenizer.vocab[special.sep],
-                         mask_id=tokenizer.vocab[special.mask], word_ids=ids, is_subword=bytes(max(ids) + 1))
-
-
-class _TokenizerOfIds:
-    """A RoBERTa or ALBERT tokenizer as `add_documents` takes one: its "tokens" are
-    already ids (`encode`: a piece outside the vocabulary is the unknown token's)."""
-
-    class _Ids(dict):
-        def __missing__(self, token_id):
-            return token_id
-
-    def __init__(self, tokenizer):
-        self.tokenize = tokenizer.encode
-        self.vocab = self._Ids()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,19 +144,18 @@ class GeneralDistillation(StepwiseDistillation, FineTuningSpec):
         from keras_bert_impl.data.pretraining_instances import (
             InstanceOptions,
             InstanceVocab,
+            VariantLineTokenizer,
             add_documents,
             create_training_instances,
             read_lines,
             shuffle,
         )
+        from keras_bert_impl.tokenization.from_files import read_vocab_file
 
         if self.max_predictions_per_seq >= run.max_seq_length:
             raise DistillationError(f"max_predictions_per_seq ({self.max_predictions_per_seq}) must be below "
                                     f"max_seq_length ({run.max_seq_length})")
         special_tokens = getattr(release.tokenizer, "special_tokens", None)  # RoBERTa's, ALBERT's
-        if special_tokens is not None and self.do_whole_word_mask:
-            raise DistillationError(f"{release.vocab_file}: whole-word masking finds words by WordPiece's \"##\" "
-                                    "pieces, which this tokenizer has none of; leave out do_whole_word_mask")
         try:
             # A pair needs a second token type to be told apart: RoBERTa's full sentences where there is none.
             options = InstanceOptions(run.max_seq_length, self.max_predictions_per_seq, self.masked_lm_prob,
@@ -197,8 +167,9 @@ class GeneralDistillation(StepwiseDistillation, FineTuningSpec):
             documents = add_documents([[]], read_lines(self.input_file), release.tokenizer)
             vocab = InstanceVocab.from_vocab(release.tokenizer.vocab, release.vocab_file)
         else:
-            documents = add_documents([[]], read_lines(self.input_file), _TokenizerOfIds(release.tokenizer))
-            vocab = variant_instance_vocab(release.tokenizer, release.vocab_file)
+            # The variant's own layout, mask token and words (a "▁" or "Ġ" piece starts one), as the generator's.
+            documents = add_documents([[]], read_lines(self.input_file), VariantLineTokenizer(release.tokenizer))
+            vocab = InstanceVocab.from_tokenizer_files(read_vocab_file(release.vocab_file), release.vocab_file)
         rng = random.Random(run.training.seed)
         instances = list(create_training_instances(documents, options, vocab, rng))
         shuffle(rng, instances)
@@ -206,7 +177,7 @@ class GeneralDistillation(StepwiseDistillation, FineTuningSpec):
             raise InputFileError(f"{self.input_file}: no text in it (one sentence per line, a blank line between "
                                  "documents)")
         log(f"{self.input_file}: {sum(1 for d in documents if d)} documents, {len(instances)} instances")
-        return instance_arrays(instances, run.max_seq_length, self.max_predictions_per_seq)
+        return instance_arrays(instances, run.max_seq_length, self.max_predictions_per_seq, vocab.pad_id)
 
     def trains_logits(self, inputs):
         return inputs.extra

@@ -139,9 +139,18 @@ def dynamic_input_range(x):
 def quantize_input(x, lo, hi):
     """x [rows, in] float32 -> (u8 [rows, in] quint8, step): `x ~ lo + step * u8`.
 
+    Up to `ELEMENTWISE_MAX_ROWS` rows by element-wise ops, beyond by
+    oneDNN's `QuantizeV2` (a `tf.cond` on the row count where the graph does
+    not know it): the same codes either way.
+
     Args:
         x: float32 [rows, in].
         lo, hi: float32 scalars (tensors or numbers), lo <= 0 < hi.
+
+    Example:
+    >>> u8, step = quantize_input(tf.constant([[-1.0, 0.0, 1.5]]), -1.0, 1.55)
+    >>> tf.bitcast(u8, tf.uint8).numpy().tolist(), round(float(step), 4)
+    ([[0, 100, 250]], 0.01)
     """
     lo, hi = tf.cast(lo, tf.float32), tf.cast(hi, tf.float32)
     inverse_step = 255.0 / (hi - lo)

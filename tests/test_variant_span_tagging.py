@@ -392,19 +392,65 @@ def test_bad_input_with_a_variant_release_is_one_line(releases, tmp_path, capsys
     assert f"run_ner: error: {conll_file}:" in message and "label 'B-LOC' is not one of the model's labels" in message
 
 
+QA_QUESTIONS = ["Who serves crème?", "東京 or 北京?", "What is it?"]
+QA_SEQ = 32  # the tiny releases' longest sequence
+
 
 @pytest.mark.parametrize("model_type", ["roberta", "albert"])
-def test_span_qa_export_of_a_bpe_or_sentencepiece_release_is_refused_before_any_output(releases, model_type,  # noqa: F811
-                                                                                      tmp_path):
-    # The export's in-graph answer text is WordPiece's (segment 1, "##" pieces undone).
+def test_span_qa_export_of_a_bpe_or_sentencepiece_release_serves_its_best_span(releases, oracle_tokenizers,  # noqa: F811
+                                                                                model_type, tmp_path):
+    """The export answers in-graph, served without our Python: the best
+    allowed span of its own logits, as text that Hugging Face's tokenizer
+    (RoBERTa) or SentencePiece (ALBERT) decodes from the span's ids. The
+    model is the release's architecture, randomized, over tokenizer files
+    trained on the hard texts (the release's 60 tokens write them as unknown
+    tokens); an ALBERT answer holding `<unk>` has no decoded text to match."""
+    import dataclasses
+
+    import sentencepiece
+
     from keras_bert_impl.config import BertConfig
     from keras_bert_impl.models.span_qa import BertSpanQA
     from keras_bert_impl.serving.export import ExportOptions, export_saved_model
-    from keras_bert_impl.serving.versions import ExportError
+    from tests.helpers import randomize
+    from tests.test_serving import probe
 
-    files = find_release(releases[model_type])
-    model = BertSpanQA(BertConfig.from_json_file(files.bert_config_file))
-    with pytest.raises(ExportError, match="span_qa export finds its answer text in-graph from WordPiece"):
-        export_saved_model(model, "span_qa", files.vocab_file, tmp_path / "squad",
-                           ExportOptions(max_seq_length=32, precision="float32"))
-    assert not (tmp_path / "squad").exists()
+    _, theirs = oracle_tokenizers[model_type]
+    directory = theirs.name_or_path
+    vocab_file = os.path.join(directory, "vocab.json" if model_type == "roberta" else "spiece.model")
+    config = BertConfig.from_json_file(find_release(releases[model_type]).bert_config_file)
+    model = BertSpanQA(dataclasses.replace(config, vocab_size=len(theirs)))
+    randomize(model, seed=3, scale=0.5)
+    export_saved_model(model, "span_qa", vocab_file, tmp_path / "squad",
+                       ExportOptions(max_seq_length=QA_SEQ, precision="float32"))
+    questions = [QA_QUESTIONS[i % len(QA_QUESTIONS)] for i in range(len(HARD_TEXTS))]
+    contexts = [" ".join(text.split()[:4]) for text in HARD_TEXTS]
+    served, = probe(tmp_path / "squad" / "1", [
+        {"signature": "serve_text_pair", "inputs": {"text": questions, "text_b": contexts}}])
+
+    if model_type == "albert":
+        processor = sentencepiece.SentencePieceProcessor(model_file=vocab_file)
+        decode = processor.decode
+    else:
+        decode = lambda ids: theirs.decode(ids, clean_up_tokenization_spaces=False)  # noqa: E731
+    start_logits, end_logits = np.array(served["start_logits"]), np.array(served["end_logits"])
+    max_answer_length = 30  # the export's default
+    decoded = 0
+    for row, (question, context) in enumerate(zip(questions, contexts)):
+        encoding = theirs(question, context)
+        ids = encoding["input_ids"]
+        assert len(ids) <= QA_SEQ, (question, context)
+        # The served request is Hugging Face's pair: as many real positions.
+        assert int((start_logits[row] > -1000).sum()) == len(ids)
+        in_context = np.array([sequence == 1 for sequence in encoding.sequence_ids()])  # None: the specials
+        starts, ends = np.meshgrid(np.arange(len(ids)), np.arange(len(ids)), indexing="ij")
+        allowed = in_context[:, None] & in_context[None, :] & (ends >= starts) & (ends - starts < max_answer_length)
+        scores = np.where(allowed, start_logits[row, :len(ids), None] + end_logits[row, None, :len(ids)], -np.inf)
+        best_start, best_end = np.unravel_index(np.argmax(scores), scores.shape)
+        assert (served["answer_start"][row], served["answer_end"][row]) == (best_start, best_end), context
+        answer = ids[best_start:best_end + 1]
+        if theirs.unk_token_id in answer:  # SentencePiece decodes it as " ⁇ ", the export as its token
+            continue
+        assert served["answer_text"][row] == decode(answer).strip(), context
+        decoded += 1
+    assert decoded >= 4

@@ -281,11 +281,6 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
     model_name = filesystem.basename(export_dir)
     version = check_version_free(export_dir, options.version)
     variant = _variant_tokenizer(vocab_file, options.do_lower_case, model.bert_config.vocab_size)
-    if variant is not None and task == "span_qa":
-        # The in-graph answer is WordPiece's: context by segment id 1, pieces joined by undoing "##".
-        raise ExportError(f"{vocab_file}: the span_qa export finds its answer text in-graph from WordPiece pieces; "
-                          f"a byte-level BPE or SentencePiece release is not exported for it (run_squad --do_predict "
-                          f"answers with it)")
     if variant is None:
         vocab = load_vocab(vocab_file)
         check_special_tokens(vocab, vocab_file, required=spec.required_tokens)

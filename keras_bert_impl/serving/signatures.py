@@ -53,7 +53,7 @@ class BertServingModule(tf.Module):
             asset (classifier).
         top_k: Candidates per [MASK] (fill_mask).
         max_masks: [MASK] positions scored per text (fill_mask).
-        max_answer_length: Longest answer in word pieces (span_qa).
+        max_answer_length: Longest answer in tokens (span_qa).
         skip_padding: Run the encoder's per-token work on real tokens only
             (`padding_free.call_skipping_padding`; one graph, for a batch
             with padding or without); False: every position,

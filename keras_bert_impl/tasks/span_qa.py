@@ -42,9 +42,10 @@ def _build_span_qa(config, num_labels=None, dtype=None):
 def span_qa_serving_outputs(serving, inputs, padded_length):
     """Start/end logits [batch, padded_length] and the best answer in the context.
 
-    Answers lie in segment 1 (real tokens, not the final [SEP]) and are at
-    most `serving.max_answer_length` pieces long; `answer_start/_end` are -1
-    and `answer_text` "" when no span is allowed.
+    Answers lie in the context (`answer_context`) and are at most
+    `serving.max_answer_length` tokens long; `answer_start/_end` are -1
+    and `answer_text` "" when no span is allowed. The text is the answer's
+    tokens decoded as their tokenizer writes them (`answer_text`).
     """
     import tensorflow as tf
 
@@ -54,7 +55,7 @@ def span_qa_serving_outputs(serving, inputs, padded_length):
     start = tf.cast(outputs["start_logits"], tf.float32)
     end = tf.cast(outputs["end_logits"], tf.float32)
     seq = tf.shape(start)[1]
-    context = (inputs["segment_ids"] == 1) & (inputs["input_mask"] == 1) & (inputs["input_ids"] != serving.sep_id)
+    context = answer_context(serving, inputs)
     scores = start[:, :, None] + end[:, None, :]  # [batch, start, end]
     i = tf.range(seq)[:, None]
     j = tf.range(seq)[None, :]
@@ -67,9 +68,8 @@ def span_qa_serving_outputs(serving, inputs, padded_length):
     has_answer = tf.reduce_any(allowed, axis=[1, 2])
     positions = tf.range(seq)[None, :]
     in_span = (positions >= best_start[:, None]) & (positions <= best_end[:, None]) & has_answer[:, None]
-    tokens = tf.ragged.boolean_mask(tf.gather(serving.id_to_token, inputs["input_ids"]), in_span)
-    text = tf.strings.reduce_join(tokens, axis=1, separator=" ")
-    text = tf.strings.regex_replace(text, " ##", "")
+    tokens = tf.ragged.boolean_mask(tf.gather(serving.id_to_token, inputs["input_ids"]), in_span)  # [batch, (span)]
+    text = answer_text(serving.tokenizer, tokens)
     # Back to the request's length; no answer starts or ends in the padding,
     # the row's own included (so a row's answer does not depend on its batch).
     real = inputs["input_mask"] > 0
@@ -85,6 +85,88 @@ def span_qa_serving_outputs(serving, inputs, padded_length):
         "answer_end": tf.where(has_answer, best_end, -1),
         "answer_text": text,
     }
+
+
+def answer_context(serving, inputs):
+    """bool [batch, seq]: the real tokens of a pair's second text, where answers lie.
+
+    With segment ids (BERT, ALBERT: `[CLS] q [SEP] ctx [SEP]`) the context is
+    segment 1; without (RoBERTa: `<s> q </s></s> ctx </s>`, segment ids all
+    0) it is what follows the first `serving.separators_between` separators.
+    Separators and padding are never part of it.
+    """
+    import tensorflow as tf
+
+    if serving.second_segment_id == 1:
+        return (inputs["segment_ids"] == 1) & (inputs["input_mask"] == 1) & (inputs["input_ids"] != serving.sep_id)
+    is_sep = inputs["input_ids"] == serving.sep_id
+    seps_so_far = tf.cumsum(tf.cast(is_sep, tf.int32) * tf.cast(inputs["input_mask"], tf.int32), axis=1)
+    return (seps_so_far >= serving.separators_between) & (inputs["input_mask"] == 1) & ~is_sep
+
+
+def answer_text(tokenizer, tokens):
+    """[batch] strings: each row's answer tokens decoded as `tokenizer`'s family writes text.
+
+    WordPiece joins words with spaces and undoes "##"; byte-level BPE maps
+    each character back to its byte (`byte_level_text`); SentencePiece turns
+    "▁" (U+2581) back into spaces. Byte-level and SentencePiece answers lose
+    the White_Space at their ends (the space their first token carries).
+
+    Args:
+        tokenizer: The serving module's in-graph tokenizer.
+        tokens: Ragged strings [batch, (answer_length)], the answer's tokens.
+    """
+    import tensorflow as tf
+
+    from keras_bert_impl.tokenization.byte_level_bpe import InGraphByteLevelBpeTokenizer
+    from keras_bert_impl.tokenization.sentencepiece_tokenizer import InGraphSentencePieceTokenizer
+
+    if isinstance(tokenizer, InGraphByteLevelBpeTokenizer):
+        return _strip_white_space(byte_level_text(tokens))
+    if isinstance(tokenizer, InGraphSentencePieceTokenizer):
+        return _strip_white_space(tf.strings.regex_replace(tf.strings.reduce_join(tokens, axis=1), "\u2581", " "))
+    text = tf.strings.reduce_join(tokens, axis=1, separator=" ")
+    return tf.strings.regex_replace(text, " ##", "")
+
+
+def byte_level_text(tokens):
+    """[batch] UTF-8 strings: byte-level BPE tokens [batch, (n)] turned back into their bytes.
+
+    GPT-2's `bytes_to_unicode` wrote each byte as one character; a token
+    with a character outside that table (an added token) stands for its own
+    UTF-8 bytes, as Hugging Face's ByteLevel decoder has it. Bytes that are
+    not UTF-8 (an answer cut inside a character) become U+FFFD, one per
+    maximal invalid sequence, as Python's and Rust's lossy decoding do.
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    from keras_bert_impl.tokenization.byte_level_bpe import bytes_to_unicode
+
+    table = bytes_to_unicode()
+    byte_of = np.full(max(map(ord, table.values())) + 1, -1, np.int32)  # code point -> byte, -1: not in the table
+    for byte, char in table.items():
+        byte_of[ord(char)] = byte
+    one_byte = tf.constant([bytes([byte]) for byte in range(256)])  # [256]
+    flat = tokens.flat_values  # [num_tokens]
+    code_points = tf.strings.unicode_decode(flat, "UTF-8")  # [num_tokens, (chars)]
+    in_table = code_points.flat_values < len(byte_of)
+    bytes_ = tf.where(in_table, tf.gather(byte_of, tf.where(in_table, code_points.flat_values, 0)), -1)
+    bytes_ = code_points.with_flat_values(bytes_)  # [num_tokens, (chars)]
+    mapped = tf.strings.reduce_join(tf.gather(one_byte, tf.maximum(bytes_, 0)), axis=1)  # [num_tokens]
+    all_mapped = tf.reduce_all(bytes_ >= 0, axis=1)
+    text = tf.strings.reduce_join(tokens.with_flat_values(tf.where(all_mapped, mapped, flat)), axis=1)
+    return tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
+
+
+def _strip_white_space(text):
+    """`text` without Unicode White_Space at either end."""
+    import tensorflow as tf
+
+    from keras_bert_impl.tokenization.special_tokens import space_class
+
+    spaces = space_class(re2=True)
+    return tf.strings.regex_replace(text, f"^{spaces}+|{spaces}+$", "")
 
 
 SPAN_QA = TaskSpec(

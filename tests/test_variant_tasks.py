@@ -157,7 +157,8 @@ def test_text_classifier_fine_tunes_saves_and_exports(releases, model_type, tmp_
     assert model.bert_config.use_pooler  # a fresh pooler where the release has none
     model.compile()
     texts, labels = _class_data(model_type)
-    history = model.fit(texts, labels, batch_size=4, epochs=3, verbose=0)
+    # Six epochs: three left ALBERT's loss where it started in one full-suite run (dropout draws differ by order).
+    history = model.fit(texts, labels, batch_size=4, epochs=6, verbose=0)
     losses = history.history["loss"]
     assert losses[-1] < losses[0]
     probabilities = model.predict(HARD_TEXTS + list(CLASS_TEXTS[model_type]), batch_size=4)

@@ -132,3 +132,24 @@ def run_with_onednn_rewrites(code, setting):
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def tiny_release_export_tool(tmp_path, vocab_file):
+    """`run(*flags)`: `bert-export` (`python -m tools.export_saved_model`) in a fresh process, on a tiny
+    classifier release written to `tmp_path/release` (with `vocab_file`), exporting to
+    `tmp_path/saved_models/tiny`; returns the `subprocess.CompletedProcess`."""
+    from keras_bert_impl.checkpoints.original import save_original_checkpoint
+    from keras_bert_impl.models.classifier import BertClassifier
+
+    config = tiny_config(vocab_size=30522, max_position_embeddings=64)
+    save_original_checkpoint(BertClassifier(config, num_labels=2), str(tmp_path / "release" / "model.ckpt"))
+    config.to_json_file(tmp_path / "release" / "bert_config.json")
+    (tmp_path / "release" / "vocab.txt").write_bytes(pathlib.Path(vocab_file).read_bytes())
+    command = [sys.executable, "-m", "tools.export_saved_model", f"--model_dir={tmp_path}/release", "--task=classifier",
+               "--max_seq_length=16", f"--export_dir={tmp_path}/saved_models/tiny"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+
+    def run(*flags):
+        return subprocess.run(command + list(flags), capture_output=True, text=True, cwd=BENCHMARKS.parent, env=env)
+
+    return run

@@ -3,8 +3,6 @@ without our Python and answers close to the float32 export, and bad requests for
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -12,10 +10,9 @@ import tensorflow as tf
 
 from keras_bert_impl import hardware
 from keras_bert_impl.inference import int8
-from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.serving.export import METADATA_FILE, ExportError, ExportOptions, export_saved_model
-from tests.helpers import X86_ONLY, random_inputs, randomize, tiny_config
-from tests.test_serving import REPO, SENTENCES, probe
+from tests.helpers import X86_ONLY, random_inputs, randomize, tiny_config, tiny_release_export_tool
+from tests.test_serving import SENTENCES, probe
 from tests.test_serving_precision import model, saved_graph_def  # noqa: F401 (`model`: a fixture)
 
 SEQ = 24
@@ -185,18 +182,7 @@ def test_int8_refusals_name_the_cause(tmp_path, bert_vocab_file, model):
 
 
 def test_export_tool_int8_flags(tmp_path, bert_vocab_file):
-    from keras_bert_impl.checkpoints.original import save_original_checkpoint
-
-    config = tiny_config(vocab_size=30522, max_position_embeddings=64)
-    save_original_checkpoint(BertClassifier(config, num_labels=2), str(tmp_path / "release" / "model.ckpt"))
-    config.to_json_file(tmp_path / "release" / "bert_config.json")
-    (tmp_path / "release" / "vocab.txt").write_bytes(bert_vocab_file.read_bytes())
-    command = [sys.executable, "-m", "tools.export_saved_model", f"--model_dir={tmp_path}/release", "--task=classifier",
-               "--max_seq_length=16", f"--export_dir={tmp_path}/saved_models/tiny"]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-
-    def run(*flags):
-        return subprocess.run(command + list(flags), capture_output=True, text=True, cwd=REPO, env=env)
+    run = tiny_release_export_tool(tmp_path, bert_vocab_file)
 
     calibration = tmp_path / "calibration.txt"
     calibration.write_text("a fine film\n\nnot good at all\n", encoding="utf-8")

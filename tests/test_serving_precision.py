@@ -5,8 +5,6 @@ export, through the same signatures, in a process without our Python."""
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,8 +15,15 @@ from keras_bert_impl.inference import plan
 from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.serving.export import METADATA_FILE, ExportError, ExportOptions, export_saved_model
 from keras_bert_impl.tasks.text_classifier import TextClassifier
-from tests.helpers import X86_ONLY, randomize, run_with_onednn_rewrites, tiny_config, weight_casts
-from tests.test_serving import REPO, SENTENCES, probe
+from tests.helpers import (
+    X86_ONLY,
+    randomize,
+    run_with_onednn_rewrites,
+    tiny_config,
+    tiny_release_export_tool,
+    weight_casts,
+)
+from tests.test_serving import SENTENCES, probe
 
 SEQ = 24
 # bfloat16 keeps 8 significant bits: each rounding moves a value by up to
@@ -242,24 +247,16 @@ def test_text_classifier_exports_in_bfloat16(tmp_path, bert_vocab_file, model):
 
 
 def test_export_tool_precision_flag(tmp_path, bert_vocab_file):
-    from keras_bert_impl.checkpoints.original import save_original_checkpoint
-
-    config = tiny_config(vocab_size=30522, max_position_embeddings=64)
-    save_original_checkpoint(BertClassifier(config, num_labels=2), str(tmp_path / "release" / "model.ckpt"))
-    config.to_json_file(tmp_path / "release" / "bert_config.json")
-    (tmp_path / "release" / "vocab.txt").write_bytes(bert_vocab_file.read_bytes())
-    command = [sys.executable, "-m", "tools.export_saved_model", f"--model_dir={tmp_path}/release", "--task=classifier",
-               "--max_seq_length=16", f"--export_dir={tmp_path}/saved_models/tiny"]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    run = tiny_release_export_tool(tmp_path, bert_vocab_file)
     with open("/proc/cpuinfo") as f:
         flags = f.read().split()
     # AMX anywhere; AVX-512 bf16 on AMD (on Intel it runs at float32's rate).
     bf16_units = "amx_bf16" in flags or ("avx512_bf16" in flags and "AuthenticAMD" in flags)
     # TensorFlow turns its oneDNN rewrites on by default on CPUs with bf16 units; only the variable turns them off.
-    onednn_off = env.get("TF_ENABLE_ONEDNN_OPTS", "").lower() in ("0", "false")
+    onednn_off = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "").lower() in ("0", "false")
     by_default = "bfloat16" if bf16_units and not onednn_off else "float32"
     for version, flags in (("1", []), ("2", ["--precision=bfloat16", "--noskip_padding"])):
-        result = subprocess.run(command + flags, capture_output=True, text=True, cwd=REPO, env=env)
+        result = run(*flags)
         assert result.returncode == 0, result.stderr
         expected = "bfloat16" if flags else by_default
         assert f"computing in {expected} (CPU: " in result.stderr and "; oneDNN graph rewrites " in result.stderr
@@ -268,7 +265,7 @@ def test_export_tool_precision_flag(tmp_path, bert_vocab_file):
         assert metadata["precision"] == expected
         # Padding is skipped by default where no GPU is visible (none in CI).
         assert metadata["skips_padding"] is (not flags and not tf.config.list_logical_devices("GPU"))
-    bad = subprocess.run(command + ["--precision=fp16"], capture_output=True, text=True, cwd=REPO, env=env)
+    bad = run("--precision=fp16")
     assert bad.returncode != 0 and "--precision" in bad.stderr and "fp16" in bad.stderr
     assert sorted(os.listdir(tmp_path / "saved_models" / "tiny")) == ["1", "2"]
 

@@ -3,6 +3,7 @@ without our Python and answers close to the float32 export, and bad requests for
 
 import json
 import os
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -111,6 +112,47 @@ def test_element_wise_and_onednn_quantization_give_onednns_codes(rows, shape_kno
     assert ("Round" in ops) is (not shape_known or rows <= int8.ELEMENTWISE_MAX_ROWS)
 
 
+def test_calibrated_ranges_end_at_the_percentile(model):
+    """Each layer's range: the k-th smallest and k-th largest of every value its input took, k = floor(n (1 - p))."""
+    batches = [random_inputs(model.bert_config, batch=4, seq=12, seed=seed) for seed in range(3)]
+    layers = int8.encoder_dense_layers(model)
+    # The inputs every encoder Dense layer reads, captured by the test's own wrapper of each layer's call.
+    captured = {}
+
+    def capture(layer):
+        original = layer.call
+
+        def call(inputs, *args, **kwargs):
+            captured.setdefault(layer.path, []).append(np.asarray(inputs))
+            return original(inputs, *args, **kwargs)
+        return call
+
+    originals = {layer.path: layer.call for layer in layers}
+    try:
+        for layer in layers:
+            layer.call = capture(layer)
+        for inputs in batches:
+            model(inputs, training=False)
+    finally:
+        for layer in layers:
+            layer.call = originals[layer.path]
+    seen = {path: np.sort(np.concatenate([v.ravel() for v in values])) for path, values in captured.items()}
+    assert len(seen) == len(layers) == 2 * 6
+    for percentile in (100.0, 99.9, 99.0, 90.0):
+        # Batches as a generator: read twice below 100.
+        ranges = int8.calibrate_input_ranges(model, (inputs for inputs in batches), percentile)
+        assert sorted(ranges) == sorted(seen)
+        for path, values in seen.items():
+            k = int(values.size * (100 - Fraction(str(percentile))) / 100)  # floor, in exact arithmetic
+            lo, hi = ranges[path]
+            assert lo == min(float(values[k]), 0.0)
+            assert hi == max(float(values[-1 - k]), 0.0) + int8._MIN_RANGE
+        if percentile == 99.0:
+            assert any(ranges[path][1] < seen[path][-1] for path in seen)  # outliers really left out
+    with pytest.raises(ValueError, match="percentile must be in"):
+        int8.calibrate_input_ranges(model, batches, 40.0)
+
+
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory, bert_vocab_file, model):
     root = tmp_path_factory.mktemp("saved_models")
@@ -142,7 +184,9 @@ def test_int8_export_runs_int8_products_and_says_so(exports):
     assert metadata["precision"] == "int8" and metadata["dtype_policy"] == "float32"
     assert metadata["kernels"] == "graph constants"
     report = metadata["int8"]
-    assert report["activation_ranges"] == f"calibrated on {len(TEXTS) - 1} texts"  # the empty one is left out
+    # The empty text is left out.
+    assert report["activation_ranges"] == f"calibrated on {len(TEXTS) - 1} texts, 99.999th percentile"
+    assert report["calibration_percentile"] == int8.DEFAULT_CALIBRATION_PERCENTILE == 99.999
     assert report["argmax_agreement"] >= 0.9
     assert logged[1].startswith(f"int8 vs float32 on {len(TEXTS) - 1} texts: argmax agrees on ")
     assert logged[0].endswith("(activation ranges per batch (dynamic))")
@@ -178,6 +222,8 @@ def test_int8_refusals_name_the_cause(tmp_path, bert_vocab_file, model):
         export(precision="float32", calibration_texts=("a text",))
     with pytest.raises(ExportError, match="the calibration texts hold no text"):
         export(precision="int8", calibration_texts=("  ", ""))
+    with pytest.raises(ExportError, match=r"--calibration_percentile 30: must be in \(50, 100\]"):
+        export(precision="int8", calibration_texts=("a text",), calibration_percentile=30.0)
     assert not (tmp_path / "m").exists()
 
 
@@ -186,10 +232,11 @@ def test_export_tool_int8_flags(tmp_path, bert_vocab_file):
 
     calibration = tmp_path / "calibration.txt"
     calibration.write_text("a fine film\n\nnot good at all\n", encoding="utf-8")
-    result = run("--precision=int8", f"--calibration_file={calibration}")
+    result = run("--precision=int8", f"--calibration_file={calibration}", "--calibration_percentile=100")
     assert result.returncode == 0, result.stderr
     assert "computing in int8 (CPU: " in result.stderr
     assert "int8 vs float32 on 2 texts: argmax agrees on " in result.stderr
+    assert "(activation ranges calibrated on 2 texts, smallest to largest value)" in result.stderr
     # Refused in one line, naming the file and line, before anything is written.
     broken = tmp_path / "broken.txt"
     broken.write_bytes(b"a fine film\nnot \xff good\n")
@@ -200,6 +247,9 @@ def test_export_tool_int8_flags(tmp_path, bert_vocab_file):
         (["--precision=int8", f"--calibration_file={empty}"], f"{empty}: the calibration file holds no text"),
         (["--precision=int8", f"--calibration_file={tmp_path}/absent.txt"], "absent.txt: calibration file not found"),
         (["--precision=float32", f"--calibration_file={calibration}"], "--calibration_file is for --precision=int8"),
+        (["--precision=int8", "--calibration_percentile=99.9"], "--calibration_percentile is for --calibration_file"),
+        (["--precision=int8", f"--calibration_file={calibration}", "--calibration_percentile=101"],
+         "--calibration_percentile=101: must be in (50, 100]"),
     ):
         bad = run(*flags)
         assert bad.returncode != 0 and message in bad.stderr, bad.stderr

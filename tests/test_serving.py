@@ -24,7 +24,7 @@ from keras_bert_impl.models.token_classifier import BertTokenClassifier
 from keras_bert_impl.serving.client import GrpcClient, RestClient, ServingError
 from keras_bert_impl.serving.export import ExportError, ExportOptions, export_saved_model
 from keras_bert_impl.serving.versions import next_version
-from keras_bert_impl.tokenization.preprocessor import truncated_pair_lengths
+from keras_bert_impl.tokenization.preprocessor import pack_inputs, truncated_pair_lengths
 from keras_bert_impl.tokenization import FullTokenizer
 from keras_bert_impl.tokenization.in_graph import InGraphTokenizer, build_tables
 from tests.helpers import randomize, tiny_config
@@ -407,6 +407,26 @@ def test_truncation_is_the_originals():
         )
         assert got_a.numpy().tolist() == [expected_a[i] for i in index]
         assert got_b.numpy().tolist() == [expected_b[i] for i in index]
+
+
+@pytest.mark.parametrize("cls_id, sep_id, pad_id", [(101, 102, 0), (0, 2, 1)])  # BERT's ids; RoBERTa's <s> </s> <pad>
+def test_single_text_packing_is_the_originals(cls_id, sep_id, pad_id):
+    """The dense single-text packing: the original's `[CLS] tokens[:max - 2] [SEP]` layout, padded."""
+    rows = [list(range(10, 10 + length)) for length in range(0, 10)]
+    ids = tf.ragged.constant(rows, dtype=tf.int32)
+    for max_seq_length in range(2, 13):
+        packed = pack_inputs(ids, None, max_seq_length, cls_id, sep_id, pad_id=pad_id)
+        # The pair path (ragged ops) with empty second texts gives the single-text layout too.
+        empty_b = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), [0] * len(rows))
+        as_pair = pack_inputs(ids, empty_b, max_seq_length, cls_id, sep_id, pad_id=pad_id)
+        for name in ("input_ids", "input_mask", "segment_ids"):
+            assert packed[name].shape.as_list() == [len(rows), max_seq_length]
+            assert packed[name].numpy().tolist() == as_pair[name].numpy().tolist(), (name, max_seq_length)
+        for row, got_ids, got_mask in zip(rows, packed["input_ids"].numpy(), packed["input_mask"].numpy()):
+            tokens = [cls_id] + row[:max_seq_length - 2] + [sep_id]  # as convert_single_example
+            assert got_ids.tolist() == tokens + [pad_id] * (max_seq_length - len(tokens))
+            assert got_mask.tolist() == [1] * len(tokens) + [0] * (max_seq_length - len(tokens))
+        assert not packed["segment_ids"].numpy().any()
 
 
 @hypothesis.settings(max_examples=300, deadline=None, derandomize=True)

@@ -65,6 +65,12 @@ def define_flags(fv):
         "product (without it each batch's own range is used); the agreement with float32 is measured on them.",
         **define,
     )
+    flags.DEFINE_float(
+        "calibration_percentile", 99.999,
+        "With --calibration_file: each int8 product's input range runs from this percentile of the values it took "
+        "on the calibration texts to its complement (a few outliers then do not coarsen every other value's step; "
+        "values beyond are clipped); 100: from the smallest to the largest value.", **define,
+    )
     flags.DEFINE_boolean(
         "skip_padding", None,
         "Run the encoder's per-token work on real tokens only when a batch has padding (a tf.cond per batch, "
@@ -101,13 +107,18 @@ def main(argv=None):
     check_output_dir(fv.export_dir, "--export_dir")
     if fv.calibration_file and fv.precision != "int8":
         raise FlagError("--calibration_file is for --precision=int8")
+    if fv["calibration_percentile"].present and not fv.calibration_file:
+        raise FlagError("--calibration_percentile is for --calibration_file")
+    if not 50.0 < fv.calibration_percentile <= 100.0:
+        raise FlagError(f"--calibration_percentile={fv.calibration_percentile:g}: must be in (50, 100]")
     log = log_to_stderr("export_saved_model")
     calibration_texts = None
     if fv.calibration_file:
         from keras_bert_impl.inference.int8 import read_calibration_texts
 
         calibration_texts = read_calibration_texts(fv.calibration_file)
-    options = ExportOptions(calibration_texts=calibration_texts, **flag_values(fv, (
+    options = ExportOptions(calibration_texts=calibration_texts, calibration_percentile=fv.calibration_percentile,
+                            **flag_values(fv, (
         "do_lower_case", "max_seq_length", "label_names", "version", "serving_base_path", "precision", "skip_padding",
         "constant_kernels",
     )))

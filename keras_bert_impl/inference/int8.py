@@ -70,6 +70,8 @@ from keras_bert_impl.inference.constant_kernels import dense_kernels
 _MIN_RANGE = 1e-6
 # Inputs of up to this many rows are quantized by element-wise ops, larger ones by oneDNN's QuantizeV2.
 ELEMENTWISE_MAX_ROWS = 256
+# Calibrated ranges end at this percentile of the values seen (docs/BENCHMARKS.md, "int8": measured on real text).
+DEFAULT_CALIBRATION_PERCENTILE = 99.999
 
 
 @dataclasses.dataclass(frozen=True)
@@ -376,36 +378,112 @@ class Int8Kernels:
             yield
 
 
-def calibrate_input_ranges(model, batches):
+def calibrate_input_ranges(model, batches, percentile=100.0):
     """Each encoder Dense layer's input range over `batches`, run through `model` in float32.
+
+    At `percentile=100` the range runs from the smallest to the largest value
+    seen. Below it, each end is the value at that percentile of all the
+    values the layer read: `lo` the (100 - p)th, `hi` the p-th (with the
+    values sorted, `v[k]` and `v[n - 1 - k]`, `k = floor(n (100 - p) / 100)`),
+    so that a few outliers do not widen the step of every other value;
+    served, values beyond an end are clipped to it. That takes two passes
+    over `batches` (one to count, one to keep the `k + 1` values at each
+    end), exact whatever their number.
 
     Args:
         model: A float32 Keras model (as for `Int8Kernels`).
-        batches: An iterable of its inputs (dicts of arrays).
+        batches: An iterable of its inputs (dicts of arrays); read twice
+            below 100.
+        percentile: In (50, 100].
 
     Returns:
-        Dict of layer path -> (lo, hi): the smallest and largest input value
-        seen (lo at most 0, hi at least 0, as `QuantizeV2` takes them), hi
-        widened by `_MIN_RANGE`.
+        Dict of layer path -> (lo, hi), lo at most 0 and hi at least 0 (as
+        `QuantizeV2` takes them), hi widened by `_MIN_RANGE`.
+
+    Example:
+    >>> values = np.arange(1, 10001, dtype="float32") - 1000.0  # -999 .. 9000
+    >>> ends = calibration_ends([values], percentile=99.9)
+    >>> [float(v) for v in ends]
+    [-989.0, 8990.0]
     """
+    if not 50.0 < percentile <= 100.0:
+        raise ValueError(f"the calibration percentile must be in (50, 100], not {percentile}")
     layers = encoder_dense_layers(model)
-    seen = {layer.path: [0.0, 0.0] for layer in layers}
+    batches = list(batches) if percentile < 100.0 else batches
 
-    def make_call(layer):
-        original = type(layer).call
+    def run(observe):
+        def make_call(layer):
+            original = type(layer).call
 
-        def call(inputs, training=None):
-            values = np.asarray(inputs)
-            bounds = seen[layer.path]
-            bounds[0], bounds[1] = min(bounds[0], float(values.min())), max(bounds[1], float(values.max()))
-            return original(layer, inputs, training=training)
+            def call(inputs, training=None):
+                observe(layer.path, np.asarray(inputs))
+                return original(layer, inputs, training=training)
 
-        return call
+            return call
 
-    with dense_calls_set_to(layers, make_call):
-        for inputs in batches:
-            model(inputs, training=False)
-    return {path: (lo, hi + _MIN_RANGE) for path, (lo, hi) in seen.items()}
+        with dense_calls_set_to(layers, make_call):
+            for inputs in batches:
+                model(inputs, training=False)
+
+    counts = {layer.path: 0 for layer in layers}
+    if percentile < 100.0:
+        run(lambda path, values: counts.__setitem__(path, counts[path] + values.size))
+    collectors = {layer.path: _EndsCollector(counts[layer.path], percentile) for layer in layers}
+    run(lambda path, values: collectors[path].add(values))
+    ranges = {}
+    for path, collector in collectors.items():
+        lo, hi = collector.ends()
+        ranges[path] = (min(lo, 0.0), max(hi, 0.0) + _MIN_RANGE)
+    return ranges
+
+
+def _tail(count, percentile):
+    """How many of `count` sorted values lie beyond each end of the `percentile` range: floor(count (100 - p) / 100).
+
+    In integers (the percentile to 1e-7 of a point), so that no float
+    rounding moves an exact boundary.
+    """
+    outside = round((100.0 - percentile) * 10**7)  # (100 - p) in units of 1e-7 of a point
+    return count * outside // 10**9
+
+
+class _EndsCollector:
+    """The `k + 1` smallest and largest values seen (`k = _tail(count, percentile)`), kept as batches come."""
+
+    def __init__(self, count, percentile):
+        self.keep = _tail(count, percentile) + 1
+        self.low = np.zeros([0], np.float32)
+        self.high = np.zeros([0], np.float32)
+
+    def add(self, values):
+        values = values.reshape(-1).astype(np.float32)
+        low, high = np.concatenate([self.low, values]), np.concatenate([self.high, values])
+        if low.size > self.keep:
+            low = np.partition(low, self.keep - 1)[:self.keep]
+            high = np.partition(high, high.size - self.keep)[-self.keep:]
+        self.low, self.high = low, high
+
+    def ends(self):
+        """(lo, hi): the k-th smallest and k-th largest values (0-based); (0, 0) when nothing was seen."""
+        if self.low.size == 0:
+            return 0.0, 0.0
+        return float(self.low.max()), float(self.high.min())
+
+
+def calibration_ends(batches_of_values, percentile=100.0):
+    """`calibrate_input_ranges`' two ends for one layer, from its input values (arrays) directly.
+
+    Args:
+        batches_of_values: A list of arrays (one a batch).
+        percentile: As `calibrate_input_ranges`.
+
+    Returns:
+        (lo, hi) as floats, before the range is made to hold 0.
+    """
+    collector = _EndsCollector(sum(values.size for values in batches_of_values), percentile)
+    for values in batches_of_values:
+        collector.add(np.asarray(values))
+    return collector.ends()
 
 
 def agreement(reference, quantized, labels):

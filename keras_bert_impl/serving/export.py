@@ -101,6 +101,10 @@ class ExportOptions:
             (static quantization), and on which int8 is compared with
             float32. None: ranges found per batch, compared on
             `warmup_texts`.
+        calibration_percentile: With `calibration_texts`: each range runs
+            between this percentile of the values a product's input took
+            on them and its complement (`int8.calibrate_input_ranges`);
+            100 keeps the smallest and largest.
     """
 
     do_lower_case: bool = True
@@ -114,6 +118,7 @@ class ExportOptions:
     skip_padding: bool = None
     constant_kernels: bool = None
     calibration_texts: tuple = None
+    calibration_percentile: float = int8.DEFAULT_CALIBRATION_PERCENTILE
 
 
 def in_precision(model, spec, precision):
@@ -171,7 +176,7 @@ def export_metadata(task, plan, options, int8_report=None):
     return metadata
 
 
-def int8_agreement(module, model, texts, input_ranges, batch_size=32):
+def int8_agreement(module, model, texts, input_ranges, batch_size=32, percentile=100):
     """How far the int8 module's outputs are from float32 `model`'s on `texts` (`int8.agreement`'s dict).
 
     Both run on the module's own tokenization of each text; a classifier is
@@ -185,6 +190,7 @@ def int8_agreement(module, model, texts, input_ranges, batch_size=32):
         texts: Strings.
         input_ranges: The calibrated ranges, or None (dynamic); recorded.
         batch_size: Texts per forward pass.
+        percentile: The calibration's percentile; recorded.
     """
 
     def first(outputs):
@@ -201,8 +207,12 @@ def int8_agreement(module, model, texts, input_ranges, batch_size=32):
     reference, quantized = np.concatenate(reference), np.concatenate(quantized)
     labels = module.spec.uses_labels and reference.ndim == 2 and reference.shape[-1] > 1
     report = int8.agreement(reference, quantized, labels)
-    report["activation_ranges"] = (f"calibrated on {len(texts)} texts" if input_ranges is not None
-                                   else "per batch (dynamic)")
+    if input_ranges is None:
+        report["activation_ranges"] = "per batch (dynamic)"
+    else:
+        ends = "smallest to largest value" if percentile == 100 else f"{percentile:g}th percentile"
+        report["activation_ranges"] = f"calibrated on {len(texts)} texts, {ends}"
+        report["calibration_percentile"] = percentile
     return report
 
 
@@ -253,7 +263,8 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
             `max_seq_length` below 3 or past the model's position embeddings,
             constant kernels asked for past `inference.plan.MAX_CONSTANT_BYTES`,
             int8 without oneDNN's rewrites or without constant kernels,
-            empty `calibration_texts`.
+            empty `calibration_texts`, a calibration percentile outside
+            (50, 100].
     """
     options = options or ExportOptions()
     if task not in exported_task_names():
@@ -274,6 +285,9 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
         raise ExportError("calibration texts are for an int8 export (--precision=int8)")
     if calibration is not None and not [text for text in calibration if text.strip()]:
         raise ExportError("the calibration texts hold no text")
+    if not 50.0 < options.calibration_percentile <= 100.0:
+        raise ExportError(f"--calibration_percentile {options.calibration_percentile:g}: must be in (50, 100] "
+                          "(100: from the smallest to the largest value seen)")
     export_dir = os.fspath(export_dir).rstrip("/")
     remote = filesystem.is_remote(export_dir)
     if not remote:
@@ -320,9 +334,9 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
             ranges = None
             if calibration:  # tokenized as the export tokenizes
                 batches = _real_token_batches(serving_module(None), served, texts)
-                ranges = int8.calibrate_input_ranges(served, batches)
+                ranges = int8.calibrate_input_ranges(served, batches, options.calibration_percentile)
             module = serving_module(int8.Int8Kernels(served, ranges))
-            int8_report = int8_agreement(module, served, texts, ranges)
+            int8_report = int8_agreement(module, served, texts, ranges, percentile=options.calibration_percentile)
             if log:
                 log(int8_report["summary"] + f" (activation ranges {int8_report['activation_ranges']})")
         else:

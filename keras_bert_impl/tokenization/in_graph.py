@@ -11,6 +11,8 @@ interpreter, `str.lower`, `str.isspace`), and uses TF Text only for its
 are core TensorFlow or TF Text, which the standard TF Serving binary bundles.
 
 Pipeline (batch of strings -> ragged word-piece ids):
+  0. if every string of the batch is ASCII (one regex match over the batch),
+     steps 1-5 are the ASCII fast path below instead;
   1. decode UTF-8 (invalid bytes dropped, as `decode("utf-8", "ignore")` and
      the original's removal of U+FFFD do);
   2. drop NUL, U+FFFD and control characters; whitespace -> space;
@@ -19,6 +21,15 @@ Pipeline (batch of strings -> ragged word-piece ids):
      decomposition (NFD, incl. canonical reordering) and removal of `Mn` marks;
   5. put spaces around punctuation, split on spaces;
   6. words over 200 characters -> [UNK]; WordPiece.
+
+ASCII fast path (the common request; each step a whole-string op instead of
+the ~60 small per-code-point ops above, which dominate a short request):
+  a. drop the ASCII control characters the original removes (`_ASCII_REMOVED`);
+  b. put spaces around the original's ASCII punctuation (`_ASCII_PUNCTUATION`);
+  c. uncased only: lower-case A-Z (accent stripping, NFD and the final sigma
+     do nothing to ASCII, and ASCII holds no CJK ideograph);
+  d. split on ASCII whitespace (space, \\t, \\n, \\r: the only whitespace left
+     after a.), then step 6 as above.
 """
 
 import unicodedata
@@ -43,6 +54,17 @@ CASE_IGNORABLE = 64  # for Python's final-sigma rule
 _SPACE_CP = 32
 _CAPITAL_SIGMA, _SMALL_SIGMA, _FINAL_SIGMA = 0x3A3, 0x3C3, 0x3C2
 _MAX_DECOMPOSITION = 4
+
+# RE2 patterns of the ASCII fast path (UTF-8 mode, so `\xNN` is a code point;
+# on an all-ASCII batch that is the byte). Derived from the original:
+# `_clean_text` drops code point 0 and `is_control` characters (`Cc`/`Cf`
+# other than \t, \n, \r): in ASCII 0x00-0x08, 0x0B, 0x0C, 0x0E-0x1F, 0x7F.
+# (0x0B, 0x0C and 0x1C-0x1F are `str.isspace` too, but `is_control` wins.)
+_ASCII_ONLY = r"[\x00-\x7f]*"  # full match: no byte >= 0x80, no invalid UTF-8
+_ASCII_REMOVED = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]"
+# `is_punctuation` on ASCII: 33-47, 58-64, 91-96, 123-126 (`!`-`/`, `:`-`@`,
+# `[`-backtick, `{`-`~`); no other ASCII code point is in a `P*` category.
+_ASCII_PUNCTUATION = r"[\x21-\x2f\x3a-\x40\x5b-\x60\x7b-\x7e]"
 
 
 def _is_cased(char):
@@ -277,12 +299,23 @@ class InGraphTokenizer(tf.Module):
             tf.boolean_mask(decomposed, keep), tf.boolean_mask(decomposed_rows, keep), nrows=cps.nrows(), validate=False
         )
 
-    # Plain TensorFlow ops and Python-level branches only: autograph has
-    # nothing to convert here, and skipping it (and the TF Text code called
-    # inside) makes every signature that tokenizes trace in a fraction of the time.
-    @tf.autograph.experimental.do_not_convert
-    def basic_tokenize(self, texts):
-        """[batch] strings -> ragged [batch, (words)] strings, as `BasicTokenizer`."""
+    def _ascii_words(self, texts):
+        """[batch] ASCII strings -> ragged [batch, (words)] strings (fast path).
+
+        Exact for ASCII only: the caller checks that every string is ASCII.
+        """
+        texts = tf.strings.regex_replace(texts, _ASCII_REMOVED, "")
+        texts = tf.strings.regex_replace(texts, _ASCII_PUNCTUATION, r" \0 ")
+        if self.do_lower_case:
+            texts = tf.strings.lower(texts)  # encoding "": ASCII A-Z only
+        # With no separator `tf.strings.split` splits on runs of ASCII
+        # whitespace (space, \t, \n, \v, \f, \r) and drops empty words, as
+        # the original's whitespace -> space and `str.split()`; \v and \f are
+        # already gone (controls), so the separators are exactly the original's.
+        return tf.strings.split(texts)
+
+    def _unicode_words(self, texts):
+        """[batch] strings -> ragged [batch, (words)] strings, any UTF-8 (full path)."""
         cps = tf.strings.unicode_decode(texts, "UTF-8", errors="ignore")
         classes = self._classes_of(cps.flat_values)
         cps = _keep(cps, tf.equal(tf.bitwise.bitwise_and(classes, REMOVE), 0))
@@ -297,6 +330,23 @@ class InGraphTokenizer(tf.Module):
         cps = _surround_with_spaces(cps, tf.bitwise.bitwise_and(classes, PUNCT) > 0)
         text = tf.strings.unicode_encode(cps, "UTF-8")
         return tf.strings.split(text)
+
+    # Plain TensorFlow ops and Python-level branches only: autograph has
+    # nothing to convert here, and skipping it (and the TF Text code called
+    # inside) makes every signature that tokenizes trace in a fraction of the time.
+    @tf.autograph.experimental.do_not_convert
+    def basic_tokenize(self, texts):
+        """[batch] strings -> ragged [batch, (words)] strings, as `BasicTokenizer`.
+
+        An all-ASCII batch takes the fast path (`_ascii_words`), any other the
+        full one (`_unicode_words`); both give the same ragged structure (int64
+        row splits), so `tf.cond` picks at run time in a traced graph, and
+        eagerly runs only the branch taken.
+        """
+        texts = tf.convert_to_tensor(texts, tf.string)
+        # [] bool: no string holds a byte >= 0x80 (invalid UTF-8 fails too).
+        all_ascii = tf.reduce_all(tf.strings.regex_full_match(texts, _ASCII_ONLY))
+        return tf.cond(all_ascii, lambda: self._ascii_words(texts), lambda: self._unicode_words(texts))
 
     @tf.autograph.experimental.do_not_convert
     def tokenize(self, texts):

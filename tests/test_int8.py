@@ -10,11 +10,13 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_impl import hardware
+from keras_bert_impl.errors import BertError
 from keras_bert_impl.inference import int8
 from keras_bert_impl.serving.export import METADATA_FILE, ExportError, ExportOptions, export_saved_model
 from tests.helpers import X86_ONLY, random_inputs, randomize, tiny_config, tiny_release_export_tool
 from tests.test_serving import SENTENCES, probe
 from tests.test_serving_precision import model, saved_graph_def  # noqa: F401 (`model`: a fixture)
+from tools import export_saved_model as export_tool
 
 SEQ = 24
 # Requests for the comparison: more and varied texts than SENTENCES, a few real words each.
@@ -189,7 +191,8 @@ def test_int8_export_runs_int8_products_and_says_so(exports):
     assert report["calibration_percentile"] == int8.DEFAULT_CALIBRATION_PERCENTILE == 99.999
     assert report["argmax_agreement"] >= 0.9
     assert logged[1].startswith(f"int8 vs float32 on {len(TEXTS) - 1} texts: argmax agrees on ")
-    assert logged[0].endswith("(activation ranges per batch (dynamic))")
+    assert logged[0].endswith("(activation ranges per batch (dynamic); on the warmup texts only: a calibration file "
+                              "measures it on the task's)")
 
 
 def test_int8_export_loads_without_our_python_and_agrees_with_float32(exports):
@@ -237,13 +240,18 @@ def test_export_tool_int8_flags(tmp_path, bert_vocab_file):
     assert "computing in int8 (CPU: " in result.stderr
     assert "int8 vs float32 on 2 texts: argmax agrees on " in result.stderr
     assert "(activation ranges calibrated on 2 texts, smallest to largest value)" in result.stderr
-    # Refused in one line, naming the file and line, before anything is written.
+    # Refused in one line, naming the file and line, before anything is written: the tool's own process once,
+    # then each refusal through its `main` in this process (the same message; no process start each).
     broken = tmp_path / "broken.txt"
     broken.write_bytes(b"a fine film\nnot \xff good\n")
+    bad = run("--precision=int8", f"--calibration_file={broken}")
+    lines = bad.stderr.strip().splitlines()
+    assert bad.returncode != 0 and len(lines) == 1 and f"error: {broken}:2: not valid UTF-8" in lines[0], bad.stderr
     empty = tmp_path / "empty.txt"
     empty.write_text("\n  \n", encoding="utf-8")
+    release = [f"--model_dir={tmp_path}/release", "--task=classifier", "--max_seq_length=16",
+               f"--export_dir={tmp_path}/saved_models/tiny"]
     for flags, message in (
-        (["--precision=int8", f"--calibration_file={broken}"], f"{broken}:2: not valid UTF-8"),
         (["--precision=int8", f"--calibration_file={empty}"], f"{empty}: the calibration file holds no text"),
         (["--precision=int8", f"--calibration_file={tmp_path}/absent.txt"], "absent.txt: calibration file not found"),
         (["--precision=float32", f"--calibration_file={calibration}"], "--calibration_file is for --precision=int8"),
@@ -251,9 +259,9 @@ def test_export_tool_int8_flags(tmp_path, bert_vocab_file):
         (["--precision=int8", f"--calibration_file={calibration}", "--calibration_percentile=101"],
          "--calibration_percentile=101: must be in (50, 100]"),
     ):
-        bad = run(*flags)
-        assert bad.returncode != 0 and message in bad.stderr, bad.stderr
-        assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+        with pytest.raises(BertError) as refused:
+            export_tool.main(release + flags)
+        assert message in str(refused.value) and "\n" not in str(refused.value)
     assert sorted(os.listdir(tmp_path / "saved_models" / "tiny")) == ["1"]
 
 

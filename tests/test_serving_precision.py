@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_impl import hardware
+from keras_bert_impl.cli import FlagError
 from keras_bert_impl.inference import plan
 from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.serving.export import METADATA_FILE, ExportError, ExportOptions, export_saved_model
@@ -24,6 +25,7 @@ from tests.helpers import (
     weight_casts,
 )
 from tests.test_serving import SENTENCES, probe
+from tools import export_saved_model as export_tool
 
 SEQ = 24
 # bfloat16 keeps 8 significant bits: each rounding moves a value by up to
@@ -246,7 +248,7 @@ def test_text_classifier_exports_in_bfloat16(tmp_path, bert_vocab_file, model):
     assert np.abs(np.asarray(served["probabilities"]) - expected).max() > 1e-6
 
 
-def test_export_tool_precision_flag(tmp_path, bert_vocab_file):
+def test_export_tool_precision_flag(tmp_path, bert_vocab_file, capsys):
     run = tiny_release_export_tool(tmp_path, bert_vocab_file)
     with open("/proc/cpuinfo") as f:
         flags = f.read().split()
@@ -255,18 +257,28 @@ def test_export_tool_precision_flag(tmp_path, bert_vocab_file):
     # TensorFlow turns its oneDNN rewrites on by default on CPUs with bf16 units; only the variable turns them off.
     onednn_off = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "").lower() in ("0", "false")
     by_default = "bfloat16" if bf16_units and not onednn_off else "float32"
+    release = [f"--model_dir={tmp_path}/release", "--task=classifier", "--max_seq_length=16",
+               f"--export_dir={tmp_path}/saved_models/tiny"]
+    # The defaults in a fresh process, as a user gets them; the flags through the tool's `main` here (no process
+    # start: the same code after the parse).
     for version, flags in (("1", []), ("2", ["--precision=bfloat16", "--noskip_padding"])):
-        result = run(*flags)
-        assert result.returncode == 0, result.stderr
+        if flags:
+            export_tool.main(release + flags)
+            stderr = capsys.readouterr().err
+        else:
+            result = run()
+            assert result.returncode == 0, result.stderr
+            stderr = result.stderr
         expected = "bfloat16" if flags else by_default
-        assert f"computing in {expected} (CPU: " in result.stderr and "; oneDNN graph rewrites " in result.stderr
+        assert f"computing in {expected} (CPU: " in stderr and "; oneDNN graph rewrites " in stderr
         with open(tmp_path / "saved_models" / "tiny" / version / "assets.extra" / METADATA_FILE) as f:
             metadata = json.load(f)
         assert metadata["precision"] == expected
         # Padding is skipped by default where no GPU is visible (none in CI).
         assert metadata["skips_padding"] is (not flags and not tf.config.list_logical_devices("GPU"))
-    bad = run("--precision=fp16")
-    assert bad.returncode != 0 and "--precision" in bad.stderr and "fp16" in bad.stderr
+    with pytest.raises(FlagError, match="fp16") as refused:
+        export_tool.main(release + ["--precision=fp16"])
+    assert "--precision" in str(refused.value)
     assert sorted(os.listdir(tmp_path / "saved_models" / "tiny")) == ["1", "2"]
 
 

@@ -95,6 +95,12 @@ def main(argv=None):
     fv = parse_flags(define_flags, argv, prog="export_saved_model", description=__doc__)
     if fv.max_seq_length < 3:
         raise FlagError("--max_seq_length must be at least 3")
+    if fv.calibration_file and fv.precision != "int8":
+        raise FlagError("--calibration_file is for --precision=int8")
+    if fv["calibration_percentile"].present and not fv.calibration_file:
+        raise FlagError("--calibration_percentile is for --calibration_file")
+    if not 50.0 < fv.calibration_percentile <= 100.0:
+        raise FlagError(f"--calibration_percentile={fv.calibration_percentile:g}: must be in (50, 100]")
     quiet_tensorflow()
 
     from keras_bert_impl.serving.export import ExportOptions, export_checkpoint, release_files
@@ -105,12 +111,6 @@ def main(argv=None):
     )
     require(fv, "bert_config_file", "init_checkpoint", "vocab_file", "task", "export_dir")
     check_output_dir(fv.export_dir, "--export_dir")
-    if fv.calibration_file and fv.precision != "int8":
-        raise FlagError("--calibration_file is for --precision=int8")
-    if fv["calibration_percentile"].present and not fv.calibration_file:
-        raise FlagError("--calibration_percentile is for --calibration_file")
-    if not 50.0 < fv.calibration_percentile <= 100.0:
-        raise FlagError(f"--calibration_percentile={fv.calibration_percentile:g}: must be in (50, 100]")
     log = log_to_stderr("export_saved_model")
     calibration_texts = None
     if fv.calibration_file:

@@ -338,7 +338,9 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
             module = serving_module(int8.Int8Kernels(served, ranges))
             int8_report = int8_agreement(module, served, texts, ranges, percentile=options.calibration_percentile)
             if log:
-                log(int8_report["summary"] + f" (activation ranges {int8_report['activation_ranges']})")
+                where = ("" if calibration
+                         else "; on the warmup texts only: a calibration file measures it on the task's")
+                log(int8_report["summary"] + f" (activation ranges {int8_report['activation_ranges']}{where})")
         else:
             module = serving_module(ConstantKernels(served) if plan.constant_kernels else None)
         tf.saved_model.save(module, staging, signatures=module.signatures())

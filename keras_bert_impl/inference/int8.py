@@ -303,11 +303,6 @@ def self_attention_layers(model):
             if isinstance(layer, SelfAttention)]
 
 
-def query_key_value_groups(model):
-    """`(query, key, value)` Dense layers of each self-attention layer inside the transformer encoders of `model`."""
-    return [(layer.query, layer.key, layer.value) for layer in self_attention_layers(model)]
-
-
 def quantized_kernels(model):
     """`quantize_kernel` of each of `encoder_dense_layers(model)`, by layer path."""
     return {layer.path: quantize_kernel(layer.kernel.numpy()) for layer in encoder_dense_layers(model)}
@@ -386,12 +381,12 @@ class Int8Kernels:
         # Query, key and value read one input: one product on their concatenated kernels (one oneDNN call
         # in place of three, each mostly set-up at one request's rows).
         self._attentions = self_attention_layers(model)
-        self._fused = {}  # layer path -> (the group's layers, the concatenated kernel and bias, index in the group)
-        for group in query_key_value_groups(model):
-            kernel = concatenated([self._kernels[layer.path] for layer in group])
-            bias = None if any(self._biases[layer.path] is None for layer in group) else \
-                np.concatenate([self._biases[layer.path] for layer in group])
-            self._fused.update({layer.path: (group, kernel, bias, index) for index, layer in enumerate(group)})
+        self._fused = {}  # attention path -> (its query's path, the concatenated kernel, the concatenated bias)
+        for attention in self._attentions:
+            group = [attention.query.path, attention.key.path, attention.value.path]
+            bias = None if any(self._biases[path] is None for path in group) else \
+                np.concatenate([self._biases[path] for path in group])
+            self._fused[attention.path] = (group[0], concatenated([self._kernels[path] for path in group]), bias)
         if input_ranges is not None:
             missing = [layer.path for layer in self._layers if layer.path not in input_ranges]
             if missing:
@@ -472,14 +467,14 @@ class Int8Kernels:
             return call
 
         def make_fused_query_key_value(attention):
-            group, kernel, bias, _ = self._fused[attention.query.path]
+            query_path, kernel, bias = self._fused[attention.path]
 
             def fused_query_key_value(matrix, training=None):
                 if training:
                     return None
                 with tf.name_scope(attention.name):
                     # [rows, H] x [H, 3H] -> [rows, 3H]
-                    return int8_matmul(*quantized(group[0].path, matrix, matrix), kernel, bias)
+                    return int8_matmul(*quantized(query_path, matrix, matrix), kernel, bias)
 
             return fused_query_key_value
 

@@ -6,7 +6,7 @@ tuned by `tools/run_classifier.py` on Rotten Tomatoes snippets
 `bench_distill.py` reads them), then exported by `bert-export`: float32,
 int8 with activation ranges found per batch, and int8 calibrated on the
 first `--calibration_size` training texts once per `--calibration_percentiles`
-(the tool prints each int8 export's agreement with float32). Each export is
+and `--smoothing_alphas` (the tool prints each int8 export's agreement with float32). Each export is
 loaded with `tf.saved_model.load` and
 - classifies the dev texts through `serving_default` (raw text): accuracy,
   and agreement of its argmax with the float32 export's;
@@ -17,7 +17,7 @@ loaded with `tf.saved_model.load` and
 Usage:
     .venv/bin/python benchmarks/bench_int8_export.py [--work_dir .cache/bench_int8]
         [--dataset rotten_tomatoes|tweets] [--train_size 2000] [--dev_size 1000] [--rounds 3]
-        [--calibration_percentiles 99.999,100]
+        [--calibration_percentiles 99.999,100] [--smoothing_alphas 0.7,0]
     (--rounds 0: accuracy only)
 
 The fine-tuned checkpoint is kept in --work_dir (default `.cache/bench_int8`, `.cache/bench_int8_tweets` for
@@ -52,6 +52,9 @@ def parse_args():
     parser.add_argument("--calibration_size", type=int, default=256)
     parser.add_argument("--calibration_percentiles", default="99.999,100",
                         help="comma-separated: one calibrated int8 export each (bert-export --calibration_percentile)")
+    parser.add_argument("--smoothing_alphas", default="0.7",
+                        help="comma-separated: one calibrated int8 export each, per percentile (bert-export "
+                             "--smoothing_alpha; 0: no smoothing)")
     parser.add_argument("--max_seq_length", type=int, default=64)
     parser.add_argument("--num_train_epochs", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=3)
@@ -147,10 +150,13 @@ def main():
         "int8, ranges per batch": export(release, checkpoint, exports_dir / "int8", args, "--precision=int8"),
     }
     for percentile in args.calibration_percentiles.split(","):
-        ends = "smallest to largest" if float(percentile) == 100 else f"{float(percentile):g}th percentile"
-        paths[f"int8, calibrated on {args.calibration_size} train texts, {ends}"] = export(
-            release, checkpoint, exports_dir / f"int8_calibrated_{percentile}", args, "--precision=int8",
-            f"--calibration_file={calibration}", f"--calibration_percentile={percentile}")
+        for alpha in args.smoothing_alphas.split(","):
+            ends = "smallest to largest" if float(percentile) == 100 else f"{float(percentile):g}th percentile"
+            smoothed = f", smoothed (alpha {float(alpha):g})" if float(alpha) else ""
+            paths[f"int8, calibrated on {args.calibration_size} train texts, {ends}{smoothed}"] = export(
+                release, checkpoint, exports_dir / f"int8_calibrated_{percentile}_{alpha}", args, "--precision=int8",
+                f"--calibration_file={calibration}", f"--calibration_percentile={percentile}",
+                f"--smoothing_alpha={alpha}")
     loaded = {name: tf.saved_model.load(str(path)) for name, path in paths.items()}
 
     texts, labels = [text for text, _ in dev], np.array([args.labels.index(label) for _, label in dev])

@@ -148,11 +148,12 @@ def test_element_wise_quantization_gives_onednns_codes(rows, shape_known):
     assert "Round" in ops and not ops & {"QuantizeV2", "If", "StatelessIf"}
 
 
-def test_calibrated_ranges_end_at_the_percentile(model):
-    """Each layer's range: the k-th smallest and k-th largest of every value its input took, k = floor(n (1 - p))."""
-    batches = [random_inputs(model.bert_config, batch=4, seq=12, seed=seed) for seed in range(3)]
+def captured_inputs(model, batches):
+    """{layer path: [input arrays]}: what each encoder Dense layer of `model` read on `batches`.
+
+    Captured by the test's own wrapper of each layer's call (not the code's `dense_calls_set_to`).
+    """
     layers = int8.encoder_dense_layers(model)
-    # The inputs every encoder Dense layer reads, captured by the test's own wrapper of each layer's call.
     captured = {}
 
     def capture(layer):
@@ -172,7 +173,15 @@ def test_calibrated_ranges_end_at_the_percentile(model):
     finally:
         for layer in layers:
             layer.call = originals[layer.path]
-    seen = {path: np.sort(np.concatenate([v.ravel() for v in values])) for path, values in captured.items()}
+    return captured
+
+
+def test_calibrated_ranges_end_at_the_percentile(model):
+    """Each layer's range: the k-th smallest and k-th largest of every value its input took, k = floor(n (1 - p))."""
+    batches = [random_inputs(model.bert_config, batch=4, seq=12, seed=seed) for seed in range(3)]
+    layers = int8.encoder_dense_layers(model)
+    seen = {path: np.sort(np.concatenate([v.ravel() for v in values]))
+            for path, values in captured_inputs(model, batches).items()}
     assert len(seen) == len(layers) == 2 * 6
     for percentile in (100.0, 99.9, 99.0, 90.0):
         # Batches as a generator: read twice below 100.
@@ -224,8 +233,10 @@ def test_int8_export_runs_int8_products_and_says_so(exports):
     assert metadata["kernels"] == "graph constants"
     report = metadata["int8"]
     # The empty text is left out.
-    assert report["activation_ranges"] == f"calibrated on {len(TEXTS) - 1} texts, 99.999th percentile"
+    assert report["activation_ranges"] == (f"calibrated on {len(TEXTS) - 1} texts, 99.999th percentile, "
+                                           "inputs smoothed per channel (alpha 0.7)")
     assert report["calibration_percentile"] == int8.DEFAULT_CALIBRATION_PERCENTILE == 99.999
+    assert report["smoothing_alpha"] == int8.DEFAULT_SMOOTHING_ALPHA == 0.7
     assert report["argmax_agreement"] >= 0.9
     assert logged[1].startswith(f"int8 vs float32 on {len(TEXTS) - 1} texts: argmax agrees on ")
     assert logged[0].endswith("(activation ranges per batch (dynamic); on the warmup texts only: a calibration file "
@@ -268,6 +279,8 @@ def test_int8_refusals_name_the_cause(tmp_path, bert_vocab_file, model):
         export(precision="int8", calibration_texts=("  ", ""))
     with pytest.raises(ExportError, match=r"--calibration_percentile 30: must be in \(50, 100\]"):
         export(precision="int8", calibration_texts=("a text",), calibration_percentile=30.0)
+    with pytest.raises(ExportError, match=r"--smoothing_alpha -0.5: must be in \[0, 1\]"):
+        export(precision="int8", calibration_texts=("a text",), smoothing_alpha=-0.5)
     assert not (tmp_path / "m").exists()
 
 
@@ -275,12 +288,15 @@ def test_export_tool_int8_flags(tmp_path, bert_vocab_file):
     from keras_bert_impl.cli import parse_flags
 
     # The tool defines its flags without loading TensorFlow: its default is written there again.
-    assert parse_flags(export_tool.define_flags, []).calibration_percentile == int8.DEFAULT_CALIBRATION_PERCENTILE
+    defaults = parse_flags(export_tool.define_flags, [])
+    assert defaults.calibration_percentile == int8.DEFAULT_CALIBRATION_PERCENTILE
+    assert defaults.smoothing_alpha == int8.DEFAULT_SMOOTHING_ALPHA
     run = tiny_release_export_tool(tmp_path, bert_vocab_file)
 
     calibration = tmp_path / "calibration.txt"
     calibration.write_text("a fine film\n\nnot good at all\n", encoding="utf-8")
-    result = run("--precision=int8", f"--calibration_file={calibration}", "--calibration_percentile=100")
+    result = run("--precision=int8", f"--calibration_file={calibration}", "--calibration_percentile=100",
+                 "--smoothing_alpha=0")
     assert result.returncode == 0, result.stderr
     assert "computing in int8 (CPU: " in result.stderr
     assert "int8 vs float32 on 2 texts: argmax agrees on " in result.stderr
@@ -303,6 +319,9 @@ def test_export_tool_int8_flags(tmp_path, bert_vocab_file):
         (["--precision=int8", "--calibration_percentile=99.9"], "--calibration_percentile is for --calibration_file"),
         (["--precision=int8", f"--calibration_file={calibration}", "--calibration_percentile=101"],
          "--calibration_percentile=101: must be in (50, 100]"),
+        (["--precision=int8", "--smoothing_alpha=0.5"], "--smoothing_alpha is for --calibration_file"),
+        (["--precision=int8", f"--calibration_file={calibration}", "--smoothing_alpha=1.5"],
+         "--smoothing_alpha=1.5: must be in [0, 1] (0: no smoothing)"),
     ):
         with pytest.raises(BertError) as refused:
             export_tool.main(release + flags)

@@ -71,6 +71,13 @@ def define_flags(fv):
         "on the calibration texts to its complement (a few outliers then do not coarsen every other value's step; "
         "values beyond are clipped); 100: from the smallest to the largest value.", **define,
     )
+    flags.DEFINE_float(
+        "smoothing_alpha", 0.7,
+        "With --calibration_file: how much of each input channel's spread the int8 products move into their "
+        "kernels' rows before quantizing (SmoothQuant: x W = (x / s)(s W), folded into the export, no op more); "
+        "0 turns it off. Its effect on agreement with float32: docs/BENCHMARKS.md, \"Smoothed activations\".",
+        **define,
+    )
     flags.DEFINE_boolean(
         "skip_padding", None,
         "Run the encoder's per-token work on real tokens only when a batch has padding (a tf.cond per batch, "
@@ -80,8 +87,8 @@ def define_flags(fv):
     flags.DEFINE_boolean(
         "constant_kernels", None,
         "Hold the Dense kernels as constants of the graph: oneDNN then packs them once and multiplies with its "
-        "blocked kernels, on AMX tiles where the CPU has them (a larger saved_model.pb: the kernels, twice with "
-        "--skip_padding). Default: on where no GPU or TPU is visible and they take at most 1 GiB. Written to "
+        "blocked kernels, on AMX tiles where the CPU has them (a larger saved_model.pb: the kernels in it). "
+        "Default: on where no GPU or TPU is visible and they take at most 1 GiB. Written to "
         "assets.extra/export_metadata.json.", **define,
     )
     flags.DEFINE_string(
@@ -99,6 +106,10 @@ def main(argv=None):
         raise FlagError("--calibration_file is for --precision=int8")
     if fv["calibration_percentile"].present and not fv.calibration_file:
         raise FlagError("--calibration_percentile is for --calibration_file")
+    if fv["smoothing_alpha"].present and not fv.calibration_file:
+        raise FlagError("--smoothing_alpha is for --calibration_file")
+    if not 0.0 <= fv.smoothing_alpha <= 1.0:
+        raise FlagError(f"--smoothing_alpha={fv.smoothing_alpha:g}: must be in [0, 1] (0: no smoothing)")
     if not 50.0 < fv.calibration_percentile <= 100.0:
         raise FlagError(f"--calibration_percentile={fv.calibration_percentile:g}: must be in (50, 100]")
     quiet_tensorflow()
@@ -118,6 +129,7 @@ def main(argv=None):
 
         calibration_texts = read_calibration_texts(fv.calibration_file)
     options = ExportOptions(calibration_texts=calibration_texts, calibration_percentile=fv.calibration_percentile,
+                            smoothing_alpha=fv.smoothing_alpha,
                             **flag_values(fv, (
         "do_lower_case", "max_seq_length", "label_names", "version", "serving_base_path", "precision", "skip_padding",
         "constant_kernels",

@@ -40,6 +40,17 @@ TF Serving loads, with no Python of ours):
   rewrites are on or off (`TF_ENABLE_ONEDNN_OPTS=0`; tested both ways), so
   an int8 graph runs wherever a stock x86 TensorFlow does.
 
+With calibrated ranges each input channel's spread is first shared with the
+kernel's row (SmoothQuant, Xiao et al. 2023): `x W = (x / s)(diag(s) W)`,
+`s[c] = max|x[:, c]|^alpha / max|W[c, :]|^(1 - alpha)` over the calibration
+texts (`smoothing_factors`), so that a few channels with large activations
+(as a LayerNorm's output has) no longer coarsen every other channel's
+step. It costs no op: `1 / s` is folded into the quantization's multiplier
+(a vector in place of a scalar) and `s` into the int8 kernel's rows. The
+output product's input comes requantized from the intermediate product
+(above) and is not smoothed. Measured: docs/BENCHMARKS.md, "Smoothed
+activations".
+
 Queries, keys and values read the same input: it is quantized once, and
 their product is one, on the three kernels side by side (`concatenated`;
 per output channel, so exactly the three products), that
@@ -71,6 +82,11 @@ from keras_bert_impl.layers import activations
 _MIN_RANGE = 1e-6
 # Calibrated ranges end at this percentile of the values seen (docs/BENCHMARKS.md, "int8": measured on real text).
 DEFAULT_CALIBRATION_PERCENTILE = 99.999
+# How much of each input channel's spread moves into the kernel's row (0: none; docs/BENCHMARKS.md, "Smoothed
+# activations": measured on real text).
+DEFAULT_SMOOTHING_ALPHA = 0.7
+# Channel maxima below this count as this (a channel that was always 0, a kernel row of zeros).
+_MIN_CHANNEL_MAX = 1e-5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,8 +156,8 @@ def dynamic_input_range(x):
     return lo, hi
 
 
-def quantize_input(x, lo, hi):
-    """x [rows, in] float32 -> (u8 [rows, in] quint8, step): `x ~ lo + step * u8`.
+def quantize_input(x, lo, hi, channel_scales=None):
+    """x [rows, in] float32 -> (u8 [rows, in] quint8, step): `x ~ lo + step * u8` (or `x / channel_scales ~ ...`).
 
     By element-wise ops (multiply, add, round, clip, cast, bitcast to
     quint8), with oneDNN's arithmetic: `x * (1 / step) + (-lo / step)` in
@@ -155,6 +171,10 @@ def quantize_input(x, lo, hi):
         x: float32 [rows, in].
         lo, hi: float32 scalars (tensors, or numbers: a calibrated range,
             whose constants are then computed here), lo <= 0 < hi.
+        channel_scales: Optional float32 [in] (`smoothing_factors`): the
+            codes are then those of `x / channel_scales` over [lo, hi], with
+            the division folded into the multiplier (`(1 / step) /
+            channel_scales`, one vector): no op more.
 
     Example:
     >>> u8, step = quantize_input(tf.constant([[-1.0, 0.0, 1.5]]), -1.0, 1.55)
@@ -167,6 +187,11 @@ def quantize_input(x, lo, hi):
         lo, hi = tf.cast(lo, tf.float32), tf.cast(hi, tf.float32)
         inverse_step = 255.0 / (hi - lo)
         offset, step = -lo * inverse_step, (hi - lo) / 255.0
+    if channel_scales is not None:
+        # x / s / step = x * ((1 / step) / s): one float32 vector where the multiplier was a scalar
+        channel_scales = np.asarray(channel_scales, np.float32)
+        inverse_step = (tf.constant(inverse_step / channel_scales) if isinstance(inverse_step, np.floating)
+                        else inverse_step / tf.constant(channel_scales))
     codes = tf.clip_by_value(tf.round(x * inverse_step + offset), 0.0, 255.0)
     return tf.bitcast(tf.cast(codes, tf.uint8), tf.quint8), step
 
@@ -265,11 +290,12 @@ def _attr(value):
     return attr
 
 
-def int8_reference(x, lo, hi, kernel, bias=None):
+def int8_reference(x, lo, hi, kernel, bias=None, channel_scales=None):
     """NumPy emulation of `quantize_input` + `int8_matmul` (oneDNN's rounding), in float64 after quantizing.
 
     Args:
-        x: float32 [rows, in]; lo, hi: its range; kernel: a `QuantizedKernel`; bias: [out] or None.
+        x: float32 [rows, in]; lo, hi: its range; kernel: a `QuantizedKernel`; bias: [out] or None;
+        channel_scales: as for `quantize_input` (the kernel then quantized from `diag(channel_scales) W`).
 
     Returns:
         float64 [rows, out].
@@ -277,7 +303,8 @@ def int8_reference(x, lo, hi, kernel, bias=None):
     x = np.asarray(x, np.float32)
     inverse_step = np.float32(255) / (np.float32(hi) - np.float32(lo))
     # oneDNN's reorder: x * (1/step) + (-lo/step), in float32, rounded to nearest even.
-    u8 = np.clip(np.rint(x * inverse_step + np.float32(-lo) * inverse_step), 0, 255)
+    multiplier = inverse_step if channel_scales is None else inverse_step / np.asarray(channel_scales, np.float32)
+    u8 = np.clip(np.rint(x * multiplier + np.float32(-lo) * inverse_step), 0, 255)
     step = (np.float64(np.float32(hi) - np.float32(lo))) / 255.0
     products = (u8 @ kernel.values.astype(np.float64)) * step + float(lo) * kernel.column_sums
     products = products * kernel.scales
@@ -301,11 +328,6 @@ def self_attention_layers(model):
     return [layer for encoder in _transformer_encoders(model)
             for layer in encoder._flatten_layers(include_self=False, recursive=True)
             if isinstance(layer, SelfAttention)]
-
-
-def quantized_kernels(model):
-    """`quantize_kernel` of each of `encoder_dense_layers(model)`, by layer path."""
-    return {layer.path: quantize_kernel(layer.kernel.numpy()) for layer in encoder_dense_layers(model)}
 
 
 @contextlib.contextmanager
@@ -348,6 +370,104 @@ def requantized_pairs(model):
             if isinstance(layer, TransformerLayer)}
 
 
+def _smoothed(kernel, channel_scales):
+    """`diag(channel_scales) kernel` (each input row times its scale), or `kernel` without scales."""
+    return kernel if channel_scales is None else kernel * np.asarray(channel_scales, np.float32)[:, None]
+
+
+def input_groups(model):
+    """The encoder Dense layers of `model` that read one input, each group quantized once: lists of layer paths.
+
+    Query, key and value read one input; every other layer reads its own.
+    The output layers of `requantized_pairs` are left out: their input
+    comes quantized from the intermediate product.
+    """
+    grouped = {layer.path: [layer.query.path, layer.key.path, layer.value.path]
+               for layer in self_attention_layers(model)}
+    members = {path for group in grouped.values() for path in group}
+    requantized = set(requantized_pairs(model).values())
+    groups = list(grouped.values())
+    groups += [[layer.path] for layer in encoder_dense_layers(model)
+               if layer.path not in members and layer.path not in requantized]
+    return groups
+
+
+def smoothing_scales(channel_max, kernel, alpha=DEFAULT_SMOOTHING_ALPHA):
+    """SmoothQuant's per-input-channel scales: `s[c] = channel_max[c]^alpha / max_j |kernel[c, j]|^(1 - alpha)`.
+
+    Dividing the input by `s` and multiplying the kernel's rows by it leaves
+    the product as it is and evens out the channels' ranges: alpha 1 moves
+    all of each channel's spread into the kernel, 0 none of it (then `s`
+    only evens out the kernel's rows).
+
+    Args:
+        channel_max: float [in]: the largest |value| each input channel took.
+        kernel: float [in, out] (the kernels that read the input, side by side).
+        alpha: In [0, 1].
+
+    Returns:
+        float32 [in], positive (maxima below `_MIN_CHANNEL_MAX` count as it).
+
+    Example:
+    >>> smoothing_scales(np.array([16.0, 1.0]), np.array([[1.0, -0.5], [4.0, 0.0]]), alpha=0.5).tolist()
+    [4.0, 0.5]
+    """
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"the smoothing alpha must be in [0, 1], not {alpha}")
+    activation = np.maximum(np.asarray(channel_max, np.float64), _MIN_CHANNEL_MAX)
+    weight = np.maximum(np.abs(np.asarray(kernel, np.float64)).max(axis=1), _MIN_CHANNEL_MAX)
+    return (activation ** alpha / weight ** (1.0 - alpha)).astype(np.float32)
+
+
+def smoothing_factors(model, batches, alpha=DEFAULT_SMOOTHING_ALPHA):
+    """`smoothing_scales` of each input `Int8Kernels` quantizes (`input_groups`), from `batches` run through `model`.
+
+    Args:
+        model: A float32 Keras model (as for `Int8Kernels`).
+        batches: An iterable of its inputs (dicts of arrays), read once.
+        alpha: As for `smoothing_scales`.
+
+    Returns:
+        Dict of layer path -> float32 [in]; the layers of a group share
+        one array, from their kernels side by side.
+    """
+    layers = {layer.path: layer for layer in encoder_dense_layers(model)}
+    groups = input_groups(model)
+    channel_max = {group[0]: 0.0 for group in groups}
+    first = {path: group[0] for group in groups for path in group}
+
+    def observe(path, values):
+        if first.get(path) == path:  # each input once
+            channel_max[path] = np.maximum(channel_max[path], np.abs(values.reshape(-1, values.shape[-1])).max(0))
+
+    _observe_inputs(model, batches, observe)
+    factors = {}
+    for group in groups:
+        kernel = np.concatenate([layers[path].kernel.numpy() for path in group], axis=1)
+        scales = smoothing_scales(np.broadcast_to(channel_max[group[0]], kernel.shape[:1]), kernel, alpha)
+        factors.update({path: scales for path in group})
+    return factors
+
+
+def _checked_smoothing(model, smoothing, input_ranges):
+    """`smoothing` as float32 arrays by path, checked as `Int8Kernels` takes it; {} for None."""
+    if not smoothing:
+        return {}
+    if input_ranges is None:
+        raise ValueError("smoothing is for calibrated ranges: give input_ranges (from the same smoothing) too")
+    smoothing = {path: np.asarray(scales, np.float32) for path, scales in smoothing.items()}
+    requantized = set(requantized_pairs(model).values()) & set(smoothing)
+    if requantized:
+        raise ValueError(f"{sorted(requantized)[0]}: its input comes quantized from the intermediate product "
+                         "and cannot be smoothed")
+    for group in input_groups(model):
+        given = [smoothing.get(path) for path in group]
+        if any(scales is None for scales in given) != all(scales is None for scales in given) or (
+                given[0] is not None and any(not np.array_equal(given[0], scales) for scales in given[1:])):
+            raise ValueError(f"{', '.join(group)} read one input: give them the same smoothing")
+    return smoothing
+
+
 class Int8Kernels:
     """A model's encoder Dense layers as int8 products, for a traced function (`scope()`, as `ConstantKernels`).
 
@@ -365,18 +485,26 @@ class Int8Kernels:
         model: A float32 Keras model (a `BertModel` or a task model); its
             kernels and biases are read now.
         input_ranges: Optional dict of layer path -> (lo, hi), from
-            `calibrate_input_ranges`.
+            `calibrate_input_ranges` (with the same `smoothing`).
+        smoothing: Optional dict of layer path -> float32 [in], from
+            `smoothing_factors`: those layers' inputs are quantized divided
+            by it and their kernels multiplied by it, row by row (calibrated
+            ranges only).
 
     Raises:
-        ValueError: `model` does not compute in float32, or `input_ranges`
-            leaves out an encoder Dense layer.
+        ValueError: `model` does not compute in float32, `input_ranges`
+            leaves out an encoder Dense layer, or `smoothing` without
+            `input_ranges`, for a layer whose input comes requantized, or
+            differing between layers that read one input.
     """
 
-    def __init__(self, model, input_ranges=None):
+    def __init__(self, model, input_ranges=None, smoothing=None):
         self._layers = encoder_dense_layers(model)
         if any(layer.compute_dtype != "float32" for layer in self._layers):
             raise ValueError("int8 products are taken from a float32 model; build it with dtype='float32'")
-        self._kernels = quantized_kernels(model)
+        self.smoothing = _checked_smoothing(model, smoothing, input_ranges)
+        self._kernels = {layer.path: quantize_kernel(_smoothed(layer.kernel.numpy(), self.smoothing.get(layer.path)))
+                         for layer in self._layers}
         self._biases = {layer.path: None if layer.bias is None else layer.bias.numpy() for layer in self._layers}
         # Query, key and value read one input: one product on their concatenated kernels (one oneDNN call
         # in place of three, each mostly set-up at one request's rows).
@@ -433,7 +561,7 @@ class Int8Kernels:
         def quantized(path, x, rows):
             if id(x) not in quantized_inputs:
                 lo, hi = self.input_ranges[path] if self.input_ranges else dynamic_input_range(rows)
-                u8, step = quantize_input(rows, lo, hi)
+                u8, step = quantize_input(rows, lo, hi, self.smoothing.get(path))
                 quantized_inputs[id(x)] = (x, u8, lo, step)
             return quantized_inputs[id(x)][1:]
 
@@ -485,7 +613,7 @@ class Int8Kernels:
             yield
 
 
-def calibrate_input_ranges(model, batches, percentile=DEFAULT_CALIBRATION_PERCENTILE):
+def calibrate_input_ranges(model, batches, percentile=DEFAULT_CALIBRATION_PERCENTILE, smoothing=None):
     """Each encoder Dense layer's input range over `batches`, run through `model` in float32.
 
     At `percentile=100` the range runs from the smallest to the largest value
@@ -502,6 +630,8 @@ def calibrate_input_ranges(model, batches, percentile=DEFAULT_CALIBRATION_PERCEN
         batches: An iterable of its inputs (dicts of arrays); read twice
             below 100.
         percentile: In (50, 100]; 100 keeps the smallest and largest value.
+        smoothing: Optional `smoothing_factors`: a layer's range is then
+            that of its input divided by its factors.
 
     Returns:
         Dict of layer path -> (lo, hi), lo at most 0 and hi at least 0 (as
@@ -517,20 +647,13 @@ def calibrate_input_ranges(model, batches, percentile=DEFAULT_CALIBRATION_PERCEN
         raise ValueError(f"the calibration percentile must be in (50, 100], not {percentile}")
     layers = encoder_dense_layers(model)
     batches = list(batches) if percentile < 100.0 else batches
+    smoothing = smoothing or {}
 
     def run(observe):
-        def make_call(layer):
-            original = type(layer).call
+        def divided(path, values):
+            observe(path, values / smoothing[path] if path in smoothing else values)
 
-            def call(inputs, training=None):
-                observe(layer.path, np.asarray(inputs))
-                return original(layer, inputs, training=training)
-
-            return call
-
-        with dense_calls_set_to(layers, make_call):
-            for inputs in batches:
-                model(inputs, training=False)
+        _observe_inputs(model, batches, divided)
 
     counts = {layer.path: 0 for layer in layers}
     if percentile < 100.0:
@@ -542,6 +665,23 @@ def calibrate_input_ranges(model, batches, percentile=DEFAULT_CALIBRATION_PERCEN
         lo, hi = collector.ends()
         ranges[path] = (min(lo, 0.0), max(hi, 0.0) + _MIN_RANGE)
     return ranges
+
+
+def _observe_inputs(model, batches, observe):
+    """Runs `batches` through `model` in float32, calling `observe(layer path, input array)` at each encoder Dense layer."""
+
+    def make_call(layer):
+        original = type(layer).call
+
+        def call(inputs, training=None):
+            observe(layer.path, np.asarray(inputs))
+            return original(layer, inputs, training=training)
+
+        return call
+
+    with dense_calls_set_to(encoder_dense_layers(model), make_call):
+        for inputs in batches:
+            model(inputs, training=False)
 
 
 def _tail(count, percentile):

@@ -105,6 +105,9 @@ class ExportOptions:
             between this percentile of the values a product's input took
             on them and its complement (`int8.calibrate_input_ranges`);
             100 keeps the smallest and largest.
+        smoothing_alpha: With `calibration_texts`: how much of each input
+            channel's spread moves into the kernel's row before quantizing
+            (`int8.smoothing_factors`, SmoothQuant); 0 or None: none.
     """
 
     do_lower_case: bool = True
@@ -119,6 +122,7 @@ class ExportOptions:
     constant_kernels: bool = None
     calibration_texts: tuple = None
     calibration_percentile: float = int8.DEFAULT_CALIBRATION_PERCENTILE
+    smoothing_alpha: float = int8.DEFAULT_SMOOTHING_ALPHA
 
 
 def in_precision(model, spec, precision):
@@ -176,7 +180,29 @@ def export_metadata(task, plan, options, int8_report=None):
     return metadata
 
 
-def int8_agreement(module, model, texts, input_ranges, batch_size=32, percentile=100):
+def int8_calibration(module, model, texts, percentile, smoothing_alpha=None, batch_size=32):
+    """`(input_ranges, smoothing)` of `model`'s encoder Dense inputs on `texts`, as the module computes them.
+
+    The texts are tokenized by the module and run through `model` on their
+    real tokens only, as the export's graph runs them (padding positions,
+    which it never computes, do not widen a range).
+
+    Args:
+        module: A `BertServingModule` of `model` (its `encode`).
+        model: The float32 model.
+        texts: Strings.
+        percentile: As for `int8.calibrate_input_ranges`.
+        smoothing_alpha: As for `int8.smoothing_factors`; 0 or None: no
+            smoothing (`smoothing` is then None).
+    """
+    batches = [module.encode(tf.constant(list(texts[start:start + batch_size])))
+               for start in range(0, len(texts), batch_size)]
+    with real_tokens_only_set_to(model, True):
+        smoothing = int8.smoothing_factors(model, batches, smoothing_alpha) if smoothing_alpha else None
+        return int8.calibrate_input_ranges(model, batches, percentile, smoothing), smoothing
+
+
+def int8_agreement(module, model, texts, input_ranges, batch_size=32, percentile=100, smoothing_alpha=None):
     """How far the int8 module's outputs are from float32 `model`'s on `texts` (`int8.agreement`'s dict).
 
     Both run on the module's own tokenization of each text; a classifier is
@@ -191,6 +217,7 @@ def int8_agreement(module, model, texts, input_ranges, batch_size=32, percentile
         input_ranges: The calibrated ranges, or None (dynamic); recorded.
         batch_size: Texts per forward pass.
         percentile: The calibration's percentile; recorded.
+        smoothing_alpha: The calibration's smoothing (None: none); recorded.
     """
 
     def first(outputs):
@@ -213,6 +240,9 @@ def int8_agreement(module, model, texts, input_ranges, batch_size=32, percentile
         ends = "smallest to largest value" if percentile == 100 else f"{percentile:g}th percentile"
         report["activation_ranges"] = f"calibrated on {len(texts)} texts, {ends}"
         report["calibration_percentile"] = percentile
+        report["smoothing_alpha"] = smoothing_alpha or None
+        if smoothing_alpha:
+            report["activation_ranges"] += f", inputs smoothed per channel (alpha {smoothing_alpha:g})"
     return report
 
 
@@ -264,7 +294,7 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
             constant kernels asked for past `inference.plan.MAX_CONSTANT_BYTES`,
             int8 without oneDNN's rewrites or without constant kernels,
             empty `calibration_texts`, a calibration percentile outside
-            (50, 100].
+            (50, 100], a smoothing alpha outside [0, 1].
     """
     options = options or ExportOptions()
     if task not in exported_task_names():
@@ -288,6 +318,8 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
     if not 50.0 < options.calibration_percentile <= 100.0:
         raise ExportError(f"--calibration_percentile {options.calibration_percentile:g}: must be in (50, 100] "
                           "(100: from the smallest to the largest value seen)")
+    if options.smoothing_alpha is not None and not 0.0 <= options.smoothing_alpha <= 1.0:
+        raise ExportError(f"--smoothing_alpha {options.smoothing_alpha:g}: must be in [0, 1] (0: no smoothing)")
     export_dir = os.fspath(export_dir).rstrip("/")
     remote = filesystem.is_remote(export_dir)
     if not remote:
@@ -331,12 +363,13 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
         int8_report = None
         if plan.precision == inference_plan.INT8:
             texts = [text for text in calibration if text.strip()] if calibration else list(options.warmup_texts)
-            ranges = None
+            ranges = smoothing = None
             if calibration:  # tokenized as the export tokenizes
-                batches = _real_token_batches(serving_module(None), served, texts)
-                ranges = int8.calibrate_input_ranges(served, batches, options.calibration_percentile)
-            module = serving_module(int8.Int8Kernels(served, ranges))
-            int8_report = int8_agreement(module, served, texts, ranges, percentile=options.calibration_percentile)
+                ranges, smoothing = int8_calibration(serving_module(None), served, texts,
+                                                     options.calibration_percentile, options.smoothing_alpha)
+            module = serving_module(int8.Int8Kernels(served, ranges, smoothing))
+            int8_report = int8_agreement(module, served, texts, ranges, percentile=options.calibration_percentile,
+                                         smoothing_alpha=options.smoothing_alpha)
             if log:
                 where = ("" if calibration
                          else "; on the warmup texts only: a calibration file measures it on the task's")
@@ -388,14 +421,6 @@ def _variant_tokenizer(vocab_file, do_lower_case, vocab_size):
     ids = dict(zip(("cls", "sep", "pad", "mask"),
                    token_ids(files, [specials.cls, specials.sep, specials.pad, specials.mask])))
     return in_graph_tokenizer(files, do_lower_case=do_lower_case), ids, specials, vocabulary(files)
-
-
-def _real_token_batches(module, model, texts, batch_size=32):
-    """The module's inputs for `texts`, in batches, with `model` set to compute real tokens only while each is used."""
-    for start in range(0, len(texts), batch_size):
-        inputs = module.encode(tf.constant(texts[start:start + batch_size]))
-        with real_tokens_only_set_to(model, True):
-            yield inputs
 
 
 def _lacks_pooler(config, init_checkpoint):

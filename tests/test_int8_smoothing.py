@@ -163,3 +163,40 @@ def test_export_calibration_reads_real_tokens_only(model, bert_vocab_file):
     padded = [module.encode(tf.constant(texts[start:start + 8])) for start in range(0, len(texts), 8)]
     with_padding = int8.calibrate_input_ranges(model, padded, 100.0)
     assert any(with_padding[path] != pytest.approx(expected[path], rel=1e-3) for path in expected)
+
+
+@pytest.mark.parametrize("padding_free", [False, True])
+def test_a_calibrated_int8_inference_function(padding_free):
+    # `make_inference_function(precision="int8", calibration_inputs=...)`: the export's calibrated products (fixed
+    # ranges, the intermediate product requantized for the next, no range ops), the ranges and smoothing of
+    # `int8.calibrate` on those inputs, and answers close to float32.
+    from keras_bert_impl.models.bert_model import BertModel
+
+    model = BertModel(tiny_config(hidden_size=32, intermediate_size=64))
+    randomize(model, seed=5, scale=0.2)
+    batches = [random_inputs(model.bert_config, batch=4, seq=12, seed=seed) for seed in range(3)]
+    inputs = random_inputs(model.bert_config, batch=3, seq=10, seed=8)
+    forward = model.make_inference_function(precision="int8", padding_free=padding_free, calibration_inputs=batches)
+    graph = forward.get_concrete_function(inputs).graph.as_graph_def()
+    nodes = list(graph.node) + [node for f in graph.library.function for node in f.node_def]
+    fused = [tuple(s.decode() for s in node.attr["fused_ops"].list.s) for node in nodes if node.op == "_QuantizedMatMul"]
+    layers = model.bert_config.num_hidden_layers
+    assert sorted(fused) == [("BiasAdd", "Dequantize")] * 3 * layers + [("BiasAdd", "GeluApproximate", "Requantize")] * layers
+    assert not {"Min", "Max"} & {node.op for node in nodes}  # no per-batch range
+
+    # The same products built here from `int8.calibrate` on the model itself.
+    kernels = int8.Int8Kernels(model, *int8.calibrate(model, batches))
+
+    @tf.function
+    def reference(inputs):
+        with reading_as_constants(kernels):
+            return model(inputs, training=False)["sequence_output"]
+
+    mask = np.asarray(inputs["input_mask"], bool)
+    got = forward(inputs)["sequence_output"].numpy()[mask]
+    np.testing.assert_allclose(got, reference(inputs).numpy()[mask], atol=1e-5)
+    expected = model(inputs, training=False)["sequence_output"].numpy()[mask]
+    cosine = np.sum(got * expected, -1) / (np.linalg.norm(got, axis=-1) * np.linalg.norm(expected, axis=-1))
+    assert cosine.min() > 0.99 and np.abs(got - expected).max() > 1e-6
+    with pytest.raises(ValueError, match="calibration_inputs are for precision='int8'"):
+        model.make_inference_function(calibration_inputs=batches)

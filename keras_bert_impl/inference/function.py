@@ -4,7 +4,7 @@ import tensorflow as tf
 
 from keras_bert_impl.inference.constant_kernels import ConstantKernels, reading_as_constants
 from keras_bert_impl.inference.padding_free import make_padding_free_function
-from keras_bert_impl.inference.int8 import Int8Kernels
+from keras_bert_impl.inference.int8 import Int8Kernels, calibrate
 from keras_bert_impl.inference.plan import INT8
 from keras_bert_impl.inference.precision import compute_precision, copy_weights, inference_dtype_policy
 from keras_bert_impl.layers.onednn_forms import onednn_forms_set_to
@@ -28,12 +28,15 @@ def snapshot(bert_model, dtype):
     return copy
 
 
-def make_inference_function(bert_model, plan):
+def make_inference_function(bert_model, plan, calibration_inputs=None):
     """`bert_model(inputs, training=False)` as a `tf.function`, computed as `plan` says.
 
     Args:
         bert_model: A `BertModel`.
         plan: An `InferencePlan` for it (`plan.function_plan`).
+        calibration_inputs: For an int8 plan: batches of inputs on which the
+            int8 products' input ranges are fixed and smoothed
+            (`int8.calibrate`, its defaults); None: ranges per batch.
 
     Returns:
         A function of the inputs dict returning the outputs dict; behind
@@ -49,7 +52,11 @@ def make_inference_function(bert_model, plan):
     constants = None
     if plan.constant_kernels:
         # Both read the kernels as constants of the traced graph (int8 ones: the encoder's, quantized).
-        constants = Int8Kernels(model) if plan.precision == INT8 else ConstantKernels(model)
+        if plan.precision == INT8:
+            calibration = calibrate(model, calibration_inputs) if calibration_inputs is not None else (None, None)
+            constants = Int8Kernels(model, *calibration)
+        else:
+            constants = ConstantKernels(model)
     if plan.padding_free:
         function = make_padding_free_function(
             model, jit_compile=plan.jit_compile, bucket_size=plan.bucket_size, freeze_kernels=plan.frozen_kernels,

@@ -667,6 +667,33 @@ def calibrate_input_ranges(model, batches, percentile=DEFAULT_CALIBRATION_PERCEN
     return ranges
 
 
+def calibrate(model, batches, percentile=DEFAULT_CALIBRATION_PERCENTILE, smoothing_alpha=DEFAULT_SMOOTHING_ALPHA):
+    """`(input_ranges, smoothing)` for `Int8Kernels`, from `batches` run through `model` on their real tokens only.
+
+    The encoders compute real tokens only while calibrating (as a
+    padding-free graph and an export run them): padding positions, whose
+    outputs nobody reads, do not widen a range.
+
+    Args:
+        model: A float32 Keras model (as for `Int8Kernels`).
+        batches: An iterable of its inputs (dicts of arrays, with
+            `input_mask`); read up to three times.
+        percentile: As for `calibrate_input_ranges`.
+        smoothing_alpha: As for `smoothing_factors`; 0 or None: no
+            smoothing (`smoothing` is then None).
+
+    Returns:
+        `(input_ranges, smoothing)`: `calibrate_input_ranges`' dict and
+        `smoothing_factors`' (or None).
+    """
+    from keras_bert_impl.inference.padding_free import real_tokens_only_set_to
+
+    batches = list(batches)
+    with real_tokens_only_set_to(model, True):
+        smoothing = smoothing_factors(model, batches, smoothing_alpha) if smoothing_alpha else None
+        return calibrate_input_ranges(model, batches, percentile, smoothing), smoothing
+
+
 def _observe_inputs(model, batches, observe):
     """Runs `batches` through `model` in float32, calling `observe(layer path, input array)` at each encoder Dense layer."""
 

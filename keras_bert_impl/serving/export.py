@@ -184,8 +184,7 @@ def int8_calibration(module, model, texts, percentile, smoothing_alpha=None, bat
     """`(input_ranges, smoothing)` of `model`'s encoder Dense inputs on `texts`, as the module computes them.
 
     The texts are tokenized by the module and run through `model` on their
-    real tokens only, as the export's graph runs them (padding positions,
-    which it never computes, do not widen a range).
+    real tokens only (`int8.calibrate`), as the export's graph runs them.
 
     Args:
         module: A `BertServingModule` of `model` (its `encode`).
@@ -197,9 +196,7 @@ def int8_calibration(module, model, texts, percentile, smoothing_alpha=None, bat
     """
     batches = [module.encode(tf.constant(list(texts[start:start + batch_size])))
                for start in range(0, len(texts), batch_size)]
-    with real_tokens_only_set_to(model, True):
-        smoothing = int8.smoothing_factors(model, batches, smoothing_alpha) if smoothing_alpha else None
-        return int8.calibrate_input_ranges(model, batches, percentile, smoothing), smoothing
+    return int8.calibrate(model, batches, percentile, smoothing_alpha)
 
 
 def int8_agreement(module, model, texts, input_ranges, batch_size=32, percentile=100, smoothing_alpha=None):

@@ -220,7 +220,7 @@ OURS = {
     "ours_serve_ids_int8": Stack("ours, export serve_ids, int8 (ranges per batch)", ours_serve_ids("saved_model_int8"),
                                  ("saved_model_int8",), "int8"),
     "ours_serve_ids_int8_calibrated": Stack(
-        f"ours, export serve_ids, int8 (calibrated on {CALIBRATION_TEXTS} other snippets)",
+        f"ours, export serve_ids, int8 (calibrated on {CALIBRATION_TEXTS} other snippets, smoothed)",
         ours_serve_ids("saved_model_int8_calibrated"), ("saved_model_int8_calibrated",), "int8"),
 }
 PEERS = {

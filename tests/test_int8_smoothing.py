@@ -200,3 +200,5 @@ def test_a_calibrated_int8_inference_function(padding_free):
     assert cosine.min() > 0.99 and np.abs(got - expected).max() > 1e-6
     with pytest.raises(ValueError, match="calibration_inputs are for precision='int8'"):
         model.make_inference_function(calibration_inputs=batches)
+    with pytest.raises(ValueError, match="no calibration inputs"):
+        model.make_inference_function(precision="int8", calibration_inputs=iter([]))

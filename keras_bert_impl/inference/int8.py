@@ -685,10 +685,16 @@ def calibrate(model, batches, percentile=DEFAULT_CALIBRATION_PERCENTILE, smoothi
     Returns:
         `(input_ranges, smoothing)`: `calibrate_input_ranges`' dict and
         `smoothing_factors`' (or None).
+
+    Raises:
+        ValueError: no batch (ranges of nothing would quantize every value
+            to one code).
     """
     from keras_bert_impl.inference.padding_free import real_tokens_only_set_to
 
     batches = list(batches)
+    if not batches:
+        raise ValueError("no calibration inputs: give a few hundred of the task's texts, as the model takes them")
     with real_tokens_only_set_to(model, True):
         smoothing = smoothing_factors(model, batches, smoothing_alpha) if smoothing_alpha else None
         return calibrate_input_ranges(model, batches, percentile, smoothing), smoothing

@@ -228,3 +228,38 @@ def test_run_classifier_trains_on_a_csv_with_a_variant_release(releases, model_t
     assert BertConfig.from_json_file(fine_tuned.bert_config_file).use_pooler
     model = TextClassifier.from_release(output, num_classes=2, max_seq_length=SEQ)
     assert model.predict([positive]).shape == (1, 2)
+
+
+@pytest.mark.parametrize("model_type", VARIANTS)
+def test_calibrated_int8_exports_of_a_variant(releases, model_type, tmp_path):
+    # The int8 path on each variant's encoder: ALBERT's shared layers (one set of kernels, applied 4 times,
+    # calibrated on every application), RoBERTa's and DistilBERT's. Each product int8, every application too, and
+    # the served embeddings close to float32's.
+    import tensorflow as tf
+
+    from tests.test_serving_precision import saved_graph_def
+    from tests.variants_fixture import ALBERT_INNER, ALBERT_LAYERS
+    from tools.export_saved_model import main as export_main
+
+    calibration = tmp_path / "calibration.txt"
+    calibration.write_text("".join(f"{text}\n" for text in CLASS_TEXTS[model_type] + tuple(HARD_TEXTS[:5])),
+                           encoding="utf-8")
+    export_dir = tmp_path / "saved_models" / "int8"
+    export_main(["--task=embeddings", f"--model_dir={releases[model_type]}", f"--export_dir={export_dir}",
+                 f"--max_seq_length={SEQ}", "--precision=int8", f"--calibration_file={calibration}"])
+    graph = saved_graph_def(export_dir / "1")
+    nodes = list(graph.node) + [node for f in graph.library.function for node in f.node_def]
+    config = BertConfig.from_json_file(find_release(releases[model_type]).bert_config_file)
+    # ALBERT: 4 applications of a group of 2 inner layers (2 groups share them out); the others one layer each.
+    applications = config.num_hidden_layers * config.inner_group_num
+    assert applications == (ALBERT_LAYERS * ALBERT_INNER if model_type == "albert" else config.num_hidden_layers)
+    # Query/key/value as one product, and the three after, in every layer application.
+    assert sum(node.op == "_QuantizedMatMul" for node in nodes) == 4 * applications
+    serve = tf.saved_model.load(str(export_dir / "1")).signatures["serving_default"]
+    quantized = serve(text=tf.constant(HARD_TEXTS))["mean_pooled"].numpy()
+    # float32: the release's embedder (its raw-text export equals it: test_raw_text_exports_...).
+    full = TextEmbedder.from_release(releases[model_type], pooling="mean", max_seq_length=SEQ).predict(
+        HARD_TEXTS, verbose=0)
+    cosine = np.sum(full * quantized, -1) / (np.linalg.norm(full, axis=-1) * np.linalg.norm(quantized, axis=-1))
+    # ALBERT's tiny encoder applies its quantized kernels 8 times: rounding compounds (its blank text: 0.982).
+    assert cosine.mean() > 0.995 and cosine.min() > 0.97 and np.abs(full - quantized).max() > 1e-6

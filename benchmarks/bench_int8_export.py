@@ -18,7 +18,9 @@ Usage:
     .venv/bin/python benchmarks/bench_int8_export.py [--work_dir .cache/bench_int8]
         [--dataset rotten_tomatoes|tweets] [--train_size 2000] [--dev_size 1000] [--rounds 3]
         [--calibration_percentiles 99.999,100] [--smoothing_alphas 0.7,0]
-    (--rounds 0: accuracy only)
+    (--rounds 0: accuracy only; --model_dir DIR: a classifier fine-tuned or distilled elsewhere on the same
+    split, e.g. `bert-distill --teacher_dir=.cache/bench_int8/output --task_name=csv
+    --data_dir=.cache/bench_int8/data --num_hidden_layers=3 --output_dir=DIR`)
 
 The fine-tuned checkpoint is kept in --work_dir (default `.cache/bench_int8`, `.cache/bench_int8_tweets` for
 the tweets) and reused by later runs.
@@ -46,7 +48,10 @@ from keras_bert_impl.hardware import cpu_description, onednn_description, read_c
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dataset", choices=sorted(DATASETS), default="rotten_tomatoes")
-    parser.add_argument("--work_dir", default=None, help="default: .cache/bench_int8[_tweets]")
+    parser.add_argument("--work_dir", default=None, help="default: .cache/bench_int8[_tweets] (--model_dir: it)")
+    parser.add_argument("--model_dir", default=None,
+                        help="a fine-tuned classifier release of this --dataset and seed (bert-run-classifier's or "
+                             "bert-distill's --output_dir) to export in place of fine-tuning MiniLM here")
     parser.add_argument("--train_size", type=int, default=2000)
     parser.add_argument("--dev_size", type=int, default=1000)
     parser.add_argument("--calibration_size", type=int, default=256)
@@ -123,6 +128,13 @@ def batch_of(rows):
     return {key: tf.constant(value) for key, value in zip(("input_ids", "input_mask", "segment_ids"), padded)}
 
 
+def release_layers(release):
+    """The number of encoder layers in `release`'s bert_config.json."""
+    import json
+
+    return json.loads((release / "bert_config.json").read_text(encoding="utf-8"))["num_hidden_layers"]
+
+
 def int8_units():
     """The CPU's int8 dot-product flags (VNNI, AMX-int8), or "none"."""
     flags = read_cpuinfo()[1]
@@ -136,10 +148,14 @@ def main():
     cache = os.environ.get("KERAS_BERT_IMPL_CACHE") or REPO_ROOT / ".cache" / "assets"
     examples, args.labels = DATASETS[args.dataset]()
     train, dev = seeded_splits(examples, (args.train_size, args.dev_size), args.seed)
-    args.work_dir = args.work_dir or REPO_ROOT / ".cache" / ("bench_int8" if args.dataset == "rotten_tomatoes"
-                                                             else f"bench_int8_{args.dataset}")
+    args.work_dir = args.work_dir or args.model_dir or REPO_ROOT / ".cache" / (
+        "bench_int8" if args.dataset == "rotten_tomatoes" else f"bench_int8_{args.dataset}")
     work_dir = pathlib.Path(args.work_dir)
-    release, checkpoint = fine_tuned(work_dir, train, dev, args, cache)
+    if args.model_dir:  # its bert_config.json, vocab.txt and model.ckpt
+        release = pathlib.Path(args.model_dir)
+        checkpoint = release / "model.ckpt"
+    else:
+        release, checkpoint = fine_tuned(work_dir, train, dev, args, cache)
     calibration = work_dir / "calibration.txt"
     # One text a line (a line break inside a text would make two calibration texts).
     calibration.write_text("".join(" ".join(text.split()) + "\n" for text, _ in train[:args.calibration_size]),
@@ -167,7 +183,8 @@ def main():
                                             for i in range(0, len(texts), 64)])
         accuracy[name] = float(np.mean(predictions[name] == labels))
     agreement = {name: float(np.mean(predicted == predictions["float32"])) for name, predicted in predictions.items()}
-    print(f"\nall-MiniLM-L6-v2 fine-tuned on {len(train)} texts of {args.dataset} (seed {args.seed}), "
+    model = f"{args.model_dir} ({release_layers(release)} layers)" if args.model_dir else "all-MiniLM-L6-v2 fine-tuned"
+    print(f"\n{model} on {len(train)} texts of {args.dataset} (seed {args.seed}), "
           f"{len(dev)} dev; max_seq_length {args.max_seq_length};\nCPU: {cpu_description()}; int8 units: {int8_units()}; "
           f"{onednn_description()}")
     if args.rounds == 0:

@@ -152,12 +152,16 @@ def _class_data(model_type, copies=8):
 
 @pytest.mark.parametrize("model_type", VARIANTS)
 def test_text_classifier_fine_tunes_saves_and_exports(releases, model_type, tmp_path):
+    import keras
+
+    # Dropout and shuffling drew from the global state, so the run depended on what the worker ran before: with
+    # one such state ALBERT's tiny model stayed at chance for 6 epochs (global seeds 0-5: one of six did). Fixed.
+    keras.utils.set_random_seed(2)
     model = TextClassifier.from_release(releases[model_type], num_classes=2, max_seq_length=SEQ, seed=1,
                                         learning_rate=1e-3, warmup_proportion=0.0)
     assert model.bert_config.use_pooler  # a fresh pooler where the release has none
     model.compile()
     texts, labels = _class_data(model_type)
-    # Six epochs: three left ALBERT's loss where it started in one full-suite run (dropout draws differ by order).
     history = model.fit(texts, labels, batch_size=4, epochs=6, verbose=0)
     losses = history.history["loss"]
     assert losses[-1] < losses[0]
@@ -230,11 +234,11 @@ def test_run_classifier_trains_on_a_csv_with_a_variant_release(releases, model_t
     assert model.predict([positive]).shape == (1, 2)
 
 
-@pytest.mark.parametrize("model_type", VARIANTS)
-def test_calibrated_int8_exports_of_a_variant(releases, model_type, tmp_path):
-    # The int8 path on each variant's encoder: ALBERT's shared layers (one set of kernels, applied 4 times,
-    # calibrated on every application), RoBERTa's and DistilBERT's. Each product int8, every application too, and
-    # the served embeddings close to float32's.
+def test_a_calibrated_int8_export_of_albert_quantizes_every_application_of_its_shared_layers(releases, tmp_path):
+    # ALBERT's encoder applies one set of kernels again and again (here 4 x a group of 2 layers), calibrated on
+    # every application: each product int8, in every application, and the served embeddings close to float32's.
+    # (RoBERTa and DistilBERT convert to BERT's own layers: the int8 path of tests/test_int8.py.)
+    model_type = "albert"
     import tensorflow as tf
 
     from tests.test_serving_precision import saved_graph_def
@@ -250,9 +254,9 @@ def test_calibrated_int8_exports_of_a_variant(releases, model_type, tmp_path):
     graph = saved_graph_def(export_dir / "1")
     nodes = list(graph.node) + [node for f in graph.library.function for node in f.node_def]
     config = BertConfig.from_json_file(find_release(releases[model_type]).bert_config_file)
-    # ALBERT: 4 applications of a group of 2 inner layers (2 groups share them out); the others one layer each.
+    # 4 applications of a group of 2 inner layers (2 groups share them out).
     applications = config.num_hidden_layers * config.inner_group_num
-    assert applications == (ALBERT_LAYERS * ALBERT_INNER if model_type == "albert" else config.num_hidden_layers)
+    assert applications == ALBERT_LAYERS * ALBERT_INNER == 8
     # Query/key/value as one product, and the three after, in every layer application.
     assert sum(node.op == "_QuantizedMatMul" for node in nodes) == 4 * applications
     serve = tf.saved_model.load(str(export_dir / "1")).signatures["serving_default"]
@@ -261,5 +265,5 @@ def test_calibrated_int8_exports_of_a_variant(releases, model_type, tmp_path):
     full = TextEmbedder.from_release(releases[model_type], pooling="mean", max_seq_length=SEQ).predict(
         HARD_TEXTS, verbose=0)
     cosine = np.sum(full * quantized, -1) / (np.linalg.norm(full, axis=-1) * np.linalg.norm(quantized, axis=-1))
-    # ALBERT's tiny encoder applies its quantized kernels 8 times: rounding compounds (its blank text: 0.982).
+    # The tiny encoder applies its quantized kernels 8 times: rounding compounds (its blank text: 0.982).
     assert cosine.mean() > 0.995 and cosine.min() > 0.97 and np.abs(full - quantized).max() > 1e-6

@@ -478,8 +478,9 @@ class Int8Kernels:
     activation (GELU) applied inside the product. Query, key and value are
     one product (`SelfAttention.fused_query_key_value`), and with static
     ranges the intermediate product's output comes out quantized for the
-    output product. Every other Dense kernel (pooler, task heads) is read
-    as a float32 constant.
+    output product; with `smoothing` an input is quantized divided by its
+    factors and the kernels' rows multiplied by them. Every other Dense
+    kernel (pooler, task heads) is read as a float32 constant.
 
     Args:
         model: A float32 Keras model (a `BertModel` or a task model); its

@@ -16,12 +16,16 @@ pytestmark = X86_ONLY
 
 
 def test_smoothing_scales_follow_smoothquants_formula():
-    # s[c] = max|x_c|^alpha / max|W[c, :]|^(1 - alpha), hand-computed; maxima of 0 count as 1e-5.
-    channel_max = np.array([16.0, 1.0, 0.0, 9.0])
-    kernel = np.array([[1.0, -0.5], [4.0, 0.0], [0.0, 0.0], [-0.25, 0.1]])
-    np.testing.assert_allclose(int8.smoothing_scales(channel_max, kernel, 0.5), [4.0, 0.5, 1.0, 6.0], rtol=1e-6)
-    np.testing.assert_allclose(int8.smoothing_scales(channel_max, kernel, 1.0), [16.0, 1.0, 1e-5, 9.0], rtol=1e-6)
-    np.testing.assert_allclose(int8.smoothing_scales(channel_max, kernel, 0.0), [1.0, 0.25, 1e5, 4.0], rtol=1e-6)
+    # s[c] = max|x_c|^alpha / max|W[c, :]|^(1 - alpha), hand-computed. Channel 2 was silent: its maximum counts as
+    # a quarter of the median channel's (4 -> 1), as channel 1's is; the zero kernel row of channel 4 counts as 1e-5.
+    channel_max = np.array([16.0, 1.0, 0.0, 9.0, 4.0])
+    kernel = np.array([[1.0, -0.5], [4.0, 0.0], [2.0, 0.5], [-0.25, 0.1], [0.0, 0.0]])
+    np.testing.assert_allclose(int8.smoothing_scales(channel_max, kernel, 0.5),
+                               [4.0, 0.5, np.sqrt(0.5), 6.0, 2.0 / np.sqrt(1e-5)], rtol=1e-6)
+    np.testing.assert_allclose(int8.smoothing_scales(channel_max, kernel, 1.0), [16.0, 1.0, 1.0, 9.0, 4.0], rtol=1e-6)
+    np.testing.assert_allclose(int8.smoothing_scales(channel_max, kernel, 0.0), [1.0, 0.25, 0.5, 4.0, 1e5], rtol=1e-6)
+    # All silent: no median to lean on, 1e-5 each.
+    np.testing.assert_allclose(int8.smoothing_scales(np.zeros(2), np.ones((2, 1)), 1.0), [1e-5, 1e-5], rtol=1e-6)
     with pytest.raises(ValueError, match=r"alpha must be in \[0, 1\]"):
         int8.smoothing_scales(channel_max, kernel, 1.5)
 
@@ -55,6 +59,36 @@ def test_a_smoothed_product_equals_its_emulation_and_is_closer_to_the_float_prod
     assert scales[5] > 5 * np.median(scales) and scales[30] > 5 * np.median(scales)  # the outliers' spread moves
     smoothed = int8_product(scales)
     assert smoothed < plain / 2.5, (smoothed, plain)  # measured 0.017 against 0.062
+
+
+def test_a_channel_silent_in_calibration_is_not_clipped_when_serving(monkeypatch):
+    # Channel 9 is 0 on every calibration row and a fifth of the others when serving. Without the floor its factor
+    # is ~1e-5^0.7 / |W|^0.3: its values leave the calibrated range by orders of magnitude and are clipped, and
+    # the product loses the channel's contribution; with it, the channel counts as one a quarter of the median.
+    rng = np.random.default_rng(3)
+    calibration = rng.normal(size=(300, 48)).astype("float32")
+    calibration[:, 9] = 0.0
+    serving = rng.normal(size=(50, 48)).astype("float32")
+    serving[:, 9] *= 0.2
+    without_channel = serving.copy()
+    without_channel[:, 9] = 0.0
+    weights = rng.normal(0, 0.05, size=(48, 64)).astype("float32")
+    contribution = serving[:, 9:10].astype(np.float64) * weights[9]  # what channel 9 adds to the exact product
+
+    def served_contribution(floor):
+        monkeypatch.setattr(int8, "SMOOTHING_FLOOR", floor)
+        scales = int8.smoothing_scales(np.abs(calibration).max(axis=0), weights, int8.DEFAULT_SMOOTHING_ALPHA)
+        lo, hi = float((calibration / scales).min()), float((calibration / scales).max())
+        kernel = int8.quantize_kernel(int8._smoothed(weights, scales))
+        product = lambda x: int8.int8_reference(x, lo, hi, kernel, channel_scales=scales)  # noqa: E731
+        return product(serving) - product(without_channel)
+
+    floor = int8.SMOOTHING_FLOOR
+    lost = np.abs(served_contribution(0.0) - contribution).mean()
+    kept = np.abs(served_contribution(floor) - contribution).mean()
+    scale = np.abs(contribution).mean()
+    assert lost > 0.9 * scale, (lost, scale)  # the channel is clipped to ~0
+    assert kept < 0.1 * scale, (kept, scale)  # measured 0.04
 
 
 def test_smoothing_factors_are_read_from_each_input_once(model):

@@ -87,6 +87,10 @@ DEFAULT_CALIBRATION_PERCENTILE = 99.999
 DEFAULT_SMOOTHING_ALPHA = 0.7
 # Channel maxima below this count as this (a channel that was always 0, a kernel row of zeros).
 _MIN_CHANNEL_MAX = 1e-5
+# An input channel's observed maximum counts as at least this fraction of the median channel's when smoothing: a
+# channel (nearly) silent on every calibration text would otherwise get a tiny factor, and any value it takes when
+# serving would be multiplied past the calibrated range and clipped.
+SMOOTHING_FLOOR = 0.25
 
 
 @dataclasses.dataclass(frozen=True)
@@ -406,15 +410,21 @@ def smoothing_scales(channel_max, kernel, alpha=DEFAULT_SMOOTHING_ALPHA):
         alpha: In [0, 1].
 
     Returns:
-        float32 [in], positive (maxima below `_MIN_CHANNEL_MAX` count as it).
+        float32 [in], positive. A channel's maximum counts as at least
+        `SMOOTHING_FLOOR` times the median channel's (one silent on every
+        calibration text is scaled as a quiet one, not divided by ~0), and
+        maxima below `_MIN_CHANNEL_MAX` count as it.
 
-    Example:
-    >>> smoothing_scales(np.array([16.0, 1.0]), np.array([[1.0, -0.5], [4.0, 0.0]]), alpha=0.5).tolist()
-    [4.0, 0.5]
+    Example (the third channel was silent: its maximum counts as a quarter
+    of the median's, 4):
+    >>> channel_max = np.array([16.0, 4.0, 0.0])
+    >>> smoothing_scales(channel_max, np.array([[1.0, -0.5], [4.0, 0.0], [1.0, 1.0]]), alpha=0.5).tolist()
+    [4.0, 1.0, 1.0]
     """
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"the smoothing alpha must be in [0, 1], not {alpha}")
-    activation = np.maximum(np.asarray(channel_max, np.float64), _MIN_CHANNEL_MAX)
+    activation = np.asarray(channel_max, np.float64)
+    activation = np.maximum(activation, max(SMOOTHING_FLOOR * float(np.median(activation)), _MIN_CHANNEL_MAX))
     weight = np.maximum(np.abs(np.asarray(kernel, np.float64)).max(axis=1), _MIN_CHANNEL_MAX)
     return (activation ** alpha / weight ** (1.0 - alpha)).astype(np.float32)
 

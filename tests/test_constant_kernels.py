@@ -21,7 +21,7 @@ from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.serving.export import METADATA_FILE, ExportError, ExportOptions, export_saved_model
 from tests.helpers import random_inputs, randomize, tiny_config
-from tests.test_serving import SENTENCES, probe
+from tests.test_serving import SENTENCES, probe_many
 from tests.test_serving_precision import BF16_ATOL
 
 SEQ = 24
@@ -157,7 +157,8 @@ def test_export_holds_its_kernels_as_constants_and_answers_the_same(tmp_path, be
 
     requests = [{"signature": "serving_default", "inputs": {"text": SENTENCES}},
                 {"signature": "serve_text_pair", "inputs": {"text": SENTENCES, "text_b": SENTENCES[::-1]}}]
-    for held, read in zip(probe(constants, requests), probe(variables, requests)):
+    answers = probe_many({"constants": (constants, requests), "variables": (variables, requests)})
+    for held, read in zip(answers["constants"], answers["variables"]):
         np.testing.assert_allclose(held["probabilities"], read["probabilities"], atol=1e-5)
 
 

@@ -13,7 +13,7 @@ from keras_bert_impl.errors import BertError
 from keras_bert_impl.inference import int8
 from keras_bert_impl.serving.export import METADATA_FILE, ExportError, ExportOptions, export_saved_model
 from tests.helpers import X86_ONLY, random_inputs, randomize, tiny_config, tiny_release_export_tool
-from tests.test_serving import SENTENCES, probe
+from tests.test_serving import SENTENCES, probe, probe_many
 from tests.test_serving_precision import model, saved_graph_def  # noqa: F401 (`model`: a fixture)
 from tools import export_saved_model as export_tool
 
@@ -247,7 +247,7 @@ def test_int8_export_loads_without_our_python_and_agrees_with_float32(exports):
     paths, _ = exports
     requests = [{"signature": "serving_default", "inputs": {"text": TEXTS}},
                 {"signature": "serve_text_pair", "inputs": {"text": TEXTS, "text_b": TEXTS[::-1]}}]
-    answers = {name: probe(path, requests) for name, path in paths.items()}
+    answers = probe_many({name: (path, requests) for name, path in paths.items()})
     # Served by a TensorFlow with its oneDNN graph rewrites off: the same int8 products (oneDNN's op either way).
     rewrites_off = probe(paths["int8_calibrated"], requests, TF_ENABLE_ONEDNN_OPTS="0")
     for on, off in zip(answers["int8_calibrated"], rewrites_off):

@@ -24,7 +24,7 @@ from tests.helpers import (
     tiny_release_export_tool,
     weight_casts,
 )
-from tests.test_serving import SENTENCES, probe
+from tests.test_serving import SENTENCES, probe, probe_many
 from tools import export_saved_model as export_tool
 
 SEQ = 24
@@ -186,7 +186,7 @@ def test_bfloat16_export_computes_in_bfloat16_and_says_so(exports):
 def test_bfloat16_answers_within_bfloat16_rounding_of_float32(exports, model):
     requests = [{"signature": "serving_default", "inputs": {"text": SENTENCES}},
                 {"signature": "serve_text_pair", "inputs": {"text": SENTENCES, "text_b": SENTENCES[::-1]}}]
-    answers = {precision: probe(path, requests) for precision, path in exports.items()}
+    answers = probe_many({precision: (path, requests) for precision, path in exports.items()})
     for full, half in zip(answers["float32"], answers["bfloat16"]):
         full, half = np.asarray(full["probabilities"]), np.asarray(half["probabilities"])
         assert full.shape == half.shape == (len(SENTENCES), 3)

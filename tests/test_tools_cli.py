@@ -4,6 +4,7 @@ that looks finished; every tool answers --help, and takes the original
 scripts' flags, absl-style (--flagfile, --undefok, no prefixes)."""
 
 import importlib.metadata
+import json
 import os
 import re
 import subprocess
@@ -128,6 +129,38 @@ def test_every_tool_answers_help(tool, help_flag):
     assert result.stderr == ""
     assert re.search(r"^\s+--(\[no\])?\w+: ", result.stdout, re.M), result.stdout
     assert "--flagfile" in result.stdout and "--undefok" in result.stdout
+
+
+# A tool run as a script, the modules it imported listed at exit (a None entry is one it blocks).
+_HELP_IMPORTS = """
+import json, runpy, sys
+sys.argv = [sys.argv[1], "--help"]
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+except SystemExit:
+    pass
+sys.stderr.write(json.dumps(sorted(name for name, module in sys.modules.items() if module is not None)))
+"""
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_help_starts_no_tensorflow(tool):
+    """`--help` answers at once (bert-export's took 7 s: its task list came from the registry's models)."""
+    result = subprocess.run([sys.executable, "-c", _HELP_IMPORTS, os.path.join(REPO, "tools", tool)],
+                            capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert "--flagfile" in result.stdout, result.stderr[-2000:]
+    modules = json.loads(result.stderr.splitlines()[-1])
+    assert "tensorflow" not in modules and "keras" not in modules
+
+
+def test_export_tool_lists_the_registrys_exported_tasks():
+    from keras_bert_impl.tasks.registry import TASKS, exported_task_names
+    from keras_bert_impl.tasks.spec import EXPORTED_TASKS
+
+    assert tuple(EXPORTED_TASKS) == exported_task_names()
+    assert all(EXPORTED_TASKS[name] == TASKS[name].description for name in EXPORTED_TASKS)
+    listed = " ".join(run("export_saved_model.py", "--help").stdout.split())
+    assert f"<{'|'.join(EXPORTED_TASKS)}>" in listed, listed
 
 
 @pytest.mark.parametrize("tool", sorted(ORIGINAL_FLAGS))

@@ -22,7 +22,7 @@ from keras_bert_impl.tasks.masked_lm import MaskedLM
 from keras_bert_impl.tasks.text_classifier import TextClassifier
 from keras_bert_impl.tasks.text_embedder import TextEmbedder
 from keras_bert_impl.tokenization.from_files import tokenizer_from_files
-from tests.test_serving import probe
+from tests.test_serving import probe, probe_many
 from tests.variants_fixture import write_hf_directory
 from tools.convert_hf_checkpoint import main as convert_main
 
@@ -196,8 +196,11 @@ def test_raw_text_exports_of_a_release_serve_without_our_python(releases, model_
         export_main([f"--task={task}", f"--model_dir={releases[model_type]}", f"--export_dir={base}/{task}",
                      f"--max_seq_length={SEQ}", "--precision=float32"])
     masked = f"the quick {MASKS[model_type]} fox"
-    embeddings, = probe(base / "embeddings" / "1", [{"signature": "serving_default", "inputs": {"text": HARD_TEXTS}}])
-    fill_mask, = probe(base / "fill_mask" / "1", [{"signature": "serving_default", "inputs": {"text": [masked]}}])
+    answers = probe_many({
+        "embeddings": (base / "embeddings" / "1", [{"signature": "serving_default", "inputs": {"text": HARD_TEXTS}}]),
+        "fill_mask": (base / "fill_mask" / "1", [{"signature": "serving_default", "inputs": {"text": [masked]}}]),
+    })
+    (embeddings,), (fill_mask,) = answers["embeddings"], answers["fill_mask"]
     expected = TextEmbedder.from_release(releases[model_type], pooling="mean", max_seq_length=SEQ)
     np.testing.assert_allclose(embeddings["mean_pooled"], expected.predict(HARD_TEXTS, verbose=0), atol=1e-5)
     assert ("pooled_output" in embeddings) == (model_type == "albert")  # the only one with a trained pooler

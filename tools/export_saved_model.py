@@ -29,7 +29,7 @@ from keras_bert_impl.io import check_output_dir
 
 def define_flags(fv):
     from keras_bert_impl.inference.plan import EXPORT_PRECISION_CHOICES
-    from keras_bert_impl.tasks.registry import TASKS, exported_task_names
+    from keras_bert_impl.tasks.spec import EXPORTED_TASKS  # not the registry: --help starts no TensorFlow
 
     define = dict(flag_values=fv)
     flags.DEFINE_string("bert_config_file", None, "bert_config.json (or give --model_dir).", **define)
@@ -42,8 +42,8 @@ def define_flags(fv):
     flags.DEFINE_string("model_dir", None, "A directory written by our tools: bert_config.json, vocab.txt and its latest checkpoint.", **define)
     flags.DEFINE_boolean("do_lower_case", True, "Lower-case in the in-graph tokenizer; must match the model.", **define)
     flags.DEFINE_integer("max_seq_length", 128, "Padded length of every request.", **define)
-    tasks = "; ".join(f"{name}: {TASKS[name].description}" for name in exported_task_names())
-    flags.DEFINE_enum("task", None, exported_task_names(), f"What the SavedModel computes ({tasks}).", **define)
+    tasks = "; ".join(f"{name}: {description}" for name, description in EXPORTED_TASKS.items())
+    flags.DEFINE_enum("task", None, list(EXPORTED_TASKS), f"What the SavedModel computes ({tasks}).", **define)
     flags.DEFINE_integer("num_labels", 2, "Classes of a classifier or tagger.", **define)
     flags.DEFINE_list("label_names", None, "Comma-separated class names (default: 0..num_labels-1).", **define)
     flags.DEFINE_string("export_dir", None, "saved_models/<model_name>; versions are written below it.", **define)

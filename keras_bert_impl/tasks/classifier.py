@@ -20,7 +20,7 @@ from keras_bert_impl import filesystem
 from keras_bert_impl.checkpoints.name_map import CLASSIFIER_VARIABLES
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.io import format_results, write_text_atomically
-from keras_bert_impl.tasks.spec import FineTuningSpec, TaskInputs, TaskSpec
+from keras_bert_impl.tasks.spec import EXPORTED_TASKS, FineTuningSpec, TaskInputs, TaskSpec
 from keras_bert_impl.training.fine_tuning import TrainingData, check_labels, predict_batches, recorded_labels
 
 SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
@@ -94,7 +94,7 @@ def regression_serving_outputs(serving, inputs, padded_length):
 
 CLASSIFIER = TaskSpec(
     name="classifier",
-    description="Sentence (pair) classification: class probabilities from the pooled output.",
+    description=EXPORTED_TASKS["classifier"],
     build_model=_build_classifier,
     head_variables=tuple(CLASSIFIER_VARIABLES),
     serving_outputs=classifier_serving_outputs,
@@ -102,7 +102,7 @@ CLASSIFIER = TaskSpec(
 )
 REGRESSION = TaskSpec(
     name="regression",
-    description="Sentence (pair) regression (STS-B): one score from the pooled output.",
+    description=EXPORTED_TASKS["regression"],
     build_model=lambda config, num_labels=1, dtype=None: _build_classifier(config, 1, dtype),
     head_variables=tuple(CLASSIFIER_VARIABLES),
     serving_outputs=regression_serving_outputs,

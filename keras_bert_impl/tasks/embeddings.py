@@ -9,7 +9,7 @@ Example:
 ()
 """
 
-from keras_bert_impl.tasks.spec import TaskSpec
+from keras_bert_impl.tasks.spec import EXPORTED_TASKS, TaskSpec
 
 
 def _build_bert(config, num_labels=None, dtype=None):
@@ -41,7 +41,7 @@ def embeddings_serving_outputs(serving, inputs, padded_length):
 
 EMBEDDINGS = TaskSpec(
     name="embeddings",
-    description="Text embeddings: the pooled output and the mean over real tokens.",
+    description=EXPORTED_TASKS["embeddings"],
     build_model=_build_bert,
     serving_outputs=embeddings_serving_outputs,
 )

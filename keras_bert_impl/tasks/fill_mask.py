@@ -11,7 +11,7 @@ Example:
 
 from keras_bert_impl.checkpoints.name_map import MASKED_LM_VARIABLES
 from keras_bert_impl.tasks.pretraining import PRETRAINING
-from keras_bert_impl.tasks.spec import TaskSpec
+from keras_bert_impl.tasks.spec import EXPORTED_TASKS, TaskSpec
 
 
 def mask_positions(input_ids, mask_id, max_masks):
@@ -54,7 +54,7 @@ def fill_mask_serving_outputs(serving, inputs, padded_length):
 
 FILL_MASK = TaskSpec(
     name="fill_mask",
-    description="Fill-mask: the top-k word pieces for each [MASK], from cls/predictions.",
+    description=EXPORTED_TASKS["fill_mask"],
     build_model=PRETRAINING.build_model,
     head_variables=tuple(MASKED_LM_VARIABLES),
     export_optional=("cls/seq_relationship/",),

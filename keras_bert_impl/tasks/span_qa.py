@@ -19,7 +19,7 @@ from keras_bert_impl.errors import ConfigError, InputFileError
 from keras_bert_impl.io import write_results, write_text_atomically
 from keras_bert_impl.tasks.classifier import ClassifierFineTuning
 from keras_bert_impl.tasks.distillation import StepwiseDistillation
-from keras_bert_impl.tasks.spec import FineTuningSpec, TaskInputs, TaskSpec
+from keras_bert_impl.tasks.spec import EXPORTED_TASKS, FineTuningSpec, TaskInputs, TaskSpec
 from keras_bert_impl.training.fine_tuning import (
     FineTuningSettings,
     TrainingData,
@@ -171,7 +171,7 @@ def _strip_white_space(text):
 
 SPAN_QA = TaskSpec(
     name="span_qa",
-    description="Extractive question answering (SQuAD): start/end logits and the best answer span.",
+    description=EXPORTED_TASKS["span_qa"],
     build_model=_build_span_qa,
     head_variables=tuple(SQUAD_VARIABLES),
     serving_outputs=span_qa_serving_outputs,

@@ -16,6 +16,18 @@ Example:
 import dataclasses
 from typing import Callable, Optional
 
+# The tasks a SavedModel can be exported for, each with its `TaskSpec.description` (one line for --help). Here,
+# where TensorFlow is not imported, so that `bert-export --help` lists them without starting it; the registry's
+# `exported_task_names()` is these (tested).
+EXPORTED_TASKS = {
+    "classifier": "Sentence (pair) classification: class probabilities from the pooled output.",
+    "regression": "Sentence (pair) regression (STS-B): one score from the pooled output.",
+    "span_qa": "Extractive question answering (SQuAD): start/end logits and the best answer span.",
+    "token_tagging": "Token tagging (NER): a label for every word piece.",
+    "embeddings": "Text embeddings: the pooled output and the mean over real tokens.",
+    "fill_mask": "Fill-mask: the top-k word pieces for each [MASK], from cls/predictions.",
+}
+
 
 @dataclasses.dataclass(frozen=True)
 class TaskSpec:

@@ -20,7 +20,7 @@ from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.io import format_results, write_text_atomically
 from keras_bert_impl.tasks.classifier import ClassifierFineTuning
 from keras_bert_impl.tasks.distillation import StepwiseDistillation
-from keras_bert_impl.tasks.spec import FineTuningSpec, TaskInputs, TaskSpec
+from keras_bert_impl.tasks.spec import EXPORTED_TASKS, FineTuningSpec, TaskInputs, TaskSpec
 from keras_bert_impl.training.fine_tuning import (
     LABEL_LIST_FILE,
     FineTuningSettings,
@@ -64,7 +64,7 @@ def token_tagging_serving_outputs(serving, inputs, padded_length):
 
 TOKEN_TAGGING = TaskSpec(
     name="token_tagging",
-    description="Token tagging (NER): a label for every word piece.",
+    description=EXPORTED_TASKS["token_tagging"],
     build_model=_build_tagger,
     head_variables=tuple(TOKEN_CLASSIFIER_VARIABLES),
     serving_outputs=token_tagging_serving_outputs,

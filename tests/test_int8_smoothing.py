@@ -17,12 +17,13 @@ pytestmark = X86_ONLY
 
 def test_smoothing_scales_follow_smoothquants_formula():
     # s[c] = max|x_c|^alpha / max|W[c, :]|^(1 - alpha), hand-computed. Channel 2 was silent: its maximum counts as
-    # a quarter of the median channel's (4 -> 1), as channel 1's is; the zero kernel row of channel 4 counts as 1e-5.
+    # a fifth of the median channel's (4 -> 0.8; channel 1's, above it, stays); the zero kernel row of channel 4 counts
+    # as 1e-5.
     channel_max = np.array([16.0, 1.0, 0.0, 9.0, 4.0])
     kernel = np.array([[1.0, -0.5], [4.0, 0.0], [2.0, 0.5], [-0.25, 0.1], [0.0, 0.0]])
     np.testing.assert_allclose(int8.smoothing_scales(channel_max, kernel, 0.5),
-                               [4.0, 0.5, np.sqrt(0.5), 6.0, 2.0 / np.sqrt(1e-5)], rtol=1e-6)
-    np.testing.assert_allclose(int8.smoothing_scales(channel_max, kernel, 1.0), [16.0, 1.0, 1.0, 9.0, 4.0], rtol=1e-6)
+                               [4.0, 0.5, np.sqrt(0.4), 6.0, 2.0 / np.sqrt(1e-5)], rtol=1e-6)
+    np.testing.assert_allclose(int8.smoothing_scales(channel_max, kernel, 1.0), [16.0, 1.0, 0.8, 9.0, 4.0], rtol=1e-6)
     np.testing.assert_allclose(int8.smoothing_scales(channel_max, kernel, 0.0), [1.0, 0.25, 0.5, 4.0, 1e5], rtol=1e-6)
     # All silent: no median to lean on, 1e-5 each.
     np.testing.assert_allclose(int8.smoothing_scales(np.zeros(2), np.ones((2, 1)), 1.0), [1e-5, 1e-5], rtol=1e-6)
@@ -64,7 +65,7 @@ def test_a_smoothed_product_equals_its_emulation_and_is_closer_to_the_float_prod
 def test_a_channel_silent_in_calibration_is_not_clipped_when_serving(monkeypatch):
     # Channel 9 is 0 on every calibration row and a fifth of the others when serving. Without the floor its factor
     # is ~1e-5^0.7 / |W|^0.3: its values leave the calibrated range by orders of magnitude and are clipped, and
-    # the product loses the channel's contribution; with it, the channel counts as one a quarter of the median.
+    # the product loses the channel's contribution; with it, the channel counts as one a fifth of the median.
     rng = np.random.default_rng(3)
     calibration = rng.normal(size=(300, 48)).astype("float32")
     calibration[:, 9] = 0.0

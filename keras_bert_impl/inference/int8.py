@@ -89,8 +89,9 @@ DEFAULT_SMOOTHING_ALPHA = 0.7
 _MIN_CHANNEL_MAX = 1e-5
 # An input channel's observed maximum counts as at least this fraction of the median channel's when smoothing: a
 # channel (nearly) silent on every calibration text would otherwise get a tiny factor, and any value it takes when
-# serving would be multiplied past the calibrated range and clipped.
-SMOOTHING_FLOOR = 0.25
+# serving would be multiplied past the calibrated range and clipped. Below the quietest channel of the measured
+# models (0.245 of its median; docs/BENCHMARKS.md, "Smoothed activations"): it leaves their factors as they were.
+SMOOTHING_FLOOR = 0.2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -415,10 +416,10 @@ def smoothing_scales(channel_max, kernel, alpha=DEFAULT_SMOOTHING_ALPHA):
         calibration text is scaled as a quiet one, not divided by ~0), and
         maxima below `_MIN_CHANNEL_MAX` count as it.
 
-    Example (the third channel was silent: its maximum counts as a quarter
-    of the median's, 4):
-    >>> channel_max = np.array([16.0, 4.0, 0.0])
-    >>> smoothing_scales(channel_max, np.array([[1.0, -0.5], [4.0, 0.0], [1.0, 1.0]]), alpha=0.5).tolist()
+    Example (the third channel was silent: its maximum counts as a fifth
+    of the median's, 5):
+    >>> channel_max = np.array([16.0, 5.0, 0.0])
+    >>> smoothing_scales(channel_max, np.array([[1.0, -0.5], [5.0, 0.0], [1.0, 1.0]]), alpha=0.5).tolist()
     [4.0, 1.0, 1.0]
     """
     if not 0.0 <= alpha <= 1.0:

@@ -16,7 +16,7 @@ loaded with `tf.saved_model.load` and
 
 Usage:
     .venv/bin/python benchmarks/bench_int8_export.py [--work_dir .cache/bench_int8]
-        [--dataset rotten_tomatoes|tweets] [--train_size 2000] [--dev_size 1000] [--rounds 3]
+        [--dataset rotten_tomatoes|tweets] [--train_size 2000] [--dev_size 1000] [--dev_skip 0] [--rounds 3]
         [--calibration_percentiles 99.999,100] [--smoothing_alphas 0.7,0]
     (--rounds 0: accuracy only; --model_dir DIR: a classifier fine-tuned or distilled elsewhere on the same
     split, e.g. `bert-distill --teacher_dir=.cache/bench_int8/output --task_name=csv
@@ -54,6 +54,9 @@ def parse_args():
                              "bert-distill's --output_dir) to export in place of fine-tuning MiniLM here")
     parser.add_argument("--train_size", type=int, default=2000)
     parser.add_argument("--dev_size", type=int, default=1000)
+    parser.add_argument("--dev_skip", type=int, default=0,
+                        help="texts passed over between the training texts and the dev set (the same training set: "
+                             "a dev set held out from one an earlier run chose settings on)")
     parser.add_argument("--calibration_size", type=int, default=256)
     parser.add_argument("--calibration_percentiles", default="99.999,100",
                         help="comma-separated: one calibrated int8 export each (bert-export --calibration_percentile)")
@@ -147,7 +150,7 @@ def main():
 
     cache = os.environ.get("KERAS_BERT_IMPL_CACHE") or REPO_ROOT / ".cache" / "assets"
     examples, args.labels = DATASETS[args.dataset]()
-    train, dev = seeded_splits(examples, (args.train_size, args.dev_size), args.seed)
+    train, _, dev = seeded_splits(examples, (args.train_size, args.dev_skip, args.dev_size), args.seed)
     args.work_dir = args.work_dir or args.model_dir or REPO_ROOT / ".cache" / (
         "bench_int8" if args.dataset == "rotten_tomatoes" else f"bench_int8_{args.dataset}")
     work_dir = pathlib.Path(args.work_dir)
@@ -184,8 +187,9 @@ def main():
         accuracy[name] = float(np.mean(predictions[name] == labels))
     agreement = {name: float(np.mean(predicted == predictions["float32"])) for name, predicted in predictions.items()}
     model = f"{args.model_dir} ({release_layers(release)} layers)" if args.model_dir else "all-MiniLM-L6-v2 fine-tuned"
+    skipped = f" after {args.dev_skip} held back" if args.dev_skip else ""
     print(f"\n{model} on {len(train)} texts of {args.dataset} (seed {args.seed}), "
-          f"{len(dev)} dev; max_seq_length {args.max_seq_length};\nCPU: {cpu_description()}; int8 units: {int8_units()}; "
+          f"{len(dev)} dev{skipped}; max_seq_length {args.max_seq_length};\nCPU: {cpu_description()}; int8 units: {int8_units()}; "
           f"{onednn_description()}")
     if args.rounds == 0:
         print("\n| export | dev accuracy | vs float32 (points) | argmax agrees with float32 |")

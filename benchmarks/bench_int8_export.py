@@ -189,8 +189,8 @@ def main():
     model = f"{args.model_dir} ({release_layers(release)} layers)" if args.model_dir else "all-MiniLM-L6-v2 fine-tuned"
     skipped = f" after {args.dev_skip} held back" if args.dev_skip else ""
     print(f"\n{model} on {len(train)} texts of {args.dataset} (seed {args.seed}), "
-          f"{len(dev)} dev{skipped}; max_seq_length {args.max_seq_length};\nCPU: {cpu_description()}; int8 units: {int8_units()}; "
-          f"{onednn_description()}")
+          f"{len(dev)} dev{skipped}; max_seq_length {args.max_seq_length};\n"
+          f"CPU: {cpu_description()}; int8 units: {int8_units()}; {onednn_description()}")
     if args.rounds == 0:
         print("\n| export | dev accuracy | vs float32 (points) | argmax agrees with float32 |")
         print("|---|---:|---:|---:|")

@@ -4,6 +4,7 @@ and python_requires admits no Python older than the code's syntax and
 library calls need (vermin, since only one Python runs here)."""
 
 import ast
+import json
 import importlib.metadata
 import os
 import re
@@ -193,3 +194,38 @@ def test_a_missing_extra_is_one_line_naming_the_extra(tmp_path, monkeypatch, cap
     err = capsys.readouterr().err
     assert code == EXIT_BAD_INPUT
     assert err == "bert-tfidf-baseline: error: bert-tfidf-baseline needs scikit-learn, which is not installed: pip install 'keras_bert_impl[demo]'\n"
+
+
+# Every module of the package and every tool, imported in one process where the extras' and the tests' packages
+# cannot be imported (tests/lean_install/sitecustomize.py); what failed, and which hidden ones got loaded anyway.
+_LEAN_IMPORTS = """
+import importlib, json, pkgutil, sys
+import keras_bert_impl, keras_bert_impl_tools
+names = [info.name for package in (keras_bert_impl, keras_bert_impl_tools)
+         for info in pkgutil.walk_packages(package.__path__, package.__name__ + ".")]
+# The TF Serving stand-in blocks our modules and Keras as it is imported (None in sys.modules): last.
+names.sort(key=lambda name: name.endswith("predict_saved_model"))
+failed = {}
+for name in names:
+    try:
+        importlib.import_module(name)
+    except Exception as error:
+        failed[name] = repr(error)
+hidden = sys.argv[1].split(",")
+print(json.dumps({"failed": failed, "loaded": sorted(name for name in hidden if sys.modules.get(name) is not None)}))
+"""
+
+
+def test_every_module_and_tool_imports_without_the_extras():
+    """The run-time check of `OPTIONAL_IMPORTS`: the package and its tools import where none of the extras'
+    packages nor the tests' oracles is installed (the static checks above read `import` lines only; this also
+    catches an import made by a module we import)."""
+    hidden = sorted(set(OPTIONAL_IMPORTS) | {"pandas", "scipy", "official", "seqeval", "hypothesis", "tokenizers",
+                                             "transformers", "safetensors", "cv2", "tf_keras", "tf_models"})
+    environment = dict(os.environ, KERAS_BERT_IMPL_TESTS_HIDE=",".join(hidden), TF_CPP_MIN_LOG_LEVEL="3",
+                       PYTHONPATH=os.path.join(REPO, "tests", "lean_install"))
+    result = subprocess.run([sys.executable, "-c", _LEAN_IMPORTS, ",".join(hidden)], capture_output=True, text=True,
+                            cwd="/", env=environment, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert report == {"failed": {}, "loaded": []}

@@ -4,8 +4,8 @@ and python_requires admits no Python older than the code's syntax and
 library calls need (vermin, since only one Python runs here)."""
 
 import ast
-import json
 import importlib.metadata
+import json
 import os
 import re
 import runpy

@@ -364,14 +364,16 @@ def test_fit_on_raw_text_matches_run_classifier_and_serves(sentiment, tmp_path):
 
 
 def test_labels_and_datasets_are_checked_as_keras_would(tmp_path):
-    """Were: string labels failed with "None values not supported" (and left
+    """Were: fit before compile failed on a missing `optimizer` attribute; string labels failed with "None values not supported" (and left
     the model unable to fit again), or a dataset of (text, label name) was
     read as text pairs; `y` and `sample_weight` beside a dataset were dropped
     silently; no texts trained on nothing (or evaluated to [])."""
     release = _tiny_release(tmp_path, VOCAB)
     model = TextClassifier.from_release(release, num_classes=2, max_seq_length=12, seed=1)
-    model.compile()
     texts = ["good film", "bad film"] * 2
+    with pytest.raises(ValueError, match=r"must call `compile\(\)` before"):  # was an AttributeError on `optimizer`
+        model.fit(texts, [1, 0, 1, 0], batch_size=2, verbose=0)
+    model.compile()
     with pytest.raises(TypeError, match=r"y 0 is .*'good'.*not a number \(map class names to ids"):
         model.fit(texts, ["good", "bad"] * 2, batch_size=2, verbose=0)
     with pytest.raises(ValueError, match="y has 3 values for 4 texts"):

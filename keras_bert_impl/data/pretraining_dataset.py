@@ -21,6 +21,7 @@ import random
 import re
 
 from keras_bert_impl import filesystem
+from keras_bert_impl.data.pipeline_options import without_autotune_thread
 from keras_bert_impl.data.tfrecord_files import GZIP, GZIP_MAGIC, check_shard_sets_finished
 from keras_bert_impl.data.tfrecord_format import V2_FEATURE_NAMES
 from keras_bert_impl.errors import InputFileError, VocabError
@@ -67,7 +68,8 @@ def _first_record(path, compression):
     import tensorflow as tf
 
     try:
-        first = next(iter(tf.data.TFRecordDataset(path, compression_type=compression).take(1)), None)
+        first = next(iter(without_autotune_thread(tf.data.TFRecordDataset(path, compression_type=compression).take(1))),
+                     None)
     except tf.errors.DataLossError as error:
         detail = _damage_detail(error)
         # A bad header at offset 0: the file never was a TFRecord file.
@@ -201,7 +203,7 @@ def _read_every_record(path, compression):
     """Reads all records of one file; TensorFlow checks framing and CRCs."""
     import tensorflow as tf
 
-    for _ in tf.data.TFRecordDataset(path, compression_type=compression).batch(_SCAN_BATCH):
+    for _ in without_autotune_thread(tf.data.TFRecordDataset(path, compression_type=compression).batch(_SCAN_BATCH)):
         pass
 
 
@@ -273,6 +275,7 @@ def count_records(files, compressions=None):
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=False,
     )
+    counts = without_autotune_thread(counts)
     try:
         return sum(int(count) for count in counts)
     except tf.errors.DataLossError as error:
@@ -604,7 +607,7 @@ def pretraining_dataset(
     # Batch first, then parse the whole batch at once (faster than per record).
     dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
     if dynamic_masking is None:
-        return dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+        return without_autotune_thread(dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE))
     # Without a seed, one drawn here: each batch still gets its own masks.
     mask_seed = seed if seed is not None else random.SystemRandom().randrange(1 << 31)
 
@@ -612,4 +615,4 @@ def pretraining_dataset(
         stateless_seed = tf.stack([tf.constant(mask_seed, tf.int64), index])
         return draw_masked_lm_predictions(decode(serialized), dynamic_masking, stateless_seed)
 
-    return dataset.enumerate().map(decode_and_mask, num_parallel_calls=tf.data.AUTOTUNE)
+    return without_autotune_thread(dataset.enumerate().map(decode_and_mask, num_parallel_calls=tf.data.AUTOTUNE))

@@ -10,6 +10,7 @@ Example:
 import sys
 
 from keras_bert_impl import filesystem
+from keras_bert_impl.data.pipeline_options import without_autotune_thread
 from keras_bert_impl.extras import import_extra
 
 
@@ -35,7 +36,7 @@ def read_scalars(directory, log=None):
     scalars = {}
     for path in paths:
         try:
-            for record in tf.data.TFRecordDataset(path):
+            for record in without_autotune_thread(tf.data.TFRecordDataset(path)):
                 event = tf.compat.v1.Event.FromString(record.numpy())
                 for value in event.summary.value:
                     number = _scalar(value, tf)

@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_impl.checkpoints.name_map import MASKED_LM_VARIABLES, NEXT_SENTENCE_VARIABLES
+from keras_bert_impl.data.pipeline_options import array_batches
 from keras_bert_impl.models.pretraining import BertPretrainingModel
 from keras_bert_impl.probabilities import softmax
 from keras_bert_impl.tasks.fill_mask import mask_positions
@@ -190,7 +191,7 @@ class NextSentencePredictor(_PretrainingHeadTask):
         # The model always runs its masked-LM head too: give it one position
         # ([CLS]), the least it takes. [num_pairs, 1]
         inputs["masked_lm_positions"] = tf.zeros_like(inputs["input_ids"][:, :1])
-        logits = super().predict(inputs, batch_size=batch_size or 32, **kwargs)["next_sentence_logits"]
+        logits = super().predict(array_batches(inputs, batch_size or 32), **kwargs)["next_sentence_logits"]
         return softmax(logits)[:, 0].astype(np.float32)  # [num_pairs]: P(label 0)
 
 

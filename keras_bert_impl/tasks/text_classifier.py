@@ -16,6 +16,7 @@ import tempfile
 import keras
 import numpy as np
 
+from keras_bert_impl.data.pipeline_options import array_batches
 from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.tasks.classifier import CLASSIFIER, REGRESSION, classifier_config
 from keras_bert_impl.tasks.text_data import (
@@ -301,7 +302,8 @@ class TextClassifier(BertClassifier):
         """Raises where the optimizer's warmup-and-decay schedule has ended."""
         from keras_bert_impl.training.optimization import WarmupLinearDecay
 
-        optimizer = getattr(self.optimizer, "inner_optimizer", self.optimizer)
+        optimizer = getattr(self, "optimizer", None)  # None before compile: Keras' fit says so
+        optimizer = getattr(optimizer, "inner_optimizer", optimizer)
         schedule = getattr(optimizer, "_learning_rate", None)
         if not isinstance(schedule, WarmupLinearDecay) or not optimizer.built:
             return
@@ -348,7 +350,7 @@ class TextClassifier(BertClassifier):
                 logits = predict_on_real_tokens(self, inputs, batch_size or 32, self._bucket_size(),
                                                 description="texts")
             else:
-                logits = super().predict(self.preprocessor(texts), batch_size=batch_size or 32, **kwargs)
+                logits = super().predict(array_batches(self.preprocessor(texts), batch_size or 32), **kwargs)
         if self.num_classes == 1:
             return np.asarray(logits, np.float32)[:, 0]
         return softmax(logits).astype(np.float32)

@@ -16,6 +16,8 @@ Example:
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_impl.data.pipeline_options import without_autotune_thread
+
 
 def text_tensor(texts):
     """What the task models take as texts, as a [n] string tensor (a pair as two).
@@ -179,7 +181,7 @@ def text_dataset(x, y=None, sample_weight=None, batch_size=32, preprocess=None, 
         dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
     if preprocess is not None:
         dataset = dataset.map(lambda *item: _preprocessed(preprocess, item), num_parallel_calls=tf.data.AUTOTUNE)
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    return without_autotune_thread(dataset.prefetch(tf.data.AUTOTUNE))
 
 
 def _preprocessed(preprocess, item):

@@ -12,6 +12,7 @@ pooler (DistilBERT has none; RoBERTa's masked-LM releases none trained).
 import keras
 import numpy as np
 
+from keras_bert_impl.data.pipeline_options import array_batches
 from keras_bert_impl.models.base import BertConfigModel, sequence_inputs
 from keras_bert_impl.models.bert_model import BertModel, as_bert_config
 from keras_bert_impl.tasks.embeddings import mean_over_tokens
@@ -127,7 +128,7 @@ class TextEmbedder(BertConfigModel):
         if num_texts(texts) == 0:
             return np.zeros((0, self.bert_config.hidden_size), np.float32)
         inputs = self.preprocessor(texts)  # [num_texts, max_seq_length] each, tokenized eagerly as in `MaskedLM`
-        return np.asarray(super().predict(inputs, batch_size=batch_size or 32, **kwargs), np.float32)
+        return np.asarray(super().predict(array_batches(inputs, batch_size or 32), **kwargs), np.float32)
 
     def get_config(self):
         return {

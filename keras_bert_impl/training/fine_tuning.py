@@ -20,6 +20,7 @@ import math
 import sys
 
 from keras_bert_impl import filesystem
+from keras_bert_impl.data.pipeline_options import without_autotune_thread
 from keras_bert_impl.errors import CheckpointError, InputFileError
 from keras_bert_impl.io import check_max_seq_length, copy_atomically, write_text_atomically
 
@@ -482,7 +483,7 @@ def training_dataset(data, settings, cut_padding=True, reshuffle_each_iteration=
     dataset = dataset.batch(settings.train_batch_size, drop_remainder=True)
     if cut_padding:
         dataset = on_real_tokens(dataset, settings, data.max_seq_length)
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    return without_autotune_thread(dataset.prefetch(tf.data.AUTOTUNE))
 
 
 def fine_tune(model, data, compile_options, settings, output_dir, cut_padding=True, log=print):

@@ -30,6 +30,7 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_impl.data.pipeline_options import without_autotune_thread
 from keras_bert_impl.inference.padding_free import used_length
 from keras_bert_impl.inference.plan import cut_bucket_size
 
@@ -190,7 +191,7 @@ def predict_on_real_tokens(model, inputs, batch_size, bucket_size=8, cut=True, l
     bar = keras.utils.Progbar(num_examples, unit_name=description) if sys.stdout.isatty() else None
     outputs, done, sequence_axes = [], 0, None
     start = last_report = time.monotonic()
-    for batch in dataset.prefetch(tf.data.AUTOTUNE):
+    for batch in without_autotune_thread(dataset.prefetch(tf.data.AUTOTUNE)):
         result = tf.nest.map_structure(lambda t: t.numpy(), forward(batch))
         length = int(batch["input_mask"].shape[1])
         if cut and length < width:

@@ -1,0 +1,70 @@
+"""The `tf.data` options of the pipelines this package builds: no autotuning thread.
+
+With its default options, every `tf.data` iterator starts a model thread
+(`RootDataset::Iterator::EnsureModelThreadStarted`) that re-optimizes the
+pipeline's parallelism and buffers after a period that doubles up to 60 s. When
+the iterator is released, its cancellation wakes that thread before the
+cancellation is marked done (TensorFlow 2.20's `CancellationManager` runs the
+callbacks, then sets `is_cancelled_`): a thread that wakes in between sees no
+cancellation and sleeps out the rest of its period, and the release waits for
+it. The thread that drops the last reference (the caller of `predict`, Keras
+between epochs, or Python's garbage collector in whatever code triggers it)
+stands still meanwhile: on a busy machine about half the releases lose that
+race, for up to as long as the iterator has lived, 60 s at most
+(docs/FINDINGS.md, `benchmarks/bench_iterator_release.py`).
+
+Our pipelines are a few cheap maps in front of a model that takes far longer per
+batch, so autotuning has little to tune: with it off, `num_parallel_calls=
+tf.data.AUTOTUNE` runs at the value autotuning starts from (min(16, the CPU
+count)) and `prefetch(tf.data.AUTOTUNE)` keeps its own buffer tuning, neither
+of which uses the model thread.
+
+Example:
+>>> import tensorflow as tf
+>>> dataset = without_autotune_thread(tf.data.Dataset.range(4).batch(2))
+>>> dataset.options().autotune.enabled
+False
+>>> [batch.tolist() for batch in dataset.as_numpy_iterator()]
+[[0, 1], [2, 3]]
+"""
+
+
+def without_autotune_thread(dataset):
+    """`dataset` with `tf.data`'s autotuning (and so its model thread) off.
+
+    A dataset whose options already say whether to autotune keeps them: a
+    caller who asked for autotuning gets it.
+
+    Args:
+        dataset: A `tf.data.Dataset`.
+
+    Returns:
+        The same elements, as a `tf.data.Dataset` whose iterators start no
+        autotuning thread.
+    """
+    import tensorflow as tf
+
+    if dataset.options().autotune.enabled is not None:
+        return dataset
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.with_options(options)
+
+
+def array_batches(arrays, batch_size):
+    """Arrays (a nest of them, sliced along their first axis) in batches, in order.
+
+    What Keras' `predict(arrays, batch_size=...)` builds for itself, without
+    the autotuning thread (see the module docstring).
+
+    Args:
+        arrays: A nest (dict, tuple) of arrays or tensors with one first axis.
+        batch_size: Rows per batch; the last batch may be smaller.
+
+    Returns:
+        A `tf.data.Dataset` of batches.
+    """
+    import tensorflow as tf
+
+    dataset = tf.data.Dataset.from_tensor_slices(arrays).batch(batch_size)
+    return without_autotune_thread(dataset.prefetch(tf.data.AUTOTUNE))

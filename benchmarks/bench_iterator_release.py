@@ -134,10 +134,11 @@ def main():
             print(row)
         return
 
-    from benchmarks.bench_cpu_inference import cpu_header
     import tensorflow as tf
 
-    print(f"CPU: {cpu_header()}; TensorFlow {tf.__version__}")
+    from keras_bert_impl.hardware import cpu_description
+
+    print(f"CPU: {cpu_description()}; TensorFlow {tf.__version__}")
     print(f"\nReleasing an iterator read for {args.live:g} s, then unused for {args.idle:g} s; {args.trials} trials "
           "each\n")
     print("| CPUs | iterators of | release, median s | worst s | releases over 50 ms | total s |")

@@ -153,3 +153,30 @@ def tiny_release_export_tool(tmp_path, vocab_file):
         return subprocess.run(command + list(flags), capture_output=True, text=True, cwd=BENCHMARKS.parent, env=env)
 
     return run
+
+
+def kill_9_mid_run(command, output_dirs, checkpoint, final, timeout=240, **popen_kwargs):
+    """Runs `command(output_dir)` and kills it with SIGKILL once `output_dir / checkpoint` exists.
+
+    A tiny run needs well under a second from that checkpoint to its end, so a
+    test process held up for longer (a busy machine) kills a run that has
+    finished: then it runs again in the next of `output_dirs`.
+
+    Returns:
+        The directory of a run killed before it wrote `final`.
+    """
+    import signal
+    import time
+
+    for output_dir in output_dirs:
+        process = subprocess.Popen(command(output_dir), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   **popen_kwargs)
+        deadline = time.time() + timeout
+        while not (output_dir / checkpoint).exists():
+            assert process.poll() is None and time.time() < deadline, "no checkpoint before the process ended"
+            time.sleep(0.01)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        if not (output_dir / final).exists():
+            return output_dir
+    raise AssertionError(f"each of {len(output_dirs)} runs wrote {final} before it was killed")

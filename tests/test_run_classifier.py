@@ -17,7 +17,7 @@ from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.training.run_settings import ChangedSettingsError
-from tests.helpers import tiny_config
+from tests.helpers import kill_9_mid_run, tiny_config
 from tools import run_classifier
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -435,9 +435,6 @@ def test_kill_9_then_rerun_finishes_the_same_fine_tuning(release, tmp_path):
     """A rerun after kill -9 resumes from the newest model.ckpt-N (weights,
     Adam slots, step, dropout RNG states, data position) and ends at the
     uninterrupted run's weights, with the classifier's dropout on."""
-    import signal
-    import time
-
     import tensorflow as tf
 
     data_dir = tmp_path / "MRPC"
@@ -451,15 +448,8 @@ def test_kill_9_then_rerun_finishes_the_same_fine_tuning(release, tmp_path):
     straight = subprocess.run(command(tmp_path / "straight"), capture_output=True, text=True, env=env, timeout=300)
     assert straight.returncode == 0, straight.stderr
 
-    output_dir = tmp_path / "killed"
-    process = subprocess.Popen(command(output_dir), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 240
-    while not (output_dir / "model.ckpt-8.index").exists():
-        assert process.poll() is None and time.time() < deadline, "no checkpoint before the process ended"
-        time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    assert not (output_dir / "model.ckpt.index").exists()
+    output_dir = kill_9_mid_run(command, [tmp_path / f"killed{n}" for n in range(3)], "model.ckpt-8.index",
+                                "model.ckpt.index", env=env)
 
     resumed = subprocess.run(command(output_dir), capture_output=True, text=True, env=env, timeout=300)
     assert resumed.returncode == 0, resumed.stderr

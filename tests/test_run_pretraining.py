@@ -5,11 +5,9 @@ MirroredStrategy (2 logical CPUs) and a 2-process MultiWorkerMirroredStrategy.""
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -20,7 +18,7 @@ from keras_bert_impl.models.pretraining import BertPretrainingModel
 from keras_bert_impl.training.checkpointing import restore_training_checkpoint
 from keras_bert_impl.training.optimization import create_optimizer
 from keras_bert_impl.training.strategy import weights_digest
-from tests.helpers import tiny_config
+from tests.helpers import kill_9_mid_run, tiny_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQ, PREDICTIONS = 16, 3
@@ -136,19 +134,12 @@ def test_outputs_like_the_original(uninterrupted):
 
 def test_kill_9_then_rerun_finishes_the_same_run(setup, uninterrupted, tmp_path):
     root, _ = setup
-    output_dir = tmp_path / "killed"
-    args = command(root, output_dir)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    process = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 240
-    while not (output_dir / "model.ckpt-4.index").exists():
-        assert process.poll() is None and time.time() < deadline, "no checkpoint before the process ended"
-        time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    assert not (output_dir / "model.ckpt-12.index").exists()
+    output_dir = kill_9_mid_run(lambda directory: command(root, directory),
+                                [tmp_path / f"killed{n}" for n in range(3)], "model.ckpt-4.index",
+                                "model.ckpt-12.index", cwd=REPO, env=env)
 
-    result = run(args)
+    result = run(command(root, output_dir))
     assert result.returncode == 0, result.stderr
     assert "resuming from" in result.stderr
     assert read_results(output_dir / "eval_results.txt")["global_step"] == "12"

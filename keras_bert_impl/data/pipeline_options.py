@@ -9,8 +9,9 @@ callbacks, then sets `is_cancelled_`): a thread that wakes in between sees no
 cancellation and sleeps out the rest of its period, and the release waits for
 it. The thread that drops the last reference (the caller of `predict`, Keras
 between epochs, or Python's garbage collector in whatever code triggers it)
-stands still meanwhile: on a busy machine about half the releases lose that
-race, for up to as long as the iterator has lived, 60 s at most
+stands still meanwhile, for up to as long as the iterator has lived (60 s at
+most). Measured: 1 release in 12 lost the race on two idle CPUs, 10 in 12 in a
+process held to one CPU, about half beside the busy test suite
 (docs/FINDINGS.md, `benchmarks/bench_iterator_release.py`).
 
 Our pipelines are a few cheap maps in front of a model that takes far longer per

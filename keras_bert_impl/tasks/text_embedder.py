@@ -17,7 +17,8 @@ from keras_bert_impl.models.base import BertConfigModel, sequence_inputs
 from keras_bert_impl.models.bert_model import BertModel, as_bert_config
 from keras_bert_impl.tasks.embeddings import mean_over_tokens
 from keras_bert_impl.tasks.text_classifier import load_from_release
-from keras_bert_impl.tasks.text_data import num_texts, text_tensor
+from keras_bert_impl.tasks.text_data import num_texts, text_tensor, tokenized
+from keras_bert_impl.training.real_tokens import default_bucket_size, predict_on_real_tokens
 
 _PACKAGE = "keras_bert_impl"
 POOLINGS = ("mean", "pooled", "cls")
@@ -95,6 +96,12 @@ class TextEmbedder(BertConfigModel):
         self.bert = bert
         self.preprocessor = preprocessor
         self.pooling = pooling
+        # Every pooling reads real positions only (the mean is over `input_mask`, [CLS] is real), so on a CPU
+        # the encoder skips the padding's per-token work, as `TextClassifier`'s does; decided where the model
+        # is built or loaded.
+        from keras_bert_impl.training.fine_tuning import FineTuningSettings, compute_on_real_tokens
+
+        compute_on_real_tokens(self, FineTuningSettings())
 
     @classmethod
     def from_release(cls, path, pooling="mean", max_seq_length=128, do_lower_case=None, **kwargs):
@@ -122,17 +129,27 @@ class TextEmbedder(BertConfigModel):
             x: Texts (a list of strings, or one string), or a tuple
                 `(texts_a, texts_b)` of pairs.
             batch_size: Texts per forward pass (default 32).
-            **kwargs: Passed to Keras `predict` (e.g. `verbose=0`).
+            **kwargs: `verbose=0` shows no progress bar; with `callbacks`,
+                all go to Keras `predict`, which then runs every batch at
+                the full width.
         """
         texts = text_tensor(x)
         if num_texts(texts) == 0:
             return np.zeros((0, self.bert_config.hidden_size), np.float32)
-        inputs = self.preprocessor(texts)  # [num_texts, max_seq_length] each, tokenized eagerly as in `MaskedLM`
-        return np.asarray(super().predict(array_batches(inputs, batch_size or 32), **kwargs), np.float32)
+        inputs = tokenized(self.preprocessor, texts)  # [num_texts, max_seq_length] each, as in `MaskedLM`
+        if kwargs.get("callbacks"):
+            embeddings = super().predict(array_batches(inputs, batch_size or 32), **kwargs)
+        else:  # each batch cut after its longest row
+            embeddings = predict_on_real_tokens(self, inputs, batch_size or 32,
+                                                default_bucket_size(self.preprocessor.max_seq_length),
+                                                description="texts", verbose=kwargs.get("verbose", "auto") != 0)
+        return np.asarray(embeddings, np.float32)
 
     def get_config(self):
+        config = super().get_config()
+        config.pop("real_tokens_only_layers", None)  # the constructor decides on the machine that loads it
         return {
-            **super().get_config(),
+            **config,
             "preprocessor": keras.layers.serialize(self.preprocessor),
             "pooling": self.pooling,
         }

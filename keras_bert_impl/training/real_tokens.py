@@ -30,7 +30,6 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
-from keras_bert_impl.data.pipeline_options import without_autotune_thread
 from keras_bert_impl.inference.padding_free import used_length
 from keras_bert_impl.inference.plan import cut_bucket_size
 
@@ -156,7 +155,36 @@ def _inference_function(model, element_spec):
     return traced[key]
 
 
-def predict_on_real_tokens(model, inputs, batch_size, bucket_size=8, cut=True, log=None, description="examples"):
+def cut_length(input_mask, bucket_size=8):
+    """`inference.padding_free.used_length` of a NumPy mask, in NumPy.
+
+    One past the last real position of any row, rounded up to a multiple of
+    `bucket_size`, never more than the width and at least 1.
+
+    Example:
+    >>> cut_length(np.array([[1, 1, 1, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0, 0]]), bucket_size=2)
+    4
+    """
+    width = input_mask.shape[1]
+    used = np.flatnonzero(np.any(input_mask > 0, axis=0))  # columns some row reaches
+    last = int(used[-1]) + 1 if used.size else 1
+    return min(-(-last // bucket_size) * bucket_size, max(width, 1))
+
+
+def _batch_spec(arrays, width, cut):
+    """The `tf.TensorSpec` of every batch: batch size open, and the width too where batches are cut."""
+
+    def spec(array):
+        shape = [None, *array.shape[1:]]
+        if cut and array.ndim >= 2 and array.shape[1] == width:
+            shape[1] = None
+        return tf.TensorSpec(shape, tf.as_dtype(array.dtype))
+
+    return {key: spec(array) for key, array in arrays.items()}
+
+
+def predict_on_real_tokens(model, inputs, batch_size, bucket_size=8, cut=True, log=None, description="examples",
+                           verbose=True):
     """`model.predict(inputs)` with each batch cut after its longest row.
 
     Per-token outputs come back at the full width, zeros after each batch's
@@ -167,44 +195,63 @@ def predict_on_real_tokens(model, inputs, batch_size, bucket_size=8, cut=True, l
     progress bar when stdout is a terminal, else a line every 30 s through
     `log` for runs that take that long.
 
+    The batches are sliced from the arrays in NumPy and handed to one traced
+    function of the model (`tf.data` would trace its cutting function and
+    start an iterator on every call: 45 of the 60 ms of a one-text
+    `TextClassifier.predict` on MiniLM, docs/BENCHMARKS.md).
+
     Args:
         model: A Keras model taking the dict of `inputs`.
-        inputs: Dict of arrays [num_examples, seq], `input_mask` among them.
+        inputs: Dict of arrays [num_examples, seq, ...], `input_mask` among
+            them.
         batch_size: Examples per batch.
         bucket_size: See `cut_batch`.
         cut: False predicts at the full width (as the original).
         log: `log(message)` for progress lines, or None.
         description: What the examples are, in progress lines.
+        verbose: False shows no progress bar (Keras' `verbose=0`).
 
     Returns:
         The model's outputs for all examples, as NumPy (the same structure
         as one call's).
+
+    Example:
+    >>> from keras_bert_impl.config import BertConfig
+    >>> from keras_bert_impl.models.classifier import BertClassifier
+    >>> model = BertClassifier(BertConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1,
+    ...                                   num_attention_heads=2, intermediate_size=16), num_labels=3)
+    >>> inputs = {"input_ids": np.array([[2, 5, 3, 0, 0, 0]] * 5), "input_mask": np.array([[1, 1, 1, 0, 0, 0]] * 5),
+    ...           "segment_ids": np.zeros((5, 6), np.int64)}
+    >>> predict_on_real_tokens(model, inputs, batch_size=2).shape
+    (5, 3)
     """
     import keras
 
-    num_examples = len(inputs["input_mask"])
-    width = np.asarray(inputs["input_mask"]).shape[1]
-    dataset = tf.data.Dataset.from_tensor_slices(inputs).batch(batch_size)
-    if cut:
-        dataset = cut_padding(dataset, bucket_size)
-    forward = _inference_function(model, dataset.element_spec)
-    bar = keras.utils.Progbar(num_examples, unit_name=description) if sys.stdout.isatty() else None
-    outputs, done, sequence_axes = [], 0, None
+    arrays = {key: np.asarray(value) for key, value in inputs.items()}
+    num_examples, width = arrays["input_mask"].shape[:2]
+    if not num_examples:
+        raise ValueError("predict_on_real_tokens needs at least one example")
+    forward = _inference_function(model, _batch_spec(arrays, width, cut))
+    bar = (keras.utils.Progbar(num_examples, unit_name=description)
+           if verbose and sys.stdout.isatty() else None)
+    outputs, sequence_axes = [], None
     start = last_report = time.monotonic()
-    for batch in without_autotune_thread(dataset.prefetch(tf.data.AUTOTUNE)):
+    for done in range(0, num_examples, batch_size):
+        batch = {key: array[done : done + batch_size] for key, array in arrays.items()}
+        length = cut_length(batch["input_mask"], bucket_size) if cut else width
+        if length < width:
+            batch = {key: array[:, :length] if array.ndim >= 2 and array.shape[1] == width else array
+                     for key, array in batch.items()}
         result = tf.nest.map_structure(lambda t: t.numpy(), forward(batch))
-        length = int(batch["input_mask"].shape[1])
-        if cut and length < width:
+        if length < width:
             sequence_axes = sequence_axes or _sequence_axes(model, result)
             result = _padded_back(result, sequence_axes, length, width)
         outputs.append(result)
-        done += int(batch["input_mask"].shape[0])
+        done = min(done + batch_size, num_examples)
         if bar is not None:
             bar.update(done)
         elif log is not None and time.monotonic() - last_report >= 30 and done < num_examples:
             last_report = time.monotonic()
             rate = done / (last_report - start)
             log(f"predicted {done} of {num_examples} {description} ({rate:.1f}/s)")
-    if not outputs:
-        raise ValueError("predict_on_real_tokens needs at least one example")
     return tf.nest.map_structure(lambda *parts: np.concatenate(parts, axis=0), *outputs)

@@ -220,15 +220,17 @@ def test_texts_that_are_not_a_list_of_strings_are_named(tiny_release):
         embedder.predict(["good film", None], verbose=0)
 
 
-def test_tokenized_runs_the_preprocessor_eagerly_then_traced_once_per_kind(tiny_release):
-    """`tokenized`: the first `EAGER_CALLS` calls eager, then one traced function for single texts and one for
-    pairs, whatever the batch size; every call's ids those of the Python `FullTokenizer` in the original
-    layout. The cache entry goes with its preprocessor."""
+def test_tokenized_runs_the_preprocessor_eagerly_then_traced_once_per_kind(tiny_release, monkeypatch):
+    """`tokenized`: the first `EAGER_CALLS` calls eager (2 here; 50 by default), then one traced function for
+    single texts and one for pairs, whatever the batch size; every call's ids those of the Python
+    `FullTokenizer` in the original layout. The cache entry goes with its preprocessor."""
     import gc
     import weakref
 
     from keras_bert_impl.tasks import text_data
     from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
+
+    monkeypatch.setattr(text_data, "EAGER_CALLS", 2)
 
     texts = ["BERT is a model.", "It rained.", "The man went to the store, he bought a gallon of milk.",
              "Penguins are flightless birds."]
@@ -244,7 +246,7 @@ def test_tokenized_runs_the_preprocessor_eagerly_then_traced_once_per_kind(tiny_
             for name, ids in expected.items():
                 np.testing.assert_array_equal(got[name], ids, err_msg=f"{name} of {call}")
         tokenizing = text_data._TOKENIZING[preprocessor]
-        assert text_data.EAGER_CALLS == 2 and tokenizing.calls == len(calls)
+        assert tokenizing.calls == len(calls)
         # Calls 3-6 were traced: two single-text batches (sizes 2 and 6) and one pair batch.
         assert tokenizing.traced[False].experimental_get_tracing_count() == 1
         assert tokenizing.traced[True].experimental_get_tracing_count() == 1

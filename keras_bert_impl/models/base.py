@@ -59,6 +59,27 @@ class BertConfigModel(keras.Model):
             self._dtype_policy = self.built_with_dtype
         set_onednn_forms(self, Machine().onednn_runs_graphs)
 
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+        """Keras `predict`. A dict of arrays (NumPy or tensors, `input_mask`
+        among them) with no `steps` or `callbacks`, outside a distribution
+        strategy, goes batch by batch through one traced function of the
+        model (`training.real_tokens.predict_on_real_tokens` at the full
+        width): Keras' outputs without the `tf.data` pipeline and iterator
+        Keras builds on every call (one MiniLM example: 75 against 14 ms,
+        docs/BENCHMARKS.md), nor their autotuning thread
+        (docs/FINDINGS.md). Anything else is Keras' own `predict`.
+        """
+        if steps is None and not callbacks and _batch_of_arrays(x) and not self._under_a_strategy():
+            from keras_bert_impl.training.real_tokens import predict_on_real_tokens
+
+            return predict_on_real_tokens(self, x, batch_size or 32, cut=False, verbose=verbose != 0)
+        return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks)
+
+    def _under_a_strategy(self):
+        import tensorflow as tf
+
+        return tf.distribute.has_strategy() or getattr(self, "_distribute_strategy", None) is not None
+
     def get_config(self):
         return {
             "bert_config": self.bert_config.to_dict(),
@@ -95,3 +116,17 @@ class BertConfigModel(keras.Model):
                 if layer.path is not None:
                     layer.trainable = layer.path not in frozen
         return model
+
+
+def _batch_of_arrays(x):
+    """Whether `x` is a dict of NumPy arrays or eager tensors, all with the same number (above 0) of rows and
+    an `input_mask` of [rows, seq] among them."""
+    import numpy as np
+    import tensorflow as tf
+
+    if not isinstance(x, dict) or "input_mask" not in x:
+        return False
+    if not all(isinstance(v, (np.ndarray, tf.Tensor)) and len(v.shape) >= 1 for v in x.values()):
+        return False
+    rows = {int(v.shape[0]) if v.shape[0] is not None else -1 for v in x.values()}
+    return len(x["input_mask"].shape) == 2 and len(rows) == 1 and rows.pop() > 0

@@ -19,7 +19,7 @@ from keras_bert_impl.tasks.text_classifier import TextClassifier
 from keras_bert_impl.tasks.text_data import text_dataset
 from keras_bert_impl.tasks.text_embedder import TextEmbedder
 from keras_bert_impl.training.fine_tuning import FineTuningSettings, TrainingData, training_dataset
-from keras_bert_impl.training.real_tokens import predict_on_real_tokens
+from keras_bert_impl.inference.array_prediction import predict_on_real_tokens
 from tests.test_python_tasks import MAX_SEQ_LENGTH, write_tiny_release
 from tests.test_run_pretraining import write_records
 

@@ -22,7 +22,8 @@ from keras_bert_impl.training.fine_tuning import (
     on_real_tokens,
 )
 from keras_bert_impl.training.optimization import create_optimizer
-from keras_bert_impl.training.real_tokens import cut_batch, cut_padding, predict_on_real_tokens
+from keras_bert_impl.inference.array_prediction import predict_on_real_tokens
+from keras_bert_impl.training.real_tokens import cut_batch, cut_padding
 from tests.helpers import randomize, tiny_config
 from tests.test_pipeline_options import iterated  # noqa: F401  (a fixture)
 
@@ -337,7 +338,7 @@ def test_real_tokens_only_keeps_xla_off_and_is_decided_where_a_model_is_loaded(t
 def test_cut_length_is_used_lengths_in_numpy():
     # `predict_on_real_tokens` cuts NumPy batches by `cut_length`; the training pipelines by `used_length`.
     from keras_bert_impl.inference.padding_free import used_length
-    from keras_bert_impl.training.real_tokens import cut_length
+    from keras_bert_impl.inference.array_prediction import cut_length
 
     rng = np.random.default_rng(7)
     masks = [np.zeros((3, 5), np.int32), np.ones((1, 1), np.int32), np.ones((2, 9), np.int32)]

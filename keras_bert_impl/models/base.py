@@ -63,14 +63,14 @@ class BertConfigModel(keras.Model):
         """Keras `predict`. A dict of arrays (NumPy or tensors, `input_mask`
         among them) with no `steps` or `callbacks`, outside a distribution
         strategy, goes batch by batch through one traced function of the
-        model (`training.real_tokens.predict_on_real_tokens` at the full
+        model (`inference.array_prediction.predict_on_real_tokens` at the full
         width): Keras' outputs without the `tf.data` pipeline and iterator
-        Keras builds on every call (one MiniLM example: 75 against 14 ms,
+        Keras builds on every call (one MiniLM example: 75 against 15 ms,
         docs/BENCHMARKS.md), nor their autotuning thread
         (docs/FINDINGS.md). Anything else is Keras' own `predict`.
         """
         if steps is None and not callbacks and _batch_of_arrays(x) and not self._under_a_strategy():
-            from keras_bert_impl.training.real_tokens import predict_on_real_tokens
+            from keras_bert_impl.inference.array_prediction import predict_on_real_tokens
 
             return predict_on_real_tokens(self, x, batch_size or 32, cut=False, verbose=verbose != 0)
         return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks)

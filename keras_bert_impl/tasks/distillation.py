@@ -225,7 +225,8 @@ def teacher_targets(teacher, inputs, batch_size):
     import keras
 
     from keras_bert_impl.models.base import sequence_inputs
-    from keras_bert_impl.training.real_tokens import default_bucket_size, predict_on_real_tokens
+    from keras_bert_impl.inference.array_prediction import predict_on_real_tokens
+    from keras_bert_impl.training.real_tokens import default_bucket_size
 
     ids = sequence_inputs("input_ids", "input_mask", "segment_ids")
     encoded = teacher.bert(ids)

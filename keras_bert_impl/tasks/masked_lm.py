@@ -16,7 +16,7 @@ of these models use a release written by our own code.
 `tf.data` map of it (as `TextClassifier` uses for `fit`) would trace the
 tokenizer's graph anew on every call, which dominates a short `predict`. The
 forward passes cut each batch after its longest row
-(`training.real_tokens.predict_on_real_tokens`).
+(`inference.array_prediction.predict_on_real_tokens`).
 """
 
 import keras
@@ -24,12 +24,13 @@ import numpy as np
 
 from keras_bert_impl.checkpoints.name_map import MASKED_LM_VARIABLES, NEXT_SENTENCE_VARIABLES
 from keras_bert_impl.data.pipeline_options import array_batches
+from keras_bert_impl.inference.array_prediction import predict_on_real_tokens
 from keras_bert_impl.models.pretraining import BertPretrainingModel
 from keras_bert_impl.probabilities import softmax
 from keras_bert_impl.tasks.fill_mask import mask_positions
 from keras_bert_impl.tasks.text_classifier import load_from_release
 from keras_bert_impl.tasks.text_data import check_count, num_texts, text_tensor, tokenized
-from keras_bert_impl.training.real_tokens import default_bucket_size, predict_on_real_tokens
+from keras_bert_impl.training.real_tokens import default_bucket_size
 
 _PACKAGE = "keras_bert_impl"
 

@@ -345,7 +345,7 @@ class TextClassifier(BertClassifier):
                 # Tokenized once for all texts (mapping in tf.data would
                 # rebuild the tokenizer graph per call), then predicted batch
                 # by batch, each cut after its longest row.
-                from keras_bert_impl.training.real_tokens import predict_on_real_tokens
+                from keras_bert_impl.inference.array_prediction import predict_on_real_tokens
 
                 logits = predict_on_real_tokens(self, tokenized(self.preprocessor, texts), batch_size or 32,
                                                 self._bucket_size(), description="texts",

@@ -13,12 +13,13 @@ import keras
 import numpy as np
 
 from keras_bert_impl.data.pipeline_options import array_batches
+from keras_bert_impl.inference.array_prediction import predict_on_real_tokens
 from keras_bert_impl.models.base import BertConfigModel, sequence_inputs
 from keras_bert_impl.models.bert_model import BertModel, as_bert_config
 from keras_bert_impl.tasks.embeddings import mean_over_tokens
 from keras_bert_impl.tasks.text_classifier import load_from_release
 from keras_bert_impl.tasks.text_data import num_texts, text_tensor, tokenized
-from keras_bert_impl.training.real_tokens import default_bucket_size, predict_on_real_tokens
+from keras_bert_impl.training.real_tokens import default_bucket_size
 
 _PACKAGE = "keras_bert_impl"
 POOLINGS = ("mean", "pooled", "cls")

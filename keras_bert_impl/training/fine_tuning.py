@@ -316,9 +316,10 @@ def predict_batches(model, inputs, batch_size, settings, log=print, description=
     """`model`'s outputs for `inputs` (NumPy), on real tokens as `settings` say.
 
     Per-token outputs come back at the full width (zeros after each batch's
-    last real position when cut). See `training.real_tokens.predict_on_real_tokens`.
+    last real position when cut). See `inference.array_prediction.predict_on_real_tokens`.
     """
-    from keras_bert_impl.training.real_tokens import default_bucket_size, predict_on_real_tokens
+    from keras_bert_impl.inference.array_prediction import predict_on_real_tokens
+    from keras_bert_impl.training.real_tokens import default_bucket_size
 
     width = len(inputs["input_mask"][0])
     return predict_on_real_tokens(

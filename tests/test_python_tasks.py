@@ -269,3 +269,26 @@ def test_predict_shows_a_progress_bar_on_a_terminal_unless_verbose_is_0(tiny_rel
         assert capsys.readouterr().out == ""
         model.predict(texts)
         assert "3/3" in capsys.readouterr().out
+
+
+def test_a_classifier_at_the_full_width_predicts_as_keras_without_a_dataset(tiny_release, monkeypatch):
+    """`real_tokens_only=False` predicts every batch at `max_seq_length` through the same traced function
+    (was: Keras' `predict`, a `tf.data` pipeline per call): Keras' own outputs, and those of the cut batches."""
+    import tensorflow as tf
+
+    from keras_bert_impl.tasks.text_classifier import TextClassifier
+
+    made = []
+    iterate = tf.data.Dataset.__iter__
+    monkeypatch.setattr(tf.data.Dataset, "__iter__", lambda dataset: made.append(1) or iterate(dataset))
+    texts = ["the man went to the store .", "bert is a model .", "it rained ."]
+    full = TextClassifier.from_release(tiny_release, num_classes=3, max_seq_length=MAX_SEQ_LENGTH,
+                                       real_tokens_only=False)
+    cut = TextClassifier.from_release(tiny_release, num_classes=3, max_seq_length=MAX_SEQ_LENGTH)
+    cut.set_weights(full.get_weights())
+    got = full.predict(texts, batch_size=2, verbose=0)
+    assert made == []
+    keras_own = full.predict(texts, batch_size=2, verbose=0, callbacks=[keras.callbacks.Callback()])
+    assert made
+    np.testing.assert_allclose(got, keras_own, atol=1e-6)
+    np.testing.assert_allclose(cut.predict(texts, batch_size=2, verbose=0), got, atol=1e-5)

@@ -68,6 +68,24 @@ class BertConfigModel(keras.Model):
         Keras builds on every call (one MiniLM example: 75 against 15 ms,
         docs/BENCHMARKS.md), nor their autotuning thread
         (docs/FINDINGS.md). Anything else is Keras' own `predict`.
+
+        Args:
+            x, batch_size, verbose, steps, callbacks: As Keras'
+                `Model.predict`.
+
+        Returns:
+            The outputs for all examples, as NumPy, as Keras returns them.
+
+        Example:
+        >>> import numpy as np
+        >>> from keras_bert_impl.config import BertConfig
+        >>> from keras_bert_impl.models.bert_model import BertModel
+        >>> model = BertModel(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
+        ...                              num_attention_heads=2, intermediate_size=16))
+        >>> x = {"input_ids": np.array([[2, 5, 3, 0]]), "input_mask": np.array([[1, 1, 1, 0]]),
+        ...      "segment_ids": np.zeros((1, 4), "int32")}
+        >>> model.predict(x, verbose=0)["sequence_output"].shape
+        (1, 4, 8)
         """
         if steps is None and not callbacks and _batch_of_arrays(x) and not self._under_a_strategy():
             from keras_bert_impl.inference.array_prediction import predict_on_real_tokens

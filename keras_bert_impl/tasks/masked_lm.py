@@ -23,13 +23,12 @@ import keras
 import numpy as np
 
 from keras_bert_impl.checkpoints.name_map import MASKED_LM_VARIABLES, NEXT_SENTENCE_VARIABLES
-from keras_bert_impl.data.pipeline_options import array_batches
 from keras_bert_impl.inference.array_prediction import predict_on_real_tokens
 from keras_bert_impl.models.pretraining import BertPretrainingModel
 from keras_bert_impl.probabilities import softmax
 from keras_bert_impl.tasks.fill_mask import mask_positions
 from keras_bert_impl.tasks.text_classifier import load_from_release
-from keras_bert_impl.tasks.text_data import check_count, num_texts, text_tensor, tokenized
+from keras_bert_impl.tasks.text_data import check_count, num_texts, predict_token_ids, text_tensor, tokenized
 from keras_bert_impl.training.real_tokens import default_bucket_size
 
 _PACKAGE = "keras_bert_impl"
@@ -198,13 +197,7 @@ class NextSentencePredictor(_PretrainingHeadTask):
         # The model always runs its masked-LM head too: give it one position
         # ([CLS]), the least it takes. [num_pairs, 1]
         inputs["masked_lm_positions"] = np.zeros_like(inputs["input_ids"][:, :1])
-        if kwargs.get("callbacks"):
-            outputs = super().predict(array_batches(inputs, batch_size or 32), **kwargs)
-        else:
-            outputs = predict_on_real_tokens(self, inputs, batch_size or 32,
-                                             default_bucket_size(self.preprocessor.max_seq_length),
-                                             description="pairs", verbose=kwargs.get("verbose", "auto") != 0)
-        logits = outputs["next_sentence_logits"]
+        logits = predict_token_ids(self, inputs, batch_size, description="pairs", **kwargs)["next_sentence_logits"]
         return softmax(logits)[:, 0].astype(np.float32)  # [num_pairs]: P(label 0)
 
 

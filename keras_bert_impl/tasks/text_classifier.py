@@ -16,7 +16,6 @@ import tempfile
 import keras
 import numpy as np
 
-from keras_bert_impl.data.pipeline_options import array_batches
 from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.tasks.classifier import CLASSIFIER, REGRESSION, classifier_config
 from keras_bert_impl.tasks.text_data import (
@@ -26,6 +25,7 @@ from keras_bert_impl.tasks.text_data import (
     label_array,
     num_texts,
     text_dataset,
+    predict_token_ids,
     text_tensor,
     tokenized,
 )
@@ -341,18 +341,12 @@ class TextClassifier(BertClassifier):
             texts = text_tensor(x)
             if num_texts(texts) == 0:
                 logits = np.zeros((0, self.num_classes), np.float32)
-            elif kwargs.get("callbacks"):
-                logits = super().predict(array_batches(tokenized(self.preprocessor, texts), batch_size or 32),
-                                         **kwargs)
             else:
                 # Tokenized once for all texts (mapping in tf.data would
                 # rebuild the tokenizer graph per call), then predicted batch
                 # by batch, each cut after its longest row with real_tokens_only.
-                from keras_bert_impl.inference.array_prediction import predict_on_real_tokens
-
-                logits = predict_on_real_tokens(self, tokenized(self.preprocessor, texts), batch_size or 32,
-                                                self._bucket_size(), cut=self.real_tokens_only, description="texts",
-                                                verbose=kwargs.get("verbose", "auto") != 0)
+                logits = predict_token_ids(self, tokenized(self.preprocessor, texts), batch_size,
+                                           cut=self.real_tokens_only, **kwargs)
         if self.num_classes == 1:
             return np.asarray(logits, np.float32)[:, 0]
         return softmax(logits).astype(np.float32)

@@ -18,7 +18,9 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
-from keras_bert_impl.data.pipeline_options import without_autotune_thread
+from keras_bert_impl.data.pipeline_options import array_batches, without_autotune_thread
+from keras_bert_impl.inference.array_prediction import predict_on_real_tokens
+from keras_bert_impl.training.real_tokens import default_bucket_size
 
 
 def text_tensor(texts):
@@ -122,6 +124,34 @@ def tokenized(preprocessor, texts):
     else:
         outputs = tokenizing.traced[isinstance(texts, tuple)](texts)
     return {name: value.numpy() for name, value in outputs.items()}
+
+
+def predict_token_ids(model, inputs, batch_size=None, cut=True, description="texts", **kwargs):
+    """A task model's `predict` of its texts' token ids (`tokenized`'s output).
+
+    Given `callbacks`, Keras' `predict` at the full width; otherwise batch
+    by batch through one traced function of the model, each batch cut after
+    its longest row unless `cut` is False
+    (`inference.array_prediction.predict_on_real_tokens`).
+
+    Args:
+        model: A task model with a `preprocessor`.
+        inputs: Dict of arrays [n, max_seq_length].
+        batch_size: Examples per batch (None: 32).
+        cut: Cut each batch after its longest row.
+        description: What the examples are, in the progress bar.
+        **kwargs: Keras `predict`'s; `verbose=0` shows no progress bar.
+
+    Returns:
+        The model's outputs for all examples, as NumPy.
+    """
+    import keras
+
+    batch_size = batch_size or 32
+    if kwargs.get("callbacks"):
+        return keras.Model.predict(model, array_batches(inputs, batch_size), **kwargs)
+    return predict_on_real_tokens(model, inputs, batch_size, default_bucket_size(model.preprocessor.max_seq_length),
+                                  cut=cut, description=description, verbose=kwargs.get("verbose", "auto") != 0)
 
 
 def label_array(values, count, name="y"):

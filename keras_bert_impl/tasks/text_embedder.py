@@ -12,14 +12,11 @@ pooler (DistilBERT has none; RoBERTa's masked-LM releases none trained).
 import keras
 import numpy as np
 
-from keras_bert_impl.data.pipeline_options import array_batches
-from keras_bert_impl.inference.array_prediction import predict_on_real_tokens
 from keras_bert_impl.models.base import BertConfigModel, sequence_inputs
 from keras_bert_impl.models.bert_model import BertModel, as_bert_config
 from keras_bert_impl.tasks.embeddings import mean_over_tokens
 from keras_bert_impl.tasks.text_classifier import load_from_release
-from keras_bert_impl.tasks.text_data import num_texts, text_tensor, tokenized
-from keras_bert_impl.training.real_tokens import default_bucket_size
+from keras_bert_impl.tasks.text_data import num_texts, predict_token_ids, text_tensor, tokenized
 
 _PACKAGE = "keras_bert_impl"
 POOLINGS = ("mean", "pooled", "cls")
@@ -138,13 +135,7 @@ class TextEmbedder(BertConfigModel):
         if num_texts(texts) == 0:
             return np.zeros((0, self.bert_config.hidden_size), np.float32)
         inputs = tokenized(self.preprocessor, texts)  # [num_texts, max_seq_length] each, as in `MaskedLM`
-        if kwargs.get("callbacks"):
-            embeddings = super().predict(array_batches(inputs, batch_size or 32), **kwargs)
-        else:  # each batch cut after its longest row
-            embeddings = predict_on_real_tokens(self, inputs, batch_size or 32,
-                                                default_bucket_size(self.preprocessor.max_seq_length),
-                                                description="texts", verbose=kwargs.get("verbose", "auto") != 0)
-        return np.asarray(embeddings, np.float32)
+        return np.asarray(predict_token_ids(self, inputs, batch_size, **kwargs), np.float32)
 
     def get_config(self):
         config = super().get_config()

@@ -34,7 +34,7 @@ no sequence output) for the float32 stacks, the mean cosine of the [CLS]
 vector and of the mean-pooled output for the int8 ones.
 
     .venv/bin/python benchmarks/bench_cpu_inference.py [--models minilm,base] [--texts 512]
-        [--rounds 5] [--batch_size 32] [--max_seq_length 128] [--stacks NAME,...] [--quick]
+        [--rounds 5] [--batch_size 32] [--max_seq_length 128] [--stacks NAME,...] [--cores N] [--quick]
 
 `--quick` (a smoke run: few texts, one round) proves that every stack runs;
 its timings mean nothing. Time on a quiet machine: ONNX Runtime's threads
@@ -72,6 +72,16 @@ FP32_TOLERANCE = 1e-4  # largest |difference| of an fp32 stack's outputs from ou
 def core_count():
     """Cores this process may run on (what ONNX Runtime and OpenVINO are given as threads)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def stack_cores(count):
+    """The CPUs each stack's process is pinned to: the first `count` of this process's (all of them where None).
+
+    Pinning the stacks alone lets a big machine time the issue's 2-core setting while the
+    preparation (exports, ONNX graphs) uses every core.
+    """
+    cores = sorted(os.sched_getaffinity(0))
+    return cores[:count] if count else cores
 
 
 # --- The stacks: each a factory of `run(inputs) -> {output name: numpy array}` ---------------------------------------
@@ -354,17 +364,26 @@ def die_with_parent():
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def pinned_child(cores):
+    """In a stack's child process, before it starts: dies with its parent, runs on `cores` only.
+
+    TensorFlow sizes its thread pools, and ONNX Runtime is given its thread count, from this affinity.
+    """
+    die_with_parent()
+    os.sched_setaffinity(0, cores)
+
+
 class StackProcess:
     """One stack's worker process, driven over its stdin/stdout; its stderr goes to a log file."""
 
-    def __init__(self, key, model_dir, ids_file, batch_size, agreement_texts):
+    def __init__(self, key, model_dir, ids_file, batch_size, agreement_texts, cores):
         self.key = key
         self.log = model_dir / f"{key}.log"
         command = [sys.executable, __file__, "--worker", key, "--model_dir", str(model_dir), "--ids_file",
                    str(ids_file), "--batch_size", str(batch_size), "--agreement_texts", str(agreement_texts)]
         with open(self.log, "w") as log:
             self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                            text=True, bufsize=1, preexec_fn=die_with_parent)
+                                            text=True, bufsize=1, preexec_fn=lambda: pinned_child(cores))
 
     def reply(self):
         line = self.process.stdout.readline()
@@ -520,11 +539,11 @@ def cpu_header():
             f"amx {'yes (' + ', '.join(amx) + ')' if amx else 'no'}")
 
 
-def versions_header(keys):
+def versions_header(keys, cores):
     """The versions of the stacks' packages (read from their metadata: this process imports none of them)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    packages = ["tensorflow"] + sorted({STACKS[key].module for key in keys} - {None})
+    packages = ["tensorflow", "tensorflow-cpu"] + sorted({STACKS[key].module for key in keys} - {None})
     if "onnxruntime" in packages:
         packages.append("onnx")
     parts = []
@@ -533,8 +552,8 @@ def versions_header(keys):
             parts.append(f"{package} {version(package)}")
         except PackageNotFoundError:
             pass
-    return (f"{', '.join(parts)}; threads: TensorFlow its default (every core), "
-            f"ONNX Runtime intra-op and OpenVINO {core_count()}")
+    return (f"{', '.join(parts)}; each stack's process on CPUs {','.join(map(str, cores))}: TensorFlow's threads "
+            f"its default (every core it may use), ONNX Runtime intra-op and OpenVINO {len(cores)}")
 
 
 def run_model(name, keys, ids, vocab_file, args, work):
@@ -565,7 +584,8 @@ def run_model(name, keys, ids, vocab_file, args, work):
     processes, ready = {}, {}
     try:
         for key in keys:  # one at a time: the warm-ups do not share the cores
-            processes[key] = StackProcess(key, model_dir, ids_file, args.batch_size, args.agreement_texts)
+            processes[key] = StackProcess(key, model_dir, ids_file, args.batch_size, args.agreement_texts,
+                                          stack_cores(args.cores))
             ready[key] = processes[key].reply()
         timings = {key: [] for key in keys}
         for round_index in range(args.rounds):
@@ -615,6 +635,8 @@ def main():
     parser.add_argument("--work_dir", help="Where the weights, graphs and export go, kept (default: a temporary "
                                            "directory, removed at the end).")
     parser.add_argument("--quick", action="store_true", help="A smoke run: 40 snippets, 1 round.")
+    parser.add_argument("--cores", type=int, help="Pin each stack's process to the first N CPUs this process may use "
+                                                  "(the preparation still uses all); default: all of them.")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--model_dir", help=argparse.SUPPRESS)
     parser.add_argument("--ids_file", help=argparse.SUPPRESS)
@@ -629,6 +651,8 @@ def main():
         prepare(args.prepare, pathlib.Path(args.model_dir), args.ids_file, args.vocab_file, args.needs.split(","),
                 args.max_seq_length, args.batch_size, args.agreement_texts)
         return
+    if args.cores is not None and not 0 < args.cores <= core_count():
+        parser.error(f"--cores takes 1 to {core_count()} (the CPUs this process may run on)")
     if args.quick:
         args.texts, args.rounds, args.agreement_texts = min(args.texts, 40), 1, min(args.agreement_texts, 40)
     models = args.models.split(",")
@@ -648,7 +672,7 @@ def main():
     ids = tokenize_snippets(vocab_file, args.texts, args.max_seq_length)
     work = pathlib.Path(args.work_dir or tempfile.mkdtemp(prefix="bench-cpu-inference-"))
     # Other processes on the cores show in every row, most in ONNX Runtime's, whose threads spin while they wait.
-    print(f"CPU: {cpu_header()}\n{versions_header(keys)}\nload average at start: {os.getloadavg()[0]:.2f}; "
+    print(f"CPU: {cpu_header()}\n{versions_header(keys, stack_cores(args.cores))}\nload average at start: {os.getloadavg()[0]:.2f}; "
           f"work dir: {work}")
     if missing:
         print(f"left out (not installed; `pip install -e .[bench]`): {', '.join(missing)}")

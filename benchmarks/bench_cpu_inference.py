@@ -160,6 +160,21 @@ def ours_serve_ids(artifact="saved_model"):
     return build
 
 
+def one_inter_op_thread(build):
+    """`build` with TensorFlow's inter-op pool at one thread, as TF Serving's `--tensorflow_inter_op_parallelism=1`.
+
+    The intra-op pool (each op's own threads, oneDNN's) keeps every core.
+    """
+
+    def wrapped(artifacts):
+        import tensorflow as tf
+
+        tf.config.threading.set_inter_op_parallelism_threads(1)  # before the stack's first op
+        return build(artifacts)
+
+    return wrapped
+
+
 def onnx_runtime(artifact):
     """A factory of an ONNX Runtime CPU session on `artifact`, all cores as intra-op threads."""
 
@@ -232,6 +247,11 @@ OURS = {
     "ours_serve_ids_int8_calibrated": Stack(
         f"ours, export serve_ids, int8 (calibrated on {CALIBRATION_TEXTS} other snippets, smoothed)",
         ours_serve_ids("saved_model_int8_calibrated"), ("saved_model_int8_calibrated",), "int8"),
+    "ours_serve_ids_inter1": Stack("ours, export serve_ids, one inter-op thread", one_inter_op_thread(ours_serve_ids()),
+                                   ("saved_model",)),
+    "ours_serve_ids_int8_calibrated_inter1": Stack(
+        "ours, export serve_ids, int8 (calibrated), one inter-op thread",
+        one_inter_op_thread(ours_serve_ids("saved_model_int8_calibrated")), ("saved_model_int8_calibrated",), "int8"),
 }
 PEERS = {
     "ort_fp32": Stack("ONNX Runtime fp32, optimized", onnx_runtime("onnx_optimized"), ("onnx_optimized",),

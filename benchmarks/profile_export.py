@@ -1,0 +1,204 @@
+"""Where one request to an export goes: TensorFlow's op profile and oneDNN's primitives.
+
+`bench_cpu_inference.py` times an export against the peers; this script
+says where one request's time goes inside it, as TF Serving would run it
+(`tf.saved_model.load`, one signature): it loads the SavedModel, sends
+`--batch_size` texts of `--length` tokens (or, for a raw-text signature,
+`--text`) a few times to warm it up, then
+
+- records TensorFlow's profile of `--steps` calls (`profile_forward.profile`)
+  and prints the wall time, how many ops one call runs, and the op time by
+  kind and by op type (summed over threads, so it can exceed the wall time;
+  the profiler's own cost inflates small ops);
+- in a child process with `ONEDNN_VERBOSE=1`, sums the oneDNN primitives one
+  call runs, by kind and implementation (`amx` in the name where AMX
+  multiplies, `vnni` where VNNI does): what the products themselves take,
+  and, by difference with the wall time, what the ops around them take.
+  The calls are told apart by a marker product of a shape no model has,
+  run before and after the timed calls.
+
+    .venv/bin/python benchmarks/profile_export.py --export_dir saved_models/sentiment \\
+        [--signature serve_ids] [--length 25] [--batch_size 1] [--steps 10] [--top 15] [--no_onednn]
+
+`--export_dir` is a model's base path (its newest version is taken) or one
+version directory. Ids are drawn from [1000, 2000), valid in every BERT
+vocabulary. Run it on a quiet machine; `--inter_op_threads` and
+`--intra_op_threads` set TensorFlow's pools as TF Serving's flags of those
+names would.
+"""
+
+import argparse
+import collections
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+BENCHMARKS = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCHMARKS.parent))  # For `keras_bert_impl` from a checkout.
+sys.path.insert(0, str(BENCHMARKS))  # For `profile_forward` beside this script.
+
+import numpy as np  # noqa: E402
+
+# The marker product's shapes ([rows, depth] x [depth, columns]): no layer of a BERT has them.
+MARKER_SHAPE = (7, 13, 11)
+_MARKER_PROBLEM = f"{MARKER_SHAPE[0]}x{MARKER_SHAPE[1]}:{MARKER_SHAPE[1]}x{MARKER_SHAPE[2]}"
+
+
+def version_directory(export_dir):
+    """`export_dir` itself where it holds a `saved_model.pb`, else its newest numbered version."""
+    path = pathlib.Path(export_dir)
+    if (path / "saved_model.pb").is_file():
+        return path
+    versions = sorted((child for child in path.iterdir() if child.name.isdigit()), key=lambda child: int(child.name))
+    if not versions:
+        raise SystemExit(f"{export_dir}: neither a saved_model.pb nor a numbered version directory in it")
+    return versions[-1]
+
+
+def request(signature, batch_size, length, text, seed=0):
+    """The inputs of one request to `signature`: token ids [batch_size, length], or `text` batch_size times."""
+    import tensorflow as tf
+
+    names = set(signature.structured_input_signature[1])
+    if names == {"text"}:
+        return {"text": tf.constant([text] * batch_size)}
+    if names == {"text", "text_b"}:
+        return {"text": tf.constant([text] * batch_size), "text_b": tf.constant([text] * batch_size)}
+    if names == {"input_ids", "input_mask", "segment_ids"}:
+        ids = np.random.default_rng(seed).integers(1000, 2000, (batch_size, length)).astype("int32")
+        return {"input_ids": tf.constant(ids), "input_mask": tf.ones_like(ids), "segment_ids": tf.zeros_like(ids)}
+    raise SystemExit(f"this script sends token ids or raw text; the signature takes {sorted(names)}")
+
+
+def load(args):
+    """(loaded SavedModel, its signature, one request's inputs), warmed up.
+
+    The loaded object owns the variables its signatures read: the caller keeps it.
+    """
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the in-graph tokenizer's ops)
+
+    if args.inter_op_threads:
+        tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
+    if args.intra_op_threads:
+        tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
+    loaded = tf.saved_model.load(str(version_directory(args.export_dir)))
+    if args.signature not in loaded.signatures:
+        raise SystemExit(f"no signature {args.signature!r}; the export has {', '.join(sorted(loaded.signatures))}")
+    signature = loaded.signatures[args.signature]
+    inputs = request(signature, args.batch_size, args.length, args.text)
+    for _ in range(3):
+        call(signature, inputs)
+    return loaded, signature, inputs
+
+
+def call(signature, inputs):
+    """One request, its outputs fetched to the host."""
+    return [value.numpy() for value in signature(**inputs).values()]
+
+
+def onednn_child(args):
+    """In a process with `ONEDNN_VERBOSE=1`: the marker, `--steps` calls, the marker again (on stdout)."""
+    import tensorflow as tf
+
+    _, signature, inputs = load(args)
+    rows, depth, columns = MARKER_SHAPE
+    marker = tf.function(lambda a, b: tf.matmul(a, b), autograph=False)
+    a, b = tf.ones([rows, depth]), tf.ones([depth, columns])
+    marker(a, b)
+    for _ in range(args.steps):
+        call(signature, inputs)
+    marker(a, b)
+    sys.stdout.flush()
+
+
+def primitive_lines(text):
+    """oneDNN's `exec` lines between the first and the last marker product (None without both markers)."""
+    lines = [line for line in text.splitlines() if line.startswith("onednn_verbose") and ",exec," in line]
+    marks = [i for i, line in enumerate(lines) if _MARKER_PROBLEM in line]
+    if len(marks) < 2:
+        return None
+    return [line for line in lines[marks[0] + 1:marks[-1]] if _MARKER_PROBLEM not in line]
+
+
+def primitive_table(lines, steps):
+    """Markdown rows: primitive kind and implementation | calls | ms, per request, largest first.
+
+    A verbose line reads `onednn_verbose,v1,primitive,exec,cpu,<kind>,<implementation>,...,<ms>`.
+
+    Example:
+    >>> line = "onednn_verbose,v1,primitive,exec,cpu,inner_product,brgemm:avx512_core_vnni,undef,src,,,25x768,0.2"
+    >>> primitive_table([line, line], 2)
+    ['| inner_product, brgemm:avx512_core_vnni | 1 | 0.20 |', '| all | 1 | 0.20 |']
+    """
+    calls, seconds = collections.Counter(), collections.Counter()
+    for line in lines:
+        fields = line.split(",")
+        key = f"{fields[5]}, {fields[6] or '(none)'}"
+        calls[key] += 1
+        seconds[key] += float(fields[-1])
+    rows = [f"| {key} | {calls[key] / steps:.0f} | {ms / steps:.2f} |" for key, ms in seconds.most_common()]
+    rows.append(f"| all | {sum(calls.values()) / steps:.0f} | {sum(seconds.values()) / steps:.2f} |")
+    return rows
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--export_dir", required=True, help="A model's base path or one version directory.")
+    parser.add_argument("--signature", default="serve_ids")
+    parser.add_argument("--length", type=int, default=25, help="Tokens per text (token-id signatures).")
+    parser.add_argument("--text", default="a gorgeous , deeply moving film with wonderful performances .",
+                        help="The text of a raw-text signature's request.")
+    parser.add_argument("--batch_size", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=10, help="Profiled (then timed) calls.")
+    parser.add_argument("--top", type=int, default=15, help="Op types listed.")
+    parser.add_argument("--no_onednn", action="store_true", help="Skip the oneDNN primitive summary.")
+    parser.add_argument("--inter_op_threads", type=int, default=0, help="0: TensorFlow's default.")
+    parser.add_argument("--intra_op_threads", type=int, default=0, help="0: TensorFlow's default.")
+    parser.add_argument("--onednn_child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.onednn_child:
+        onednn_child(args)
+        return
+
+    import profile_forward
+    from keras_bert_impl.hardware import cpu_description
+
+    _loaded, signature, inputs = load(args)
+    shape = {name: tuple(value.shape) for name, value in inputs.items()}
+    print(f"{version_directory(args.export_dir)}, signature {args.signature}, request {shape}; "
+          f"CPU: {cpu_description()}", flush=True)
+    seconds, _ = profile_forward.profile(lambda x: signature(**x).values(), inputs, args.steps)
+    walls = []
+    for _ in range(3 * args.steps):
+        start = time.perf_counter()
+        call(signature, inputs)
+        walls.append(time.perf_counter() - start)
+    wall = statistics.median(walls)
+    print(f"\nwall time per request, p50 of {len(walls)}: {wall * 1e3:.2f} ms; ops a request: {len(seconds)}\n")
+    print("| kind | ms per request | share of op time |\n|---|---:|---:|")
+    print("\n".join(profile_forward.kind_table(seconds, args.steps, wall)))
+    print("\n| op type | kind | nodes | ms per request |\n|---|---|---:|---:|")
+    print("\n".join(profile_forward.top_types(seconds, args.steps, args.top)), flush=True)
+    if args.no_onednn:
+        return
+
+    child = subprocess.run([sys.executable, __file__, "--onednn_child", *(argv if argv is not None else sys.argv[1:])],
+                           env={**os.environ, "ONEDNN_VERBOSE": "1"}, capture_output=True, text=True)
+    if child.returncode:
+        sys.exit(f"the oneDNN child failed:\n{child.stderr[-2000:]}")
+    lines = primitive_lines(child.stdout)
+    if lines is None:
+        print("\noneDNN ran no primitives here (its rewrites are off on this CPU, or this build has none)")
+        return
+    print(f"\noneDNN's primitives, per request ({args.steps} requests; their own times, without TensorFlow's op "
+          "around each):\n\n| primitive, implementation | calls | ms |\n|---|---:|---:|")
+    print("\n".join(primitive_table(lines, args.steps)))
+
+
+if __name__ == "__main__":
+    main()

@@ -198,6 +198,9 @@ def main(argv=None):
     print(f"\noneDNN's primitives, per request ({args.steps} requests; their own times, without TensorFlow's op "
           "around each):\n\n| primitive, implementation | calls | ms |\n|---|---:|---:|")
     print("\n".join(primitive_table(lines, args.steps)))
+    primitives_ms = sum(float(line.split(",")[-1]) for line in lines) / args.steps
+    print(f"\nper request: {wall * 1e3:.2f} ms = {primitives_ms:.2f} ms in oneDNN's primitives + "
+          f"{wall * 1e3 - primitives_ms:.2f} ms for the rest of its {len(seconds)} ops")
 
 
 if __name__ == "__main__":

@@ -351,6 +351,44 @@ def test_cut_length_is_used_lengths_in_numpy():
             assert cut_length(mask, bucket_size) == int(used_length(mask, bucket_size)), (mask, bucket_size)
 
 
+def test_evaluate_of_a_dict_of_arrays_is_keras_evaluate_without_the_autotuning_thread(iterated):
+    """Our models' `evaluate` of a dict of arrays (with labels, and sample weights) batches them in a pipeline
+    without tf.data's autotuning thread: Keras' own loss and metrics over the same batches (a short last one
+    included). `steps`, a dataset, or sample weights without labels go to Keras as they are."""
+    config = tiny_config(max_position_embeddings=SEQ)
+    x = _examples(9, seed=5)
+    labels = np.array([0, 1, 2, 1, 0, 2, 2, 1, 0])
+    weights = np.linspace(0.5, 2.0, 9).astype("float32")
+    model = BertClassifier(config, num_labels=3)
+    randomize(model, seed=6, scale=0.2)
+    model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=[keras.metrics.SparseCategoricalAccuracy()])
+    for extra in ({}, {"sample_weight": weights}):
+        ours = model.evaluate(x, labels, batch_size=4, verbose=0, return_dict=True, **extra)
+        assert iterated and all(enabled is False for enabled in iterated), iterated
+        iterated.clear()
+        keras_own = keras.Model.evaluate(model, x, labels, batch_size=4, verbose=0, return_dict=True, **extra)
+        assert None in iterated  # Keras' own array pipeline: tf.data's default options, autotuning on
+        iterated.clear()
+        assert ours.keys() == keras_own.keys()
+        for name in ours:
+            np.testing.assert_allclose(ours[name], keras_own[name], rtol=1e-6, err_msg=name)
+    # The weights change the loss: the test would see them dropped.
+    assert not np.isclose(model.evaluate(x, labels, batch_size=4, verbose=0, return_dict=True)["loss"],
+                          model.evaluate(x, labels, batch_size=4, verbose=0, return_dict=True,
+                                         sample_weight=weights)["loss"])
+    iterated.clear()
+    keras_calls = [lambda: model.evaluate(x, labels, verbose=0, steps=1),
+                   lambda: model.evaluate(tf.data.Dataset.from_tensor_slices((x, labels)).batch(4), verbose=0),
+                   lambda: model.evaluate(x, None, verbose=0, sample_weight=weights)]
+    for call in keras_calls[:2]:
+        call()
+        assert None in iterated
+        iterated.clear()
+    with pytest.raises(ValueError, match="None values not supported"):  # Keras' own answer to weights alone
+        keras_calls[2]()
+
+
 def test_predict_of_a_dict_of_arrays_is_keras_predict_without_a_dataset(iterated):
     """Our models' `predict` of a dict of arrays runs one traced function over NumPy batches: Keras' own
     `predict`'s outputs (every output, every position, a short last batch), and no `tf.data` iterator.

@@ -93,6 +93,46 @@ class BertConfigModel(keras.Model):
             return predict_on_real_tokens(self, x, batch_size or 32, cut=False, verbose=verbose != 0)
         return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks)
 
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None, steps=None,
+                 callbacks=None, return_dict=False, **kwargs):
+        """Keras `evaluate`. A dict of arrays (as `predict` takes), with `y`
+        and `sample_weight` arrays (or nests of them) of as many rows, and no
+        `steps`, is batched in order by `data.pipeline_options.array_batches`:
+        the batches Keras would make, in a pipeline without tf.data's
+        autotuning thread, whose release can stall the caller
+        (docs/FINDINGS.md). Anything else goes to Keras as it is.
+
+        Args:
+            x, y, batch_size, verbose, sample_weight, steps, callbacks,
+                return_dict, **kwargs: As Keras' `Model.evaluate`.
+
+        Returns:
+            Keras' `evaluate` result: the loss and metrics.
+
+        Example:
+        >>> import numpy as np
+        >>> from keras_bert_impl.config import BertConfig
+        >>> from keras_bert_impl.models.classifier import BertClassifier
+        >>> model = BertClassifier(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
+        ...                                   num_attention_heads=2, intermediate_size=16), num_labels=2)
+        >>> model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        >>> x = {"input_ids": np.array([[2, 5, 3, 0]]), "input_mask": np.array([[1, 1, 1, 0]]),
+        ...      "segment_ids": np.zeros((1, 4), "int32")}
+        >>> bool(model.evaluate(x, np.array([1]), verbose=0) > 0)  # the loss
+        True
+        """
+        # `fit` passes its validation arrays with `_use_cached_eval_dataset`: Keras then reads its own cached
+        # iterator, and x is not used.
+        if (steps is None and not kwargs.get("_use_cached_eval_dataset") and _batch_of_arrays(x)
+                and (y is not None or sample_weight is None)):
+            from keras_bert_impl.data.pipeline_options import array_batches
+
+            # (x,), (x, y) or (x, y, sample_weight): what Keras unpacks from a dataset's elements.
+            parts = (x,) if y is None else (x, y) if sample_weight is None else (x, y, sample_weight)
+            x, y, sample_weight, batch_size = array_batches(parts, batch_size or 32), None, None, None
+        return super().evaluate(x, y, batch_size=batch_size, verbose=verbose, sample_weight=sample_weight,
+                                steps=steps, callbacks=callbacks, return_dict=return_dict, **kwargs)
+
     def _under_a_strategy(self):
         import tensorflow as tf
 

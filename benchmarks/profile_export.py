@@ -14,8 +14,8 @@ says where one request's time goes inside it, as TF Serving would run it
   call runs, by kind and implementation (`amx` in the name where AMX
   multiplies, `vnni` where VNNI does): what the products themselves take,
   and, by difference with the wall time, what the ops around them take.
-  The calls are told apart by a marker product of a shape no model has,
-  run before and after the timed calls.
+  The timed calls follow a marker line, as in `onednn_primitives.py`, whose
+  parsing and table this script shares.
 
     .venv/bin/python benchmarks/profile_export.py --export_dir saved_models/sentiment \\
         [--signature serve_ids] [--length 25] [--batch_size 1] [--steps 10] [--top 15] [--no_onednn]
@@ -28,7 +28,6 @@ names would.
 """
 
 import argparse
-import collections
 import os
 import pathlib
 import statistics
@@ -39,14 +38,9 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 BENCHMARKS = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCHMARKS.parent))  # For `keras_bert_impl` from a checkout.
-sys.path.insert(0, str(BENCHMARKS))  # For `profile_forward` beside this script.
+sys.path.insert(0, str(BENCHMARKS))  # For `profile_forward` and `onednn_primitives` beside this script.
 
 import numpy as np  # noqa: E402
-
-# The marker product's shapes ([rows, depth] x [depth, columns]): no layer of a BERT has them.
-MARKER_SHAPE = (7, 13, 11)
-_MARKER_PROBLEM = f"{MARKER_SHAPE[0]}x{MARKER_SHAPE[1]}:{MARKER_SHAPE[1]}x{MARKER_SHAPE[2]}"
-
 
 def version_directory(export_dir):
     """`export_dir` itself where it holds a `saved_model.pb`, else its newest numbered version."""
@@ -102,48 +96,14 @@ def call(signature, inputs):
 
 
 def onednn_child(args):
-    """In a process with `ONEDNN_VERBOSE=1`: the marker, `--steps` calls, the marker again (on stdout)."""
-    import tensorflow as tf
+    """In a process with `ONEDNN_VERBOSE=1`: warmed up, then `onednn_primitives.MARKER`, then `--steps` calls."""
+    import onednn_primitives
 
-    _, signature, inputs = load(args)
-    rows, depth, columns = MARKER_SHAPE
-    marker = tf.function(lambda a, b: tf.matmul(a, b), autograph=False)
-    a, b = tf.ones([rows, depth]), tf.ones([depth, columns])
-    marker(a, b)
+    _loaded, signature, inputs = load(args)
+    sys.stdout.flush()
+    os.write(1, f"{onednn_primitives.MARKER}\n".encode())  # unbuffered, so it lands between oneDNN's lines
     for _ in range(args.steps):
         call(signature, inputs)
-    marker(a, b)
-    sys.stdout.flush()
-
-
-def primitive_lines(text):
-    """oneDNN's `exec` lines between the first and the last marker product (None without both markers)."""
-    lines = [line for line in text.splitlines() if line.startswith("onednn_verbose") and ",exec," in line]
-    marks = [i for i, line in enumerate(lines) if _MARKER_PROBLEM in line]
-    if len(marks) < 2:
-        return None
-    return [line for line in lines[marks[0] + 1:marks[-1]] if _MARKER_PROBLEM not in line]
-
-
-def primitive_table(lines, steps):
-    """Markdown rows: primitive kind and implementation | calls | ms, per request, largest first.
-
-    A verbose line reads `onednn_verbose,v1,primitive,exec,cpu,<kind>,<implementation>,...,<ms>`.
-
-    Example:
-    >>> line = "onednn_verbose,v1,primitive,exec,cpu,inner_product,brgemm:avx512_core_vnni,undef,src,,,25x768,0.2"
-    >>> primitive_table([line, line], 2)
-    ['| inner_product, brgemm:avx512_core_vnni | 1 | 0.20 |', '| all | 1 | 0.20 |']
-    """
-    calls, seconds = collections.Counter(), collections.Counter()
-    for line in lines:
-        fields = line.split(",")
-        key = f"{fields[5]}, {fields[6] or '(none)'}"
-        calls[key] += 1
-        seconds[key] += float(fields[-1])
-    rows = [f"| {key} | {calls[key] / steps:.0f} | {ms / steps:.2f} |" for key, ms in seconds.most_common()]
-    rows.append(f"| all | {sum(calls.values()) / steps:.0f} | {sum(seconds.values()) / steps:.2f} |")
-    return rows
 
 
 def main(argv=None):
@@ -187,18 +147,21 @@ def main(argv=None):
     if args.no_onednn:
         return
 
+    import onednn_primitives
+
     child = subprocess.run([sys.executable, __file__, "--onednn_child", *(argv if argv is not None else sys.argv[1:])],
                            env={**os.environ, "ONEDNN_VERBOSE": "1"}, capture_output=True, text=True)
-    if child.returncode:
-        sys.exit(f"the oneDNN child failed:\n{child.stderr[-2000:]}")
-    lines = primitive_lines(child.stdout)
-    if lines is None:
+    lines = child.stdout.splitlines()
+    if child.returncode or onednn_primitives.MARKER not in lines:
+        sys.exit(f"the oneDNN child failed (exit {child.returncode}):\n{child.stderr[-2000:]}")
+    calls = onednn_primitives.parse_exec_lines(lines[lines.index(onednn_primitives.MARKER) + 1:])
+    if not calls:
         print("\noneDNN ran no primitives here (its rewrites are off on this CPU, or this build has none)")
         return
     print(f"\noneDNN's primitives, per request ({args.steps} requests; their own times, without TensorFlow's op "
-          "around each):\n\n| primitive, implementation | calls | ms |\n|---|---:|---:|")
-    print("\n".join(primitive_table(lines, args.steps)))
-    primitives_ms = sum(float(line.split(",")[-1]) for line in lines) / args.steps
+          "around each):\n\n| primitive | implementation | calls | ms | GFLOP/s |\n|---|---|---:|---:|---:|")
+    print("\n".join(onednn_primitives.summary_rows(calls, args.steps)))
+    primitives_ms = sum(milliseconds for *_, milliseconds in calls) / args.steps
     print(f"\nper request: {wall * 1e3:.2f} ms = {primitives_ms:.2f} ms in oneDNN's primitives + "
           f"{wall * 1e3 - primitives_ms:.2f} ms for the rest of its {len(seconds)} ops")
 

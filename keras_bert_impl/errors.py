@@ -35,5 +35,9 @@ class OutputPathError(BertError, ValueError):
     """An output path that cannot be a directory (it, or a parent, is a file)."""
 
 
+class TrainingEnvironmentError(BertError, RuntimeError):
+    """The process is set up so that training would compute wrong steps (a serving-only setting in its environment)."""
+
+
 class TrainingDivergedError(BertError, ArithmeticError):
     """Training produced a non-finite loss or weights (a learning rate too large, bad targets)."""

@@ -17,6 +17,7 @@ import platform
 MATRIX_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
 CPUINFO = "/proc/cpuinfo"
 ONEDNN_ENV = "TF_ENABLE_ONEDNN_OPTS"
+FROZEN_WEIGHTS_ENV = "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS"
 
 
 def read_cpuinfo(path=CPUINFO):
@@ -90,6 +91,28 @@ def onednn_graph_rewrites():
     except ImportError:  # Not in every build; the function is TensorFlow's own test helper.
         return None
     return bool(_pywrap_util_port.IsMklEnabled())
+
+
+def onednn_assumes_frozen_weights(environ=None):
+    """Whether TensorFlow's oneDNN products in this process pack each weight once, on their first call, and keep it.
+
+    `TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1` (TensorFlow reads it once, as a
+    boolean: `1` or `true`) tells every oneDNN product that its second
+    operand never changes, whatever op it comes from: right in a server
+    whose products all take weights, and it then packs variables once as it
+    packs constants (docs/BENCHMARKS.md, "Memory that holds"); wrong in
+    training, whose products would go on computing with the first step's
+    weights. It acts only with the oneDNN rewrites on.
+
+    Args:
+        environ: The environment read; default this process's.
+
+    Example:
+    >>> onednn_assumes_frozen_weights({FROZEN_WEIGHTS_ENV: "0"})
+    False
+    """
+    value = (os.environ if environ is None else environ).get(FROZEN_WEIGHTS_ENV, "")
+    return value.strip().lower() in ("1", "true") and onednn_graph_rewrites() is True
 
 
 def onednn_description():

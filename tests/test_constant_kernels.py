@@ -10,18 +10,24 @@ its metadata, and refuses constants that would not fit a SavedModel.
 import json
 import os
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_bert_impl import hardware
+from keras_bert_impl.errors import TrainingEnvironmentError
 from keras_bert_impl.inference import plan
 from keras_bert_impl.inference.constant_kernels import ConstantKernels, dense_kernel_bytes, dense_kernels
 from keras_bert_impl.inference.padding_free import make_padding_free_function
 from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.models.classifier import BertClassifier
+from keras_bert_impl.models.distillation_losses import DistillationTrainer
+from keras_bert_impl.models.pretraining import BertPretrainingModel
+from keras_bert_impl.models.span_qa import BertSpanQA
 from keras_bert_impl.serving.export import METADATA_FILE, ExportError, ExportOptions, export_saved_model
 from tests.helpers import random_inputs, randomize, tiny_config
-from tests.test_serving import SENTENCES, probe_many
+from tests.test_serving import CONTEXTS, FILL_MASK_TEXT, PAIRS, QUESTIONS, SENTENCES, probe_many
 from tests.test_serving_precision import BF16_ATOL
 
 SEQ = 24
@@ -208,3 +214,119 @@ def test_query_key_and_value_are_one_product_where_the_kernels_are_constants(ber
         np.testing.assert_allclose(masked(forward(inputs), inputs), expected, atol=1e-5)
         counts[constants] = _matmul_count(forward, inputs)
     assert counts[False] - counts[True] == 2 * bert.bert_config.num_hidden_layers
+
+
+# TensorFlow's oneDNN products pack their second operand once and keep it
+# where this is set in the serving process (`TF_ONEDNN_ASSUME_FROZEN_WEIGHTS`).
+FROZEN_WEIGHTS = {hardware.FROZEN_WEIGHTS_ENV: "1"}
+
+
+def float_leaves(value):
+    """Every float in a JSON answer, in order (ints and strings follow from them)."""
+    if isinstance(value, dict):
+        return [leaf for key in sorted(value) for leaf in float_leaves(value[key])]
+    if isinstance(value, list):
+        return [leaf for item in value for leaf in float_leaves(item)]
+    return [value] if isinstance(value, float) else []
+
+
+def test_exports_of_variable_kernels_answer_the_same_where_the_server_assumes_frozen_weights(tmp_path,
+                                                                                            bert_vocab_file):
+    # docs/BENCHMARKS.md ("Memory that holds"): served with the setting, an
+    # export of variable kernels runs as fast as one of constant kernels at a
+    # fraction of the memory. That holds only while every product's second
+    # operand is a weight: each export answers requests of different texts,
+    # after its first, as it does without the setting.
+    config = tiny_config(vocab_size=30522, max_position_embeddings=64)
+    models = {"classifier": BertClassifier(config, num_labels=3), "fill_mask": BertPretrainingModel(config),
+              "span_qa": BertSpanQA(config)}
+    texts = {
+        "classifier": [{"signature": "serving_default", "inputs": {"text": SENTENCES[:2]}},
+                       {"signature": "serving_default", "inputs": {"text": SENTENCES[2:]}},
+                       {"signature": "serve_text_pair", "inputs": {"text": SENTENCES, "text_b": PAIRS}}],
+        "fill_mask": [{"signature": "serving_default", "inputs": {"text": [FILL_MASK_TEXT]}}],
+        "span_qa": [{"signature": "serve_text_pair", "inputs": {"text": QUESTIONS, "text_b": CONTEXTS}}],
+    }
+    texts["fill_mask"].append({"signature": "serving_default", "inputs": {"text": ["Rome is the [MASK] of Italy."]}})
+    texts["span_qa"].append({"signature": "serve_text_pair", "inputs": {"text": QUESTIONS[::-1], "text_b": CONTEXTS}})
+    jobs = {}
+    for seed, (task, model) in enumerate(models.items()):
+        randomize(model, seed=seed, scale=0.2)
+        jobs[task] = (export_saved_model(model, task, bert_vocab_file, tmp_path / task, ExportOptions(
+            max_seq_length=SEQ, precision="float32", constant_kernels=False)), texts[task])
+    plain, frozen = probe_many(jobs), probe_many(jobs, **FROZEN_WEIGHTS)
+    for task in jobs:
+        assert len(frozen[task]) == len(texts[task])
+        for answer, expected in zip(frozen[task], plain[task]):
+            assert "error" not in expected and float_leaves(expected)
+            np.testing.assert_allclose(float_leaves(answer), float_leaves(expected), atol=1e-5)
+
+
+@pytest.mark.skipif(not plan.Machine().onednn_runs_graphs, reason="the setting is read by oneDNN's products only")
+def test_assumed_frozen_weights_keep_the_first_operand_of_a_product_that_is_not_a_weight(tmp_path):
+    # Why the setting is the server's to choose for the models it serves: a
+    # product-plus-bias whose second operand is a request's input answers
+    # every later request with the first one's operand.
+    class Product(tf.Module):
+        def __init__(self):
+            # A bias of zeros would be folded away, and with it the fused product.
+            self.bias = tf.Variable(tf.ones([384]))
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 384], tf.float32), tf.TensorSpec([384, 384], tf.float32)])
+        def __call__(self, x, y):
+            return {"product": tf.nn.bias_add(tf.matmul(x, y), self.bias)}
+
+    module = Product()
+    tf.saved_model.save(module, str(tmp_path / "product"), signatures={"serving_default": module.__call__})
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((20, 384)).astype("float32")  # a BERT-sized product
+    operands = [rng.standard_normal((384, 384)).astype("float32") for _ in range(3)]
+    requests = [{"signature": "serving_default", "inputs": {"x": x.tolist(), "y": y.tolist()}} for y in operands]
+    jobs = {"product": (tmp_path / "product", requests)}
+    for environment, stale in (({}, False), (FROZEN_WEIGHTS, True)):
+        answers = probe_many(jobs, **environment)["product"]
+        errors = [np.abs(np.array(answer["product"]) - (x @ y + 1)).max() for answer, y in zip(answers, operands)]
+        assert errors[0] < 1e-4
+        assert all(error > 1.0 for error in errors[1:]) if stale else max(errors) < 1e-4
+
+
+@pytest.mark.parametrize("value, on", [("1", True), ("True", True), (" true ", True), ("0", False), ("false", False),
+                                       ("", False)])
+def test_the_serving_only_setting_is_read_as_tensorflow_reads_it(monkeypatch, value, on):
+    # TensorFlow's ReadBoolFromEnvVar: 1 / true (any case) on, 0 / false off; oneDNN's products only.
+    environ = {hardware.FROZEN_WEIGHTS_ENV: value}
+    monkeypatch.setattr(hardware, "onednn_graph_rewrites", lambda: True)
+    assert hardware.onednn_assumes_frozen_weights(environ) is on
+    monkeypatch.setattr(hardware, "onednn_graph_rewrites", lambda: False)
+    assert hardware.onednn_assumes_frozen_weights(environ) is False
+
+
+def test_training_is_refused_where_the_process_assumes_frozen_weights(monkeypatch):
+    # Trained with the setting, each product keeps the first step's weights
+    # (the test above shows it for any operand): `fit` refuses before a step,
+    # for our models and the distillation trainer, and leaves the weights.
+    @tf.function
+    def fused_product(a, b):
+        return tf.nn.bias_add(tf.matmul(a, b), tf.zeros([2]))
+
+    # TensorFlow reads the variable once per process, at its first oneDNN
+    # product: read it now, unset, so that no later test here trains with it.
+    fused_product(tf.ones([1, 2]), tf.ones([2, 2]))
+    config = tiny_config()
+    classifier = BertClassifier(config, num_labels=2)
+    classifier.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    inputs, labels = random_inputs(config, batch=2, seq=6), np.array([0, 1])
+    student, teacher = BertClassifier(config, num_labels=2), BertClassifier(config, num_labels=2)
+    trainer = DistillationTrainer(
+        keras.Model(student.inputs, {"soft": student.outputs[0], "hidden": []}),
+        keras.Model(teacher.inputs, {"soft": teacher.outputs[0], "hidden": []}), {"soft": 1.0})
+    trainer.compile(optimizer="sgd")
+    monkeypatch.setenv(hardware.FROZEN_WEIGHTS_ENV, "1")
+    monkeypatch.setattr(hardware, "onednn_graph_rewrites", lambda: True)
+    for model, targets in ((classifier, labels), (trainer, {})):
+        before = [weight.numpy() for weight in model.trainable_weights]
+        with pytest.raises(TrainingEnvironmentError, match=f"{hardware.FROZEN_WEIGHTS_ENV} is set .* serving process"):
+            model.fit(inputs, targets, batch_size=2, epochs=1, verbose=0)
+        assert all(np.array_equal(weight.numpy(), value) for weight, value in zip(model.trainable_weights, before))
+    monkeypatch.setenv(hardware.FROZEN_WEIGHTS_ENV, "0")
+    classifier.fit(inputs, labels, batch_size=2, epochs=1, verbose=0)

@@ -2,6 +2,8 @@
 
 import keras
 
+from keras_bert_impl.errors import TrainingEnvironmentError
+from keras_bert_impl.hardware import FROZEN_WEIGHTS_ENV, onednn_assumes_frozen_weights
 from keras_bert_impl.inference.plan import Machine
 from keras_bert_impl.layers.onednn_forms import set_onednn_forms
 
@@ -14,6 +16,23 @@ def sequence_inputs(*names):
     ['input_ids', 'input_mask']
     """
     return {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in names}
+
+
+def refuse_training_with_frozen_weights(environ=None):
+    """Raises where this process's oneDNN products would keep the first step's weights for every step.
+
+    Args:
+        environ: The environment read; default this process's.
+
+    Raises:
+        TrainingEnvironmentError: `TF_ONEDNN_ASSUME_FROZEN_WEIGHTS` is on
+            with the oneDNN rewrites (`hardware.onednn_assumes_frozen_weights`).
+    """
+    if onednn_assumes_frozen_weights(environ):
+        raise TrainingEnvironmentError(
+            f"{FROZEN_WEIGHTS_ENV} is set in this process's environment: TensorFlow's oneDNN products would go on "
+            f"computing with the first step's weights. It is a setting for a serving process only; unset it "
+            f"before TensorFlow starts to train here.")
 
 
 class BertConfigModel(keras.Model):
@@ -58,6 +77,15 @@ class BertConfigModel(keras.Model):
             # float32 default) only casts float inputs, and ours are ints.
             self._dtype_policy = self.built_with_dtype
         set_onednn_forms(self, Machine().onednn_runs_graphs)
+
+    def make_train_function(self, force=False):
+        """Keras' train function, refused where a serving-only setting would make its steps wrong.
+
+        Raises:
+            TrainingEnvironmentError: see `refuse_training_with_frozen_weights`.
+        """
+        refuse_training_with_frozen_weights()
+        return super().make_train_function(force)
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """Keras `predict`. A dict of arrays (NumPy or tensors, `input_mask`

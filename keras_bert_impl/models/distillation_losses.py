@@ -10,6 +10,8 @@ Example:
 import keras
 import tensorflow as tf
 
+from keras_bert_impl.models.base import refuse_training_with_frozen_weights
+
 
 @keras.saving.register_keras_serializable(package="keras_bert_impl")
 class SoftTargetLoss(keras.losses.Loss):
@@ -121,6 +123,10 @@ class DistillationTrainer(keras.Model):
 
     def call(self, inputs, training=False):
         return self.student(inputs, training=training)
+
+    def make_train_function(self, force=False):
+        refuse_training_with_frozen_weights()  # as `BertConfigModel` does
+        return super().make_train_function(force)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         teacher = self.teacher(x, training=False)

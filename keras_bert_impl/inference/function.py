@@ -74,11 +74,61 @@ def make_inference_function(bert_model, plan, calibration_inputs=None):
         # would grow without bound (and hold constant kernels again each time).
         function = tf.function(call, jit_compile=plan.jit_compile, autograph=False, reduce_retracing=True)
     if not plan.jit_compile:
-        return function
+        return AnyShapeFunction(function)
     max_length = bert_model.bert_config.max_sequence_length
     if not plan.padding_free and plan.bucket_size > 1:
         function = with_length_buckets(function, plan.bucket_size, max_length)
-    return with_id_checks(function, bert_model.bert_config, max_length)
+    # XLA compiles per shape (per bucket) whatever the trace.
+    return AnyShapeFunction(with_id_checks(function, bert_model.bert_config, max_length))
+
+
+class AnyShapeFunction:
+    """A `tf.function` of a dict of tensors, traced once per input structure, for inputs of any shape.
+
+    The first call with new input names, dtypes or ranks traces the function
+    with every dimension left open, as an export's signatures are; later
+    calls of any batch size and length run that one trace. With
+    `reduce_retracing` alone a function traces up to three graphs (the first
+    shapes, then the length left open, then the batch size too), and a graph
+    that holds the Dense kernels as constants holds them again in each: a
+    float32 BERT-base function grew to 12.3 GB over three batch shapes,
+    against 6.0 GB traced once (docs/BENCHMARKS.md, "Memory that holds").
+    A function compiled with XLA still compiles a program per input shape.
+
+    Anything else of the `tf.function` (`get_concrete_function`,
+    `experimental_get_tracing_count`, ...) is reached through this object.
+
+    Args:
+        function: A `tf.function` of one dict of arrays or tensors.
+
+    Example:
+    >>> total = AnyShapeFunction(tf.function(lambda inputs: tf.reduce_sum(inputs["x"])))
+    >>> [int(total({"x": tf.ones(shape, tf.int32)})) for shape in ((1, 3), (2, 5), (4, 1))]
+    [3, 10, 4]
+    >>> total.experimental_get_tracing_count()
+    1
+    """
+
+    def __init__(self, function):
+        self._function = function
+        self._structures = set()
+
+    def __call__(self, inputs):
+        if isinstance(inputs, dict) and all(hasattr(value, "shape") and hasattr(value, "dtype")
+                                            for value in inputs.values()):
+            specs = {name: tf.TensorSpec([None] * len(value.shape), tf.as_dtype(value.dtype))
+                     for name, value in inputs.items()}
+            structure = tuple(sorted((name, spec.dtype.name, spec.shape.rank) for name, spec in specs.items()))
+            if structure not in self._structures:
+                # Later calls of this structure dispatch to the most general trace: this one.
+                self._function.get_concrete_function(specs)
+                self._structures.add(structure)
+        return self._function(inputs)
+
+    def __getattr__(self, name):
+        if name.startswith("_"):  # not set yet (a copy being made): no lookup through itself
+            raise AttributeError(name)
+        return getattr(self._function, name)
 
 
 def with_id_checks(function, config, max_length=None):

@@ -95,6 +95,7 @@ def extract_features(
     from keras_bert_impl.data.text_pairs import convert_example_to_features, read_text_pair_examples
     from keras_bert_impl.io import atomic_output, check_max_seq_length
     from keras_bert_impl.inference.constant_kernels import ConstantKernels, reading_as_constants
+    from keras_bert_impl.inference.function import AnyShapeFunction
     from keras_bert_impl.inference.padding_free import set_real_tokens_only
     from keras_bert_impl.inference.plan import features_plan
     from keras_bert_impl.inference.precision import copy_weights, inference_dtype_policy
@@ -135,12 +136,13 @@ def extract_features(
     set_real_tokens_only(model, plan.padding_free)
     kernels = ConstantKernels(model) if plan.constant_kernels else None
 
-    # Every batch but the last has one shape: at most two traces, each
-    # holding the constants.
-    @tf.function(autograph=False, reduce_retracing=True)
-    def encoder_outputs(inputs):
+    # One trace for every batch, the last one's shape too: each trace holds
+    # the constants again.
+    def outputs_of(inputs):
         with reading_as_constants(kernels):
             return model(inputs, training=False)["encoder_outputs"]
+
+    encoder_outputs = AnyShapeFunction(tf.function(outputs_of, autograph=False))
 
     filesystem.makedirs_for(output_file)
     with atomic_output(output_file) as partial, filesystem.open_file(partial, "w") as writer:

@@ -164,10 +164,11 @@ class BertModel(BertConfigModel):
         (`plan.xla_pays_for_inference`: on a GPU or TPU, and on a CPU for
         float32 with the oneDNN rewrites off; measured: docs/BENCHMARKS.md).
         The outputs agree with the eager model to fp32 rounding. Build the
-        function once and call it many times: each new input shape is traced
-        (and compiled) once, and a sequence longer than
-        `max_position_embeddings` still raises `SequenceLengthError` when
-        traced.
+        function once and call it many times: it is traced once, for inputs
+        of any shape (`inference.function.AnyShapeFunction`), and under XLA
+        compiled once per shape; a sequence longer than
+        `max_position_embeddings` raises an `InvalidArgumentError` naming
+        that limit.
 
         With `padding_free=True`, every per-token operation runs on the real
         tokens only (`inference.padding_free`): the same outputs at real

@@ -115,10 +115,13 @@ ARTIFACT_FILES = {
     "saved_model_bf16": "saved_model_bf16_path.txt",
     "saved_model_int8": "saved_model_int8_path.txt",
     "saved_model_int8_calibrated": "saved_model_int8_calibrated_path.txt",
+    "saved_model_variables": "saved_model_variables_path.txt",
 }
 # The exports' precisions, by artifact (int8: activation ranges per batch, or calibrated on `CALIBRATION_TEXTS`).
 EXPORT_PRECISIONS = {"saved_model": "float32", "saved_model_bf16": "bfloat16", "saved_model_int8": "int8",
-                     "saved_model_int8_calibrated": "int8"}
+                     "saved_model_int8_calibrated": "int8", "saved_model_variables": "float32"}
+# The one export whose Dense kernels stay variables (`--noconstant_kernels`); the others take the default.
+VARIABLE_KERNELS = "saved_model_variables"
 # The calibrated int8 export's texts: the corpus' last snippets (the timed ones are its first).
 CALIBRATION_TEXTS = 256
 
@@ -170,6 +173,21 @@ def one_inter_op_thread(build):
         import tensorflow as tf
 
         tf.config.threading.set_inter_op_parallelism_threads(1)  # before the stack's first op
+        return build(artifacts)
+
+    return wrapped
+
+
+def assuming_frozen_weights(build):
+    """`build` in a process with `TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1`, as a TF Serving started with it.
+
+    TensorFlow reads it once, at its first oneDNN product: set here, before the stack's first op.
+    """
+
+    def wrapped(artifacts):
+        from keras_bert_impl.hardware import FROZEN_WEIGHTS_ENV
+
+        os.environ[FROZEN_WEIGHTS_ENV] = "1"
         return build(artifacts)
 
     return wrapped
@@ -247,6 +265,9 @@ OURS = {
     "ours_serve_ids_int8_calibrated": Stack(
         f"ours, export serve_ids, int8 (calibrated on {CALIBRATION_TEXTS} other snippets, smoothed)",
         ours_serve_ids("saved_model_int8_calibrated"), ("saved_model_int8_calibrated",), "int8"),
+    "ours_serve_ids_variables_frozen": Stack(
+        "ours, export serve_ids, kernels as variables, TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1",
+        assuming_frozen_weights(ours_serve_ids(VARIABLE_KERNELS)), (VARIABLE_KERNELS,)),
     "ours_serve_ids_inter1": Stack("ours, export serve_ids, one inter-op thread", one_inter_op_thread(ours_serve_ids()),
                                    ("saved_model",)),
     "ours_serve_ids_int8_calibrated_inter1": Stack(
@@ -470,7 +491,8 @@ def write_artifacts(model, config, needs, model_dir, vocab_file, max_seq_length)
             if artifact == "saved_model_int8_calibrated" else None
         version = export_saved_model(model, "embeddings", vocab_file, model_dir / "export" / artifact,
                                      ExportOptions(max_seq_length=max_seq_length, precision=precision,
-                                                   calibration_texts=texts))
+                                                   calibration_texts=texts,
+                                                   constant_kernels=False if artifact == VARIABLE_KERNELS else None))
         (model_dir / ARTIFACT_FILES[artifact]).write_text(str(version) + "\n")
     onnx_needs = {name for name in needs if name.startswith("onnx")}
     if not onnx_needs:

@@ -90,7 +90,7 @@ def define_flags(fv):
         "blocked kernels, on AMX tiles where the CPU has them (a larger saved_model.pb: the kernels in it; a process "
         "that loads it holds several copies of them: a float32 BERT-base 4.2 GB in TF Serving's loader, 6.8 GB in "
         "Python). --noconstant_kernels keeps variables, and a server started with "
-        "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 packs those once too: as fast, in 1.9 GB (docs/BENCHMARKS.md, 'Memory "
+        "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 packs those once too: about as fast, in 1.9 GB (docs/BENCHMARKS.md, 'Memory "
         "that holds'; that setting only where every model the server runs is as ours, never where one trains). "
         "Default: on where no GPU or TPU is visible and they take at most 1 GiB. Written to "
         "assets.extra/export_metadata.json.", **define,

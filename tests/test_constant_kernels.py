@@ -144,10 +144,14 @@ def test_export_holds_its_kernels_as_constants_and_answers_the_same(tmp_path, be
         classifier, "classifier", bert_vocab_file, tmp_path / "constants",
         ExportOptions(max_seq_length=SEQ, precision="float32", constant_kernels=True),
     )
+    said = []
     variables = export_saved_model(
         classifier, "classifier", bert_vocab_file, tmp_path / "variables",
-        ExportOptions(max_seq_length=SEQ, precision="float32", constant_kernels=False),
+        ExportOptions(max_seq_length=SEQ, precision="float32", constant_kernels=False), log=said.append,
     )
+    # Where oneDNN runs the graphs, the export says how a server packs its variables once.
+    assert any(f"{hardware.FROZEN_WEIGHTS_ENV}=1 packs them once" in line for line in said) is \
+        plan.Machine().onednn_runs_graphs
     metadata = {}
     for name, path in (("constants", constants), ("variables", variables)):
         with open(os.path.join(path, "assets.extra", METADATA_FILE)) as f:

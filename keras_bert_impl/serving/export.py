@@ -373,6 +373,10 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
                 log(int8_report["summary"] + f" (activation ranges {int8_report['activation_ranges']}{where})")
         else:
             module = serving_module(ConstantKernels(served) if plan.constant_kernels else None)
+            if log and not plan.constant_kernels and plan.onednn_forms:
+                log(f"Dense kernels as variables: a server started with {hardware.FROZEN_WEIGHTS_ENV}=1 packs them "
+                    f"once, as constants are (about as fast, in less memory; never in a process that trains; "
+                    f"docs/BENCHMARKS.md, 'Memory that holds')")
         tf.saved_model.save(module, staging, signatures=module.signatures())
         if task in SIGNATURE_METHODS:
             set_method_names(staging, SIGNATURE_METHODS[task])

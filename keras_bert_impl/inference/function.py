@@ -69,9 +69,9 @@ def make_inference_function(bert_model, plan, calibration_inputs=None):
                 return model(inputs, training=False)
 
         # No autograph: nothing here needs it, and errors raised while tracing
-        # (SequenceLengthError) then reach the caller as they are. Shapes are
-        # left open after the second new one: a trace per request length
-        # would grow without bound (and hold constant kernels again each time).
+        # then reach the caller as they are. Traced once, with every dimension
+        # open (`AnyShapeFunction` below): a trace per request shape would
+        # grow without bound (and hold constant kernels again each time).
         function = tf.function(call, jit_compile=plan.jit_compile, autograph=False, reduce_retracing=True)
     if not plan.jit_compile:
         return AnyShapeFunction(function)

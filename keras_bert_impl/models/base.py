@@ -31,8 +31,8 @@ def refuse_training_with_frozen_weights(environ=None):
     if onednn_assumes_frozen_weights(environ):
         raise TrainingEnvironmentError(
             f"{FROZEN_WEIGHTS_ENV} is set in this process's environment: TensorFlow's oneDNN products would go on "
-            f"computing with the first step's weights. It is a setting for a serving process only; unset it "
-            f"before TensorFlow starts to train here.")
+            f"computing with the first step's weights. It is a setting for a serving process only: train in a "
+            f"process started without it (TensorFlow reads it once, at its first product).")
 
 
 class BertConfigModel(keras.Model):

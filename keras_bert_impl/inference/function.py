@@ -116,12 +116,13 @@ class AnyShapeFunction:
     def __call__(self, inputs):
         if isinstance(inputs, dict) and all(hasattr(value, "shape") and hasattr(value, "dtype")
                                             for value in inputs.values()):
-            specs = {name: tf.TensorSpec([None] * len(value.shape), tf.as_dtype(value.dtype))
-                     for name, value in inputs.items()}
-            structure = tuple(sorted((name, spec.dtype.name, spec.shape.rank) for name, spec in specs.items()))
+            # Cheap on every call (a request's hot path); the specs are built once per structure.
+            structure = tuple((name, str(value.dtype), len(value.shape)) for name, value in inputs.items())
             if structure not in self._structures:
                 # Later calls of this structure dispatch to the most general trace: this one.
-                self._function.get_concrete_function(specs)
+                self._function.get_concrete_function(
+                    {name: tf.TensorSpec([None] * len(value.shape), tf.as_dtype(value.dtype))
+                     for name, value in inputs.items()})
                 self._structures.add(structure)
         return self._function(inputs)
 

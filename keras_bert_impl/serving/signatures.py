@@ -66,8 +66,10 @@ class BertServingModule(tf.Module):
         constant_kernels: Optional `inference.constant_kernels.ConstantKernels`
             of `model`: the forward pass reads its Dense kernels as graph
             constants, which oneDNN packs once (on AMX tiles where the CPU
-            has them). It is one function that every signature calls, so
-            the SavedModel holds the kernels once, and no variable of theirs.
+            has them); the SavedModel then holds no variable of theirs.
+            Either way the forward pass is one function that every
+            signature calls, so the SavedModel holds it (and its kernels)
+            once.
     """
 
     def __init__(
@@ -206,12 +208,11 @@ class BertServingModule(tf.Module):
         tokens only (the same outputs at real positions; zeros at padded
         positions of a sequence output); otherwise every position.
         """
-        if self.constant_kernels is None:
-            return self._forward(inputs)
         inputs = {name: tf.convert_to_tensor(value) for name, value in inputs.items()}
         if not self._shared_forward:
-            # One trace for every signature (each trace holds the constants):
-            # every dimension left open, whatever a signature knows statically.
+            # One trace for every signature: the SavedModel holds the encoder's
+            # graph (and constant kernels) once, and the export traces it once.
+            # Every dimension left open, whatever a signature knows statically.
             spec = {name: tf.TensorSpec([None] * value.shape.rank, value.dtype, name=name)
                     for name, value in inputs.items()}
             self._shared_forward.append(tf.function(self._forward, autograph=False, input_signature=[spec]))

@@ -146,7 +146,8 @@ def test_export_holds_its_kernels_as_constants_and_answers_the_same(tmp_path, be
     said = []
     variables = export_saved_model(
         classifier, "classifier", bert_vocab_file, tmp_path / "variables",
-        ExportOptions(max_seq_length=SEQ, precision="float32", constant_kernels=False), log=said.append,
+        ExportOptions(max_seq_length=SEQ, precision="float32", constant_kernels=False, packed_kernels=False),
+        log=said.append,
     )
     # Where oneDNN runs the graphs, the export says how a server packs its variables once.
     assert any(f"{hardware.FROZEN_WEIGHTS_ENV}=1 packs them once" in line for line in said) is \
@@ -181,13 +182,14 @@ def test_constants_past_the_savedmodel_budget_are_refused_or_left_out(tmp_path, 
             ExportOptions(max_seq_length=SEQ, precision="float32", constant_kernels=True),
         )
     assert not any((tmp_path / "m").glob("[0-9]*"))
-    # By default: variables past the budget, constants where the one copy fits, with or without skip_padding.
+    # Where the kernels are not packed (`inference.packed_kernels`): variables past the budget, constants where
+    # the one copy fits, with or without skip_padding.
     kinds = []
     for budget_now, skip_padding in ((budget, None), (budget + 1, None), (budget + 1, False)):
         monkeypatch.setattr(plan, "MAX_CONSTANT_BYTES", budget_now)
         path = export_saved_model(
             classifier, "classifier", bert_vocab_file, tmp_path / "m",
-            ExportOptions(max_seq_length=SEQ, precision="float32", skip_padding=skip_padding),
+            ExportOptions(max_seq_length=SEQ, precision="float32", skip_padding=skip_padding, packed_kernels=False),
         )
         with open(os.path.join(path, "assets.extra", METADATA_FILE)) as f:
             kinds.append(json.load(f)["kernels"])
@@ -255,7 +257,7 @@ def test_exports_of_variable_kernels_answer_the_same_where_the_server_assumes_fr
     for seed, (task, model) in enumerate(models.items()):
         randomize(model, seed=seed, scale=0.2)
         jobs[task] = (export_saved_model(model, task, bert_vocab_file, tmp_path / task, ExportOptions(
-            max_seq_length=SEQ, precision="float32", constant_kernels=False)), texts[task])
+            max_seq_length=SEQ, precision="float32", constant_kernels=False, packed_kernels=False)), texts[task])
     plain, frozen = probe_many(jobs), probe_many(jobs, **FROZEN_WEIGHTS)
     for task in jobs:
         assert len(frozen[task]) == len(texts[task])

@@ -58,20 +58,32 @@ def test_freeze_kernels_becomes_one_way_of_holding_the_weights(jit_compile, padd
     assert (unfrozen.held_weights, unfrozen.frozen_kernels, unfrozen.constant_kernels) == (False, False, False)
 
 
-@pytest.mark.parametrize("facts, accelerator, precision, skip_padding, constants", [
-    (AMD_BF16, False, "bfloat16", True, True),   # Zen 4, rewrites on: bfloat16, every CPU choice
-    (AVX2, False, "float32", True, True),
-    (AMD_BF16, True, "bfloat16", False, False),  # a GPU seen: no gathers, no constants
+@pytest.mark.parametrize("facts, accelerator, rewrites, precision, skip_padding, constants, packed", [
+    # Zen 4, rewrites on: bfloat16, real tokens only, the kernels variables that oneDNN packs once.
+    (AMD_BF16, False, True, "bfloat16", True, False, True),
+    (AVX2, False, True, "float32", True, False, True),
+    # oneDNN's rewrites off: its products are not there to pack variables; constants.
+    (AVX2, False, False, "float32", True, True, False),
+    (AMD_BF16, True, True, "bfloat16", False, False, False),  # a GPU seen: no gathers, plain variables
 ])
-def test_export_plan_follows_the_rules_for_each_machine(facts, accelerator, precision, skip_padding, constants):
+def test_export_plan_follows_the_rules_for_each_machine(facts, accelerator, rewrites, precision, skip_padding,
+                                                        constants, packed):
     model = BertModel(tiny_config())
-    machine = Machine(accelerator=accelerator, onednn_rewrites=True, **facts)
-    plan = export_plan(model, "auto", machine=machine)
+    machine = Machine(accelerator=accelerator, onednn_rewrites=rewrites, **facts)
+    plan = export_plan(model, "auto" if rewrites else None, machine=machine)
+    forms = machine.onednn_runs_graphs
     assert plan == InferencePlan(precision=precision, padding_free=skip_padding, held_weights=True,
-                                 constant_kernels=constants, onednn_forms=not accelerator)
+                                 constant_kernels=constants, packed_kernels=packed, onednn_forms=forms)
     assert export_plan(model, machine=machine).precision == "float32"  # None: the model's own
+    # Variables asked for: packed where oneDNN runs the graph, unless that is refused too.
     assert export_plan(model, "float32", skip_padding=False, constant_kernels=False, machine=machine) == \
-        InferencePlan(precision="float32", held_weights=True, onednn_forms=not accelerator)
+        InferencePlan(precision="float32", held_weights=True, packed_kernels=packed, onednn_forms=forms)
+    assert export_plan(model, "float32", skip_padding=False, constant_kernels=False, packed_kernels=False,
+                       machine=machine) == InferencePlan(precision="float32", held_weights=True, onednn_forms=forms)
+    constant = export_plan(model, "float32", constant_kernels=True, machine=machine)
+    assert (constant.constant_kernels, constant.packed_kernels) == (True, False)
+    int8 = export_plan(model, "int8", machine=machine)
+    assert (int8.constant_kernels, int8.packed_kernels) == (True, False)
 
 
 def test_export_plan_refuses_what_it_cannot_honour(monkeypatch):
@@ -83,9 +95,13 @@ def test_export_plan_refuses_what_it_cannot_honour(monkeypatch):
         export_plan(model, "float16", machine=machine)
     monkeypatch.setattr(plan, "MAX_CONSTANT_BYTES", 1)
     assert MAX_CONSTANT_BYTES == 1 << 30
-    assert not export_plan(model, "float32", machine=machine).constant_kernels  # left out by default
+    assert not export_plan(model, "float32", packed_kernels=False, machine=machine).constant_kernels  # left out
     with pytest.raises(ValueError, match="kernels as constants would take"):
-        export_plan(model, "float32", constant_kernels=True, machine=machine)
+        export_plan(model, "float32", constant_kernels=True, packed_kernels=False, machine=machine)
+    with pytest.raises(ValueError, match="either graph constants or packed variables, not both"):
+        export_plan(model, "float32", constant_kernels=True, packed_kernels=True, machine=machine)
+    with pytest.raises(ValueError, match="an int8 export holds its kernels as int8 graph constants"):
+        export_plan(model, "int8", packed_kernels=True, machine=machine)
 
 
 def test_features_plan_and_cut_buckets_follow_the_machine():

@@ -321,32 +321,43 @@ def weight_casts_per_function(saved_model_dir):
     return counts
 
 
-def test_bfloat16_export_holds_its_weights_rounded_once(exports, model):
+def test_bfloat16_export_holds_its_weights_rounded_once(exports, model, tmp_path, bert_vocab_file):
     # A mixed_bfloat16 layer rounds its float32 weights to bfloat16 each time
     # it reads them; the export holds them rounded instead: every weight but
     # the LayerNorms' is stored as bfloat16 (half the bytes), and the
-    # float32 export holds no bfloat16.
+    # float32 export holds no bfloat16. Whether the Dense kernels are
+    # variables (here, oneDNN's products pack them once) or constants of
+    # the graph (one copy: skip_padding runs one graph).
     from keras_bert_impl.inference.constant_kernels import dense_kernels
 
     weights = {v.path for v in model.weights if v.dtype == "float32"}
     layer_norm = {path for path in weights if "LayerNorm" in path}
     assert len(layer_norm) == 2 * (2 * model.bert_config.num_hidden_layers + 1)  # gamma, beta; 2 per layer + embeddings
-    # On a CPU the Dense kernels are constants of the graph (inference.constant_kernels), one copy
-    # (skip_padding runs one graph), and not variables: in the precision's dtype too.
     kernels = len(dense_kernels(model))
-    stored = {precision: saved_variable_dtypes(path) for precision, path in exports.items()}
-    assert sorted(stored["float32"].values()) == ["float32"] * (len(weights) - kernels)
-    float32 = sorted(name for name, dtype in stored["bfloat16"].items() if dtype == "float32")
-    assert len(float32) == len(layer_norm) and all("LayerNorm/" in name for name in float32)
-    assert len(stored["bfloat16"]) == len(weights) - kernels
-    for precision, path in exports.items():
-        assert matrix_constant_dtypes(path) == {precision: kernels}
-    # Under mixed_bfloat16, each of those is read and converted on every
-    # call; no function of the export converts a weight.
+    exports = dict(exports, bfloat16_constants=export_saved_model(
+        model, "classifier", bert_vocab_file, tmp_path / "constants",
+        ExportOptions(max_seq_length=SEQ, precision="bfloat16", constant_kernels=True)))
+    for name, path in exports.items():
+        with open(os.path.join(path, "assets.extra", METADATA_FILE)) as f:
+            metadata = json.load(f)
+        packed = metadata["kernels"].startswith("variables, packed")
+        assert packed == (name != "bfloat16_constants" and plan.Machine().onednn_runs_graphs)
+        stored = saved_variable_dtypes(path)
+        if name == "float32":
+            # Packed: each layer's query, key and value kernels and biases held as one kernel and one bias.
+            fused = 4 * model.bert_config.num_hidden_layers if packed else 0
+            assert sorted(stored.values()) == ["float32"] * (len(weights) - (0 if packed else kernels) - fused)
+            assert matrix_constant_dtypes(path) == ({} if packed else {"float32": kernels})
+            continue
+        float32 = sorted(variable for variable, dtype in stored.items() if dtype == "float32")
+        assert len(float32) == len(layer_norm) and all("LayerNorm/" in variable for variable in float32)
+        assert len(stored) == len(weights) - (0 if packed else kernels)  # bfloat16: no fused query/key/value
+        assert matrix_constant_dtypes(path) == ({} if packed else {"bfloat16": kernels})
+        # Under mixed_bfloat16, each of those is read and converted on every
+        # call; no function of the export converts a weight.
+        assert set(weight_casts_per_function(path).values()) == {0}
+        assert metadata["weights_dtype"] == "bfloat16 (LayerNorm float32)"
     assert weight_casts_mixed(model) >= len(weights) - len(layer_norm)
-    assert set(weight_casts_per_function(exports["bfloat16"]).values()) == {0}
-    with open(os.path.join(exports["bfloat16"], "assets.extra", METADATA_FILE)) as f:
-        assert json.load(f)["weights_dtype"] == "bfloat16 (LayerNorm float32)"
 
 
 def matrix_constant_dtypes(saved_model_dir):

@@ -92,8 +92,17 @@ def define_flags(fv):
         "Python). --noconstant_kernels keeps variables, and a server started with "
         "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 packs those once too: about as fast, in 1.9 GB (docs/BENCHMARKS.md, 'Memory "
         "that holds'; that setting only where every model the server runs is as ours, never where one trains). "
-        "Default: on where no GPU or TPU is visible and they take at most 1 GiB. Written to "
-        "assets.extra/export_metadata.json.", **define,
+        "Default: on where no GPU or TPU is visible, they take at most 1 GiB and they are not packed "
+        "(--packed_kernels). Written to assets.extra/export_metadata.json.", **define,
+    )
+    flags.DEFINE_boolean(
+        "packed_kernels", None,
+        "Keep the Dense kernels as variables and compute each Dense layer as oneDNN's fused product marked to pack "
+        "its kernel once (_MklNativeFusedMatMul, is_filter_const): the speed of constant kernels in the memory of "
+        "variables, with no server setting (docs/BENCHMARKS.md, 'Packed variables'). The export then needs "
+        "TensorFlow's oneDNN kernels, which every stock x86 TensorFlow and TF Serving has. Default: on where "
+        "TensorFlow's oneDNN kernels run this machine's graphs, in float32 and bfloat16, unless --constant_kernels. "
+        "Written to assets.extra/export_metadata.json.", **define,
     )
     flags.DEFINE_string(
         "serving_base_path", "/models",
@@ -136,7 +145,7 @@ def main(argv=None):
                             smoothing_alpha=fv.smoothing_alpha,
                             **flag_values(fv, (
         "do_lower_case", "max_seq_length", "label_names", "version", "serving_base_path", "precision", "skip_padding",
-        "constant_kernels",
+        "constant_kernels", "packed_kernels",
     )))
     path = export_checkpoint(fv.task, fv.bert_config_file, fv.init_checkpoint, fv.vocab_file, fv.export_dir, options,
                              num_labels=fv.num_labels, log=log)

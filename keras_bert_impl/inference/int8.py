@@ -76,7 +76,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_impl.inference.constant_kernels import dense_kernels
-from keras_bert_impl.layers import activations
+from keras_bert_impl.inference.onednn_ops import POST_OP_OF, POST_OPS, dense_calls_set_to, methods_set_to, registered_op
 
 # A range never narrower than this (an all-zero input): the step stays positive.
 _MIN_RANGE = 1e-6
@@ -218,10 +218,6 @@ def dequantize(codes, lo, hi):
     return tf.cast(tf.bitcast(codes, tf.uint8), tf.float32) * calibrated_step(lo, hi)[2] + lo
 
 
-# The activations oneDNN applies inside the product ("post-ops"), by the names `_QuantizedMatMul` takes.
-POST_OPS = ("GeluApproximate", "GeluExact", "Relu", "Tanh")
-
-
 def int8_matmul(quantized_input, lo, step, kernel, bias=None, activation=None, requantize_range=None):
     """`activation(x W + b)` from x quantized (`quantize_input`) and W (`quantize_kernel`): one oneDNN op.
 
@@ -271,28 +267,7 @@ def int8_matmul(quantized_input, lo, step, kernel, bias=None, activation=None, r
                  transpose_a=False, transpose_b=False, is_weight_const=True, is_bias_const=constant_range,
                  fused_ops=fused_ops, input_quant_mode="SCALED", output_quant_mode="MIN_FIRST")
     # `_QuantizedMatMul` is a registered op of stock TensorFlow (its oneDNN kernel) without a Python wrapper.
-    op = tf.compat.v1.get_default_graph()._create_op_internal(
-        "_QuantizedMatMul", inputs, dtypes=outputs, name="QuantizedMatMul",
-        attrs={name: _attr(value) for name, value in attrs.items()})
-    return op.outputs[0]
-
-
-def _attr(value):
-    """`value` (bool, str, DType, list of DTypes or of str) as an `AttrValue` proto."""
-    from tensorflow.core.framework import attr_value_pb2
-
-    attr = attr_value_pb2.AttrValue()
-    if isinstance(value, bool):
-        attr.b = value
-    elif isinstance(value, str):
-        attr.s = value.encode()
-    elif isinstance(value, tf.DType):
-        attr.type = value.as_datatype_enum
-    elif all(isinstance(item, tf.DType) for item in value):
-        attr.list.type.extend(item.as_datatype_enum for item in value)
-    else:
-        attr.list.s.extend(item.encode() for item in value)
-    return attr
+    return registered_op("_QuantizedMatMul", inputs, outputs, attrs, name="QuantizedMatMul")[0]
 
 
 def int8_reference(x, lo, hi, kernel, bias=None, channel_scales=None):
@@ -333,32 +308,6 @@ def self_attention_layers(model):
     return [layer for encoder in _transformer_encoders(model)
             for layer in encoder._flatten_layers(include_self=False, recursive=True)
             if isinstance(layer, SelfAttention)]
-
-
-@contextlib.contextmanager
-def methods_set_to(layers, name, make_method):
-    """Within the block, each of `layers` has `make_method(layer)` as its method `name`.
-
-    The layers' own methods come back afterwards. For tracing a graph (or an
-    eager calibration pass) without changing the model.
-    """
-    for layer in layers:
-        setattr(layer, name, make_method(layer))
-    try:
-        yield
-    finally:
-        for layer in layers:
-            delattr(layer, name)
-
-
-def dense_calls_set_to(layers, make_call):
-    """Within the block, each of `layers` computes `make_call(layer)(inputs, training=None)` when called."""
-    return methods_set_to(layers, "call", make_call)
-
-
-# The model's activations that oneDNN applies inside an int8 product (`int8_matmul`'s `activation`).
-_POST_OP_OF = {activations.gelu: "GeluApproximate", activations.gelu_exact: "GeluExact",
-               keras.activations.relu: "Relu", keras.activations.tanh: "Tanh"}
 
 
 def requantized_pairs(model):
@@ -579,7 +528,7 @@ class Int8Kernels:
 
         def make_call(layer):
             kernel, bias = self._kernels[layer.path], self._biases[layer.path]
-            post_op = _POST_OP_OF.get(layer.activation)
+            post_op = POST_OP_OF.get(layer.activation)
             activation = None if post_op or layer.activation is None else layer.activation
             consumer = self._requantized.get(layer.path) if post_op or layer.activation is None else None
 

@@ -72,6 +72,8 @@ AVX512_BF16_VENDORS = ("AuthenticAMD",)
 # buffer, which cannot pass 2 GiB; BERT-base's and BERT-large's sizes:
 # docs/BENCHMARKS.md).
 MAX_CONSTANT_BYTES = 1 << 30
+# What `inference.packed_kernels` computes in.
+PACKED_PRECISIONS = ("float32", "bfloat16")
 _UNSET = object()
 
 
@@ -219,6 +221,9 @@ class InferencePlan:
             dtype (`padding_free.frozen_kernels`; XLA and padding-free).
         constant_kernels: Read the Dense kernels as graph constants, which
             oneDNN packs once (`inference.constant_kernels`).
+        packed_kernels: Compute the Dense layers as oneDNN products that
+            pack their variable kernels once (`inference.packed_kernels`):
+            the speed of constant kernels, the memory of variables.
         onednn_forms: Trace LayerNorm and softmax in the forms oneDNN runs
             as one kernel (`layers.onednn_forms`).
     """
@@ -230,6 +235,7 @@ class InferencePlan:
     held_weights: bool = False
     frozen_kernels: bool = False
     constant_kernels: bool = False
+    packed_kernels: bool = False
     onednn_forms: bool = False
 
     def describe(self):
@@ -251,6 +257,8 @@ class InferencePlan:
             parts.append("encoder kernels frozen")
         if self.constant_kernels:
             parts.append("kernels as graph constants")
+        if self.packed_kernels:
+            parts.append("variable kernels packed once")
         if self.onednn_forms:
             parts.append("oneDNN LayerNorm and softmax")
         return ", ".join(parts)
@@ -312,7 +320,7 @@ def function_plan(model, jit_compile="auto", padding_free=False, bucket_size=16,
     )
 
 
-def export_plan(model, precision=None, skip_padding=None, constant_kernels=None, machine=None):
+def export_plan(model, precision=None, skip_padding=None, constant_kernels=None, machine=None, packed_kernels=None):
     """The plan of a SavedModel export of `model` (a plain graph, its weights held in its precision).
 
     Args:
@@ -324,25 +332,35 @@ def export_plan(model, precision=None, skip_padding=None, constant_kernels=None,
             per-token work on its real tokens only; None: where no GPU or
             TPU is visible.
         constant_kernels: Whether the graph holds the Dense kernels as
-            constants; None: where no GPU or TPU is visible and they (one
-            copy, whichever `skip_padding`) take at most `MAX_CONSTANT_BYTES`.
+            constants; None: where they are not packed (below), no GPU or
+            TPU is visible and they (one copy, whichever `skip_padding`)
+            take at most `MAX_CONSTANT_BYTES`.
         machine: A `Machine`; default this one.
+        packed_kernels: Whether the Dense kernels stay variables that
+            oneDNN's products pack once (`inference.packed_kernels`; float32
+            and bfloat16); None: where oneDNN runs the graphs
+            (`Machine.onednn_runs_graphs`) and constants were not asked for.
 
     Returns:
         An `InferencePlan`.
 
     Raises:
-        ValueError: an unknown precision, or constant kernels asked for past
-            `MAX_CONSTANT_BYTES`.
+        ValueError: an unknown precision, constant kernels asked for past
+            `MAX_CONSTANT_BYTES` or together with packed ones, or packed
+            kernels for int8.
     """
     from keras_bert_impl.inference.constant_kernels import dense_kernel_bytes
     from keras_bert_impl.inference.precision import model_precision
 
     machine = machine or Machine()
+    if constant_kernels and packed_kernels:
+        raise ValueError("the kernels are either graph constants or packed variables, not both")
     if precision == INT8:
         if constant_kernels is False:
             raise ValueError("an int8 export holds its kernels as graph constants: leave constant_kernels on")
-        constant_kernels = True
+        if packed_kernels:
+            raise ValueError("an int8 export holds its kernels as int8 graph constants, not packed variables")
+        constant_kernels, packed_kernels = True, False
     elif precision:
         precision = resolve_precision(precision, machine.cpu_flags, machine.onednn_rewrites, machine.cpu_vendor)
     else:
@@ -350,13 +368,20 @@ def export_plan(model, precision=None, skip_padding=None, constant_kernels=None,
     skip_padding = not machine.accelerator if skip_padding is None else bool(skip_padding)
     # The kernels as the export holds them: in its precision (`inference.precision`).
     total = dense_kernel_bytes(model, precision)
-    if constant_kernels is None:
+    if packed_kernels is None:
+        packed_kernels = machine.onednn_runs_graphs and not constant_kernels and precision in PACKED_PRECISIONS
+    elif packed_kernels and precision not in PACKED_PRECISIONS:
+        raise ValueError(f"packed kernels are for {' and '.join(PACKED_PRECISIONS)}, not {precision}")
+    if packed_kernels:
+        constant_kernels = False
+    elif constant_kernels is None:
         constant_kernels = total <= MAX_CONSTANT_BYTES and not machine.accelerator
     elif constant_kernels and total > MAX_CONSTANT_BYTES:
         raise ValueError(f"the kernels as constants would take {total / 2**20:.0f} MiB of the SavedModel's graph, "
                          f"more than {MAX_CONSTANT_BYTES / 2**20:.0f} MiB: export without constant kernels")
     return InferencePlan(precision=precision, padding_free=skip_padding, held_weights=True,
-                         constant_kernels=bool(constant_kernels), onednn_forms=machine.onednn_runs_graphs)
+                         constant_kernels=bool(constant_kernels), packed_kernels=bool(packed_kernels),
+                         onednn_forms=machine.onednn_runs_graphs)
 
 
 def features_plan(precision, machine=None):

@@ -162,9 +162,12 @@ class SelfAttention(keras.layers.Layer):
             # [batch_size * num_queries, H]
             query_matrix = ops.reshape(gather_indexes(hidden_states, query_positions), (-1, width))
             query_length = ops.shape(query_positions)[1]
-        fused = self.fused_query_key_value(matrix, training) if query_positions is None else None
+        fused = self.fused_query_key_value(matrix, training)
         if fused is not None:
             query, key, value = self.split_fused_heads(fused, batch_size, seq_length)
+            if query_positions is not None:
+                # The queries at their positions: [batch, N, seq, D] -> [batch, N, queries, D]
+                query = tf.gather(query, query_positions, axis=2, batch_dims=1)
         else:
             query = self._split_heads(self.query(query_matrix), batch_size, query_length, training)
             key = self._split_heads(self.key(matrix), batch_size, seq_length, training)

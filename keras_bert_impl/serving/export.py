@@ -33,6 +33,7 @@ from keras_bert_impl import filesystem, hardware
 from keras_bert_impl.inference import int8
 from keras_bert_impl.inference import plan as inference_plan
 from keras_bert_impl.inference.constant_kernels import ConstantKernels
+from keras_bert_impl.inference.packed_kernels import PackedKernels
 from keras_bert_impl.inference.padding_free import real_tokens_only_set_to
 from keras_bert_impl.inference.precision import (
     compute_precision,
@@ -94,7 +95,15 @@ class ExportOptions:
             blocked kernels, on AMX tiles where the CPU has them
             (`inference.constant_kernels`, docs/BENCHMARKS.md). Default:
             where no GPU or TPU is visible and they (one copy) take at most
-            `inference.plan.MAX_CONSTANT_BYTES`.
+            `inference.plan.MAX_CONSTANT_BYTES`, unless packed (below).
+            Written to the export's metadata.
+        packed_kernels: Whether the Dense kernels stay variables that
+            oneDNN's products pack once, as it packs constants (as fast, in
+            a fraction of the memory; `inference.packed_kernels`): the
+            export then needs TensorFlow's oneDNN kernels (any stock x86
+            TensorFlow or TF Serving). Default: where TensorFlow's oneDNN
+            kernels run this machine's graphs (no GPU or TPU visible), in
+            float32 and bfloat16, unless `constant_kernels` is on.
             Written to the export's metadata.
         calibration_texts: For precision "int8": texts of the task (one
             request each) whose activations fix each product's input range
@@ -120,6 +129,7 @@ class ExportOptions:
     precision: str = None
     skip_padding: bool = None
     constant_kernels: bool = None
+    packed_kernels: bool = None
     calibration_texts: tuple = None
     calibration_percentile: float = int8.DEFAULT_CALIBRATION_PERCENTILE
     smoothing_alpha: float = int8.DEFAULT_SMOOTHING_ALPHA
@@ -166,7 +176,9 @@ def export_metadata(task, plan, options, int8_report=None):
         "dtype_policy": inference_plan.DTYPE_POLICIES[compute_precision(precision)],
         "weights_dtype": weights.get(precision, "bfloat16 (LayerNorm float32)"),
         "skips_padding": plan.padding_free,
-        "kernels": "graph constants" if plan.constant_kernels else "variables",
+        "kernels": ("graph constants" if plan.constant_kernels
+                    else "variables, packed once by oneDNN's _MklNativeFusedMatMul" if plan.packed_kernels
+                    else "variables"),
         "max_seq_length": options.max_seq_length,
         "do_lower_case": options.do_lower_case,
         "exported_on_cpu": name,
@@ -304,7 +316,8 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
         raise ExportError(f"--max_seq_length {options.max_seq_length}: must be at least 3 ([CLS] and two [SEP]s) "
                           f"and at most the model's {what} {positions}")
     try:
-        plan = inference_plan.export_plan(model, options.precision, options.skip_padding, options.constant_kernels)
+        plan = inference_plan.export_plan(model, options.precision, options.skip_padding, options.constant_kernels,
+                                          packed_kernels=options.packed_kernels)
     except ValueError as error:
         raise ExportError(str(error)) from None
     calibration = options.calibration_texts
@@ -372,8 +385,10 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
                          else "; on the warmup texts only: a calibration file measures it on the task's")
                 log(int8_report["summary"] + f" (activation ranges {int8_report['activation_ranges']}{where})")
         else:
-            module = serving_module(ConstantKernels(served) if plan.constant_kernels else None)
-            if log and not plan.constant_kernels and plan.onednn_forms:
+            kernels = (ConstantKernels(served) if plan.constant_kernels
+                       else PackedKernels(served) if plan.packed_kernels else None)
+            module = serving_module(kernels)
+            if log and kernels is None and plan.onednn_forms:
                 log(f"Dense kernels as variables: a server started with {hardware.FROZEN_WEIGHTS_ENV}=1 packs them "
                     f"once, as constants are (about as fast, in less memory; never in a process that trains; "
                     f"docs/BENCHMARKS.md, 'Memory that holds')")

@@ -66,7 +66,10 @@ class BertServingModule(tf.Module):
         constant_kernels: Optional `inference.constant_kernels.ConstantKernels`
             of `model`: the forward pass reads its Dense kernels as graph
             constants, which oneDNN packs once (on AMX tiles where the CPU
-            has them); the SavedModel then holds no variable of theirs.
+            has them); the SavedModel then holds no variable of theirs. Or
+            what stands in for one: an `inference.int8.Int8Kernels`, or an
+            `inference.packed_kernels.PackedKernels` (variables that
+            oneDNN's products pack once).
             Either way the forward pass is one function that every
             signature calls, so the SavedModel holds it (and its kernels)
             once.
@@ -91,8 +94,10 @@ class BertServingModule(tf.Module):
         object.__setattr__(self, "model", model)
         # Kernels read as constants are not saved as variables too: were any
         # read outside `forward`, saving would fail on the untracked variable.
+        # Packed kernels (`inference.packed_kernels`) bring variables of their own in place of some.
         self.tf_variables = [variable.value for variable in model.variables
                              if not (constant_kernels and constant_kernels.holds(variable))]
+        self.tf_variables += list(getattr(constant_kernels, "variables", ()))
         self.task = task
         self.skip_padding = skip_padding
         object.__setattr__(self, "constant_kernels", constant_kernels)

@@ -116,12 +116,17 @@ ARTIFACT_FILES = {
     "saved_model_int8": "saved_model_int8_path.txt",
     "saved_model_int8_calibrated": "saved_model_int8_calibrated_path.txt",
     "saved_model_variables": "saved_model_variables_path.txt",
+    "saved_model_constants": "saved_model_constants_path.txt",
 }
 # The exports' precisions, by artifact (int8: activation ranges per batch, or calibrated on `CALIBRATION_TEXTS`).
 EXPORT_PRECISIONS = {"saved_model": "float32", "saved_model_bf16": "bfloat16", "saved_model_int8": "int8",
-                     "saved_model_int8_calibrated": "int8", "saved_model_variables": "float32"}
-# The one export whose Dense kernels stay variables (`--noconstant_kernels`); the others take the default.
+                     "saved_model_int8_calibrated": "int8", "saved_model_variables": "float32",
+                     "saved_model_constants": "float32"}
+# The exports whose Dense kernels are held otherwise than by default (where oneDNN runs the graphs: variables
+# that its products pack once): plain variables, and graph constants.
 VARIABLE_KERNELS = "saved_model_variables"
+KERNEL_OPTIONS = {VARIABLE_KERNELS: dict(constant_kernels=False, packed_kernels=False),
+                  "saved_model_constants": dict(constant_kernels=True)}
 # The calibrated int8 export's texts: the corpus' last snippets (the timed ones are its first).
 CALIBRATION_TEXTS = 256
 
@@ -268,6 +273,8 @@ OURS = {
     "ours_serve_ids_variables_frozen": Stack(
         "ours, export serve_ids, kernels as variables, TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1",
         assuming_frozen_weights(ours_serve_ids(VARIABLE_KERNELS)), (VARIABLE_KERNELS,)),
+    "ours_serve_ids_constants": Stack("ours, export serve_ids, kernels as graph constants",
+                                      ours_serve_ids("saved_model_constants"), ("saved_model_constants",)),
     "ours_serve_ids_inter1": Stack("ours, export serve_ids, one inter-op thread", one_inter_op_thread(ours_serve_ids()),
                                    ("saved_model",)),
     "ours_serve_ids_int8_calibrated_inter1": Stack(
@@ -491,8 +498,7 @@ def write_artifacts(model, config, needs, model_dir, vocab_file, max_seq_length)
             if artifact == "saved_model_int8_calibrated" else None
         version = export_saved_model(model, "embeddings", vocab_file, model_dir / "export" / artifact,
                                      ExportOptions(max_seq_length=max_seq_length, precision=precision,
-                                                   calibration_texts=texts,
-                                                   constant_kernels=False if artifact == VARIABLE_KERNELS else None))
+                                                   calibration_texts=texts, **KERNEL_OPTIONS.get(artifact, {})))
         (model_dir / ARTIFACT_FILES[artifact]).write_text(str(version) + "\n")
     onnx_needs = {name for name in needs if name.startswith("onnx")}
     if not onnx_needs:

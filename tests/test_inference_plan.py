@@ -41,21 +41,23 @@ def test_function_plan_follows_the_rules_for_each_machine(dtype, accelerator, on
     assert plan.bucket_size == (16 if jit else 1)  # a plain graph computes the shapes as they come
 
 
-@pytest.mark.parametrize("jit_compile, padding_free, expected", [
-    # (held_weights, frozen_kernels, constant_kernels)
-    (False, False, (True, False, True)),
-    (False, True, (True, False, True)),
-    (True, False, (True, False, False)),   # XLA compiles its own products: no constants
-    (True, True, (False, True, False)),    # XLA padding-free: the encoder kernels frozen
+@pytest.mark.parametrize("jit_compile, padding_free, rewrites, expected", [
+    # (held_weights, frozen_kernels, constant_kernels, packed_kernels)
+    (False, False, True, (True, False, False, True)),  # oneDNN's products pack the copy's variables once
+    (False, True, True, (True, False, False, True)),
+    (False, True, False, (True, False, True, False)),  # the rewrites off: constants
+    (True, False, True, (True, False, False, False)),  # XLA compiles its own products: neither
+    (True, True, True, (False, True, False, False)),   # XLA padding-free: the encoder kernels frozen
 ])
-def test_freeze_kernels_becomes_one_way_of_holding_the_weights(jit_compile, padding_free, expected):
+def test_freeze_kernels_becomes_one_way_of_holding_the_weights(jit_compile, padding_free, rewrites, expected):
     model = BertModel(tiny_config())
+    machine = Machine(accelerator=False, onednn_rewrites=rewrites)
     plan = function_plan(model, jit_compile=jit_compile, padding_free=padding_free, freeze_kernels=True,
-                         machine=Machine(accelerator=False, onednn_rewrites=True))
-    assert (plan.held_weights, plan.frozen_kernels, plan.constant_kernels) == expected
-    unfrozen = function_plan(model, jit_compile=jit_compile, padding_free=padding_free,
-                             machine=Machine(accelerator=False, onednn_rewrites=True))
-    assert (unfrozen.held_weights, unfrozen.frozen_kernels, unfrozen.constant_kernels) == (False, False, False)
+                         machine=machine)
+    assert (plan.held_weights, plan.frozen_kernels, plan.constant_kernels, plan.packed_kernels) == expected
+    unfrozen = function_plan(model, jit_compile=jit_compile, padding_free=padding_free, machine=machine)
+    assert (unfrozen.held_weights, unfrozen.frozen_kernels, unfrozen.constant_kernels, unfrozen.packed_kernels) == \
+        (False, False, False, False)
 
 
 @pytest.mark.parametrize("facts, accelerator, rewrites, precision, skip_padding, constants, packed", [
@@ -108,7 +110,10 @@ def test_features_plan_and_cut_buckets_follow_the_machine():
     cpu = Machine(accelerator=False, onednn_rewrites=True, **AMD_BF16)
     gpu = Machine(accelerator=True, onednn_rewrites=True, **AMD_BF16)
     assert features_plan("auto", cpu) == InferencePlan(precision="bfloat16", padding_free=True, held_weights=True,
-                                                        constant_kernels=True, onednn_forms=True)
+                                                        packed_kernels=True, onednn_forms=True)
+    no_rewrites = Machine(accelerator=False, onednn_rewrites=False, **AMD_BF16)
+    assert features_plan("float32", no_rewrites) == InferencePlan(precision="float32", padding_free=True,
+                                                                  constant_kernels=True)
     assert features_plan("float32", gpu) == InferencePlan(precision="float32")
     assert (cut_bucket_size(128, cpu), cut_bucket_size(128, gpu), cut_bucket_size(32, gpu)) == (8, 16, 8)
 

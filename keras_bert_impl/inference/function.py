@@ -5,6 +5,7 @@ import tensorflow as tf
 from keras_bert_impl.inference.constant_kernels import ConstantKernels, reading_as_constants
 from keras_bert_impl.inference.padding_free import make_padding_free_function
 from keras_bert_impl.inference.int8 import Int8Kernels, calibrate
+from keras_bert_impl.inference.packed_kernels import PackedKernels
 from keras_bert_impl.inference.plan import INT8
 from keras_bert_impl.inference.precision import compute_precision, copy_weights, inference_dtype_policy
 from keras_bert_impl.layers.onednn_forms import onednn_forms_set_to
@@ -57,6 +58,9 @@ def make_inference_function(bert_model, plan, calibration_inputs=None):
             constants = Int8Kernels(model, *calibration)
         else:
             constants = ConstantKernels(model)
+    elif plan.packed_kernels:
+        # The copy's kernels, which nothing assigns: packed by oneDNN on the first call and kept.
+        constants = PackedKernels(model)
     if plan.padding_free:
         function = make_padding_free_function(
             model, jit_compile=plan.jit_compile, bucket_size=plan.bucket_size, freeze_kernels=plan.frozen_kernels,

@@ -264,6 +264,16 @@ class InferencePlan:
         return ", ".join(parts)
 
 
+def kernels_taken_once(taken_once, machine, precision):
+    """`(constant_kernels, packed_kernels)` for Dense kernels read once by a function nothing trains.
+
+    Packed variables (`inference.packed_kernels`) where TensorFlow's oneDNN
+    kernels run the graphs, in their precisions; elsewhere graph constants.
+    """
+    packed = bool(taken_once and machine.onednn_runs_graphs and precision in PACKED_PRECISIONS)
+    return bool(taken_once) and not packed, packed
+
+
 def function_plan(model, jit_compile="auto", padding_free=False, bucket_size=16, freeze_kernels=False,
                   machine=None, precision=None):
     """The plan of `BertModel.make_inference_function` (see its arguments).
@@ -272,9 +282,11 @@ def function_plan(model, jit_compile="auto", padding_free=False, bucket_size=16,
     `freeze_kernels` the weights are taken once: under XLA with
     `padding_free` as frozen encoder kernels (XLA on a CPU widens bfloat16
     weights on every call, so they are held as float32 there); otherwise as
-    a copy holding its weights as an export does, with its Dense kernels as
-    graph constants in a plain graph (XLA compiles its own products:
-    constants gain nothing there).
+    a copy holding its weights as an export does, whose Dense kernels oneDNN
+    packs once in a plain graph: variables of the copy packed by its
+    products where oneDNN runs the graphs (`kernels_taken_once`), graph
+    constants elsewhere (XLA compiles its own products: neither gains
+    there).
 
     Args:
         model: A `BertModel`.
@@ -308,6 +320,7 @@ def function_plan(model, jit_compile="auto", padding_free=False, bucket_size=16,
         jit_compile = xla_pays_for_inference(precision, machine.accelerator, machine.onednn_rewrites)
     jit_compile = bool(jit_compile)
     frozen_kernels = bool(freeze_kernels and padding_free and jit_compile)
+    constant_kernels, packed_kernels = kernels_taken_once(freeze_kernels and not jit_compile, machine, precision)
     return InferencePlan(
         precision=precision,
         jit_compile=jit_compile,
@@ -315,7 +328,8 @@ def function_plan(model, jit_compile="auto", padding_free=False, bucket_size=16,
         bucket_size=bucket_size if jit_compile else 1,
         held_weights=bool(freeze_kernels) and not frozen_kernels,
         frozen_kernels=frozen_kernels,
-        constant_kernels=bool(freeze_kernels) and not jit_compile,
+        constant_kernels=constant_kernels,
+        packed_kernels=packed_kernels,
         onednn_forms=machine.onednn_runs_graphs,
     )
 
@@ -385,7 +399,7 @@ def export_plan(model, precision=None, skip_padding=None, constant_kernels=None,
 
 
 def features_plan(precision, machine=None):
-    """The plan of `extract_features`: on a CPU, real tokens only and the kernels as graph constants.
+    """The plan of `extract_features`: on a CPU, real tokens only and the kernels packed once (`kernels_taken_once`).
 
     Args:
         precision: "float32", "bfloat16" or "auto" (`default_precision`).
@@ -397,5 +411,7 @@ def features_plan(precision, machine=None):
     machine = machine or Machine()
     precision = resolve_precision(precision, machine.cpu_flags, machine.onednn_rewrites, machine.cpu_vendor)
     on_cpu = not machine.accelerator
+    constant_kernels, packed_kernels = kernels_taken_once(on_cpu, machine, precision)
     return InferencePlan(precision=precision, padding_free=on_cpu, held_weights=precision != "float32",
-                         constant_kernels=on_cpu, onednn_forms=machine.onednn_runs_graphs)
+                         constant_kernels=constant_kernels, packed_kernels=packed_kernels,
+                         onednn_forms=machine.onednn_runs_graphs)

@@ -96,6 +96,7 @@ def extract_features(
     from keras_bert_impl.io import atomic_output, check_max_seq_length
     from keras_bert_impl.inference.constant_kernels import ConstantKernels, reading_as_constants
     from keras_bert_impl.inference.function import AnyShapeFunction
+    from keras_bert_impl.inference.packed_kernels import PackedKernels
     from keras_bert_impl.inference.padding_free import set_real_tokens_only
     from keras_bert_impl.inference.plan import features_plan
     from keras_bert_impl.inference.precision import copy_weights, inference_dtype_policy
@@ -131,10 +132,11 @@ def extract_features(
         model = held
     # On a CPU the per-token work of the padding is skipped: the records
     # hold real tokens only, whose values are the same within rounding;
-    # and the Dense kernels are graph constants, which oneDNN packs once
-    # (inference.constant_kernels).
+    # and oneDNN packs the Dense kernels once (inference.packed_kernels, or
+    # inference.constant_kernels where its products do not run the graph).
     set_real_tokens_only(model, plan.padding_free)
-    kernels = ConstantKernels(model) if plan.constant_kernels else None
+    kernels = (ConstantKernels(model) if plan.constant_kernels
+               else PackedKernels(model) if plan.packed_kernels else None)
 
     # One trace for every batch, the last one's shape too: each trace holds
     # the constants again.

@@ -199,12 +199,13 @@ class BertModel(BertConfigModel):
                 (`inference.precision`: under mixed_bfloat16 every weight but
                 the LayerNorms' in bfloat16), without the weight conversions
                 (a large share of a single request's time under
-                mixed_bfloat16 on a CPU), and with its Dense kernels as
-                constants of the graph (`inference.constant_kernels`), which
-                oneDNN packs once and multiplies with its blocked kernels, on
-                AMX tiles where the CPU has them (docs/BENCHMARKS.md); the
-                function is traced with shapes left open after the second new
-                one, as each trace holds the kernels again. With XLA and
+                mixed_bfloat16 on a CPU), whose Dense kernels oneDNN packs
+                once and multiplies with its blocked kernels, on AMX tiles
+                where the CPU has them (docs/BENCHMARKS.md): where oneDNN's
+                products run the graph, the copy's variables, each product
+                marked to pack its kernel (`inference.packed_kernels`);
+                elsewhere constants of the graph
+                (`inference.constant_kernels`). With XLA and
                 `padding_free`: a copy of the model in its own dtype policy,
                 whose encoder Dense kernels are held as float32 on a CPU (see
                 `padding_free.make_padding_free_function`), as XLA on a CPU

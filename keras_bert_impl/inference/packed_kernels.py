@@ -24,9 +24,10 @@ graph rewrites on or off (`TF_ENABLE_ONEDNN_OPTS`), as the int8 export's
 
 The packed copy is taken on the op's first call: a graph that has run, then
 sees its variables assigned, goes on multiplying by the first values. That is
-a serving graph's case (nothing assigns its variables) and is why this is for
-exports, never for a function of a model that trains; the query/key/value
-variables are a snapshot taken when the `PackedKernels` is made.
+a serving graph's case (nothing assigns its variables) and a frozen inference
+function's (it runs a private copy of the model: `inference.function`), and
+is why this is never for a model that trains; the query/key/value variables
+are a snapshot taken when the `PackedKernels` is made.
 `TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1` does the same for every product of a
 process, wrongly where a product's second operand is not a weight; this does
 it for the model's own Dense kernels only.

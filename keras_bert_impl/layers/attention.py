@@ -190,7 +190,11 @@ class SelfAttention(keras.layers.Layer):
         dominates one request's (docs/BENCHMARKS.md, "Where one request's
         time goes"). In float32 only: in bfloat16 it measured no gain. Past
         `MAX_FUSED_KERNEL_BYTES` grappler would not fold the concatenation,
-        so the three layers run as they are.
+        so the three layers run as they are. (Packed variable kernels,
+        `inference.packed_kernels`, give this method one of their own, on a
+        variable holding the three kernels side by side.) Where only some
+        positions' queries are wanted, the fused product still runs on every
+        row and the queries are gathered after.
 
         Args:
             matrix: [rows, H].

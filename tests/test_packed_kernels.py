@@ -21,7 +21,7 @@ from keras_bert_impl.inference.int8 import self_attention_layers
 from keras_bert_impl.inference.packed_kernels import PackedKernels, packed_product
 from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.models.pretraining import BertPretrainingModel
-from keras_bert_impl.serving.export import METADATA_FILE, ExportOptions, export_saved_model
+from keras_bert_impl.serving.export import METADATA_FILE, ExportError, ExportOptions, export_saved_model
 from tests.helpers import random_inputs, randomize, tiny_config
 from tests.test_serving import FILL_MASK_TEXT, SENTENCES, probe_many
 
@@ -170,3 +170,13 @@ def test_the_default_export_here_packs_variable_kernels_once_and_answers_as_cons
     for lines in executed:
         assert sum(fields[5] == "inner_product" and fields[6].startswith("brgemm") for fields in lines) == \
             packed_products
+
+
+def test_kernels_asked_for_both_ways_or_packed_in_int8_are_refused_before_any_work(tmp_path, bert_vocab_file):
+    model = BertClassifier(tiny_config(vocab_size=30522, max_position_embeddings=64), num_labels=2)
+    for options, message in ((dict(constant_kernels=True, packed_kernels=True), "not both"),
+                             (dict(precision="int8", packed_kernels=True), "not packed variables")):
+        with pytest.raises(ExportError, match=message):
+            export_saved_model(model, "classifier", bert_vocab_file, tmp_path / "m",
+                               ExportOptions(max_seq_length=SEQ, **options))
+    assert not (tmp_path / "m").exists()

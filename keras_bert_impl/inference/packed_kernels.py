@@ -48,7 +48,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_bert_impl.inference.constant_kernels import dense_kernels
+from keras_bert_impl.inference.int8 import self_attention_layers
 from keras_bert_impl.inference.onednn_ops import (
     POST_OP_OF,
     POST_OPS,
@@ -87,10 +87,7 @@ def packed_product(x, kernel, bias, activation=None):
 
 def _fusable_attentions(model):
     """The `SelfAttention` layers of `model` whose query, key and value become one product (float32, biases)."""
-    from keras_bert_impl.layers.attention import SelfAttention
-
-    return [layer for layer in model._flatten_layers(include_self=True, recursive=True)
-            if isinstance(layer, SelfAttention) and layer.compute_dtype == "float32"
+    return [layer for layer in self_attention_layers(model) if layer.compute_dtype == "float32"
             and all(dense.bias is not None for dense in (layer.query, layer.key, layer.value))]
 
 
@@ -116,9 +113,8 @@ class PackedKernels:
     """
 
     def __init__(self, model):
-        kernels = {id(variable) for variable in dense_kernels(model)}
         self._layers = [layer for layer in model._flatten_layers(include_self=True, recursive=True)
-                        if isinstance(layer, keras.layers.Dense) and id(layer.kernel) in kernels]
+                        if isinstance(layer, keras.layers.Dense)]
         for layer in self._layers:
             if layer.kernel.dtype != layer.compute_dtype:
                 raise ValueError(f"{layer.path}: its kernel is {layer.kernel.dtype}, its products "

@@ -15,8 +15,13 @@ Then the cost side: batches per second of the pretraining input pipeline
 (`pretraining_dataset` with dynamic masking, on records this script writes)
 with tf.data's autotuning on and off, interleaved rounds, medians.
 
+Last, Keras' `fit` of a dict of arrays, which makes an iterator per epoch:
+Keras' own pipeline against our models' (`BertConfigModel.fit`, which
+batches the arrays by `array_epochs`), a small classifier trained for
+`--epochs` epochs of ~0.4 s, alternating, on every CPU and on one.
+
 Usage:
-    .venv/bin/python benchmarks/bench_iterator_release.py [--trials 12] [--live 1.3] [--idle 0.5]
+    .venv/bin/python benchmarks/bench_iterator_release.py [--trials 12] [--live 1.3] [--idle 0.5] [--fits 4]
 """
 
 import argparse
@@ -65,6 +70,52 @@ def release_rows(args):
     return [f"| {cpus} | {name} | {statistics.median(seconds):.3f} | {max(seconds):.2f} | "
             f"{sum(s > 0.05 for s in seconds)} of {len(seconds)} | {sum(seconds):.1f} |"
             for name, seconds in times.items()]
+
+
+def fit_rows(args):
+    """Wall time of `fit` of arrays through Keras' own pipeline and through our models', and the time between
+    epochs (the last iterator's release among it), alternating."""
+    import keras
+    import numpy as np
+
+    from keras_bert_impl.config import BertConfig
+    from keras_bert_impl.models.classifier import BertClassifier
+
+    rng = np.random.default_rng(0)
+    rows, seq = 768, 32
+    x = {"input_ids": rng.integers(1, 100, (rows, seq)).astype("int32"), "input_mask": np.ones((rows, seq), "int32"),
+         "segment_ids": np.zeros((rows, seq), "int32")}
+    y = rng.integers(0, 2, rows)
+    config = BertConfig(vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=128, max_position_embeddings=seq)
+
+    class EpochTimes(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.seconds = []
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.start = time.monotonic()
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.seconds.append(time.monotonic() - self.start)
+
+    fits = {"Keras' own (tf.data's defaults)": lambda model, **kw: keras.Model.fit(model, x, y, **kw),
+            "our models' (`array_epochs`)": lambda model, **kw: model.fit(x, y, **kw)}
+    totals, between = {name: [] for name in fits}, {name: [] for name in fits}
+    for _ in range(args.fits):
+        for name, fit in fits.items():
+            model = BertClassifier(config, num_labels=2)
+            model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            fit(model, batch_size=32, epochs=1, verbose=0)  # traced
+            epochs = EpochTimes()
+            start = time.monotonic()
+            fit(model, batch_size=32, epochs=args.epochs, verbose=0, callbacks=[epochs])
+            totals[name].append(time.monotonic() - start)
+            between[name].append(totals[name][-1] - sum(epochs.seconds))
+    cpus = len(os.sched_getaffinity(0))
+    return [f"| {cpus} | {name} | {statistics.median(totals[name]):.2f} | {max(between[name]):.2f} |"
+            for name in fits]
 
 
 def write_records(path, count, seq_length=128):
@@ -129,14 +180,16 @@ def main():
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--live", type=float, default=1.3, help="seconds an iterator is read")
     parser.add_argument("--idle", type=float, default=0.5, help="seconds it is then left unused")
-    parser.add_argument("--one_cpu", action="store_true", help="(internal) the release rows only, on CPU 0")
+    parser.add_argument("--one_cpu", choices=("release", "fit"), help="(internal) those rows only, on CPU 0")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batches", type=int, default=200)
+    parser.add_argument("--fits", type=int, default=4, help="fits of each kind, alternating")
+    parser.add_argument("--epochs", type=int, default=8, help="epochs per fit")
     args = parser.parse_args()
 
     if args.one_cpu:
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # before TensorFlow starts a thread
-        for row in release_rows(args):
+        for row in (release_rows if args.one_cpu == "release" else fit_rows)(args):
             print(row)
         return
 
@@ -151,9 +204,7 @@ def main():
     print("|---:|---|---:|---:|---:|---:|")
     for row in release_rows(args):
         print(row, flush=True)
-    one_cpu = subprocess.run([sys.executable, __file__, "--one_cpu", f"--trials={args.trials}", f"--live={args.live}",
-                              f"--idle={args.idle}"], capture_output=True, text=True, check=True)
-    print(one_cpu.stdout.strip())
+    print(on_one_cpu("release", args))
     print(f"\nThe pretraining input pipeline (batches of 32 x 128, dynamic masking), batches/s over "
           f"{args.batches} batches, {args.rounds} interleaved rounds\n")
     print("| pipeline | batches/s, median | range |")
@@ -161,6 +212,21 @@ def main():
     with tempfile.TemporaryDirectory() as directory:
         for row in throughput_rows(args, directory):
             print(row)
+    print(f"\n`fit` of a dict of arrays (768 rows of 32 tokens, batches of 32), {args.epochs} epochs, {args.fits} fits "
+          "each, alternating\n")
+    print("| CPUs | pipeline | fit, median s | longest time between epochs, s |")
+    print("|---:|---|---:|---:|")
+    for row in fit_rows(args):
+        print(row, flush=True)
+    print(on_one_cpu("fit", args))
+
+
+def on_one_cpu(rows, args):
+    """The table rows `rows` ("release" or "fit") of this script run in a process held to one CPU."""
+    flags = [f"--{name}={getattr(args, name)}" for name in ("trials", "live", "idle", "fits", "epochs")]
+    result = subprocess.run([sys.executable, __file__, f"--one_cpu={rows}", *flags], capture_output=True, text=True,
+                            check=True)
+    return result.stdout.strip()
 
 
 if __name__ == "__main__":

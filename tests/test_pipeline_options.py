@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert_impl.data.pipeline_options import array_batches, without_autotune_thread
+from keras_bert_impl.data.pipeline_options import array_batches, array_epochs, without_autotune_thread
 from keras_bert_impl.data.pretraining_dataset import count_records, pretraining_dataset
 from keras_bert_impl.tasks.masked_lm import NextSentencePredictor
 from keras_bert_impl.tasks.text_classifier import TextClassifier
@@ -60,6 +60,28 @@ def test_array_batches_are_keras_batches_of_the_arrays():
     batches = list(array_batches(arrays, 3).as_numpy_iterator())
     assert [len(b["input_ids"]) for b in batches] == [3, 3, 1]
     np.testing.assert_array_equal(np.concatenate([b["input_ids"] for b in batches]), arrays["input_ids"])
+
+
+def test_array_epochs_draw_a_new_order_of_every_row_on_each_pass():
+    tf.random.set_seed(3)
+    arrays = ({"input_ids": np.arange(20).reshape(10, 2)}, np.arange(10.0), [np.arange(10), np.arange(10) * 2])
+    dataset = array_epochs(arrays, 4)
+    assert dataset.options().autotune.enabled is False
+    assert dataset.element_spec[1].dtype == tf.float32  # float64 in Keras' floatx, as Keras' own fit casts it
+    assert dataset.element_spec[2][1].dtype == tf.int64
+    orders = []
+    for _ in range(2):
+        batches = list(dataset.as_numpy_iterator())
+        assert [len(b[1]) for b in batches] == [4, 4, 2]
+        order = np.concatenate([b[1] for b in batches]).astype(int)
+        assert sorted(order) == list(range(10))
+        for features, targets, (first, second) in batches:  # each row's parts stay together
+            np.testing.assert_array_equal(features["input_ids"][:, 0], targets * 2)
+            np.testing.assert_array_equal(second, first * 2)
+        orders.append(order.tolist())
+    assert orders[0] != orders[1] and orders[0] != list(range(10))
+    in_order = [b[1].tolist() for b in array_epochs(arrays, 4, shuffle=False).as_numpy_iterator()]
+    assert in_order == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
 
 
 def test_the_input_pipelines_start_no_autotuning_thread(tmp_path, iterated):

@@ -389,6 +389,66 @@ def test_evaluate_of_a_dict_of_arrays_is_keras_evaluate_without_the_autotuning_t
         keras_calls[2]()
 
 
+def _twin_classifiers():
+    """Two classifiers with the same weights and no dropout, compiled alike (plain SGD: each step is one
+    gradient, so a step taken on other rows, or rows counted twice, shows in the weights)."""
+    config = tiny_config(max_position_embeddings=SEQ, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    models = [BertClassifier(config, num_labels=3, dropout_rate=0.0) for _ in range(2)]
+    randomize(models[0], seed=7, scale=0.2)
+    models[1].set_weights(models[0].get_weights())
+    for model in models:
+        model.compile(optimizer=keras.optimizers.SGD(0.5),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      metrics=[keras.metrics.SparseCategoricalAccuracy()])
+    return models
+
+
+def _assert_trained_as_keras_does(ours, keras_own, history, keras_history):
+    assert history.keys() == keras_history.keys()
+    for name in history:
+        np.testing.assert_allclose(history[name], keras_history[name], rtol=2e-5, err_msg=name)
+    for mine, theirs in zip(ours.weights, keras_own.weights):
+        np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-4, atol=1e-6, err_msg=mine.path)
+
+
+def test_fit_of_a_dict_of_arrays_is_keras_fit_without_the_autotuning_thread(iterated):
+    """Our models' `fit` of a dict of arrays batches them in a pipeline without tf.data's autotuning thread
+    (whose release at each epoch's end can stall training): Keras' own `fit` on the same arrays, step for step
+    (a short last batch, sample and class weights, the last rows held out by `validation_split` or given as
+    validation arrays), checked by the history and the weights of a twin model trained by Keras itself."""
+    x = _examples(11, seed=8)
+    labels = np.array([0, 1, 2, 1, 0, 2, 2, 1, 0, 1, 2])
+    weights = np.linspace(0.5, 2.0, 11).astype("float32")
+    validation = (_examples(5, seed=9), np.array([2, 1, 0, 0, 1]))
+    runs = ({"sample_weight": weights, "validation_split": 0.25},  # 8 rows: batches of 4, 4; 3 held out
+            {"class_weight": {0: 2.0, 1: 0.5, 2: 1.0}, "validation_data": validation},
+            {"validation_data": validation + (np.linspace(1.0, 2.0, 5),), "validation_batch_size": 2})
+    for options in runs:
+        ours, keras_own = _twin_classifiers()
+        history = ours.fit(x, labels, batch_size=4, epochs=2, shuffle=False, verbose=0, **options).history
+        assert len(iterated) >= 3 and all(enabled is False for enabled in iterated), (options, iterated)
+        iterated.clear()
+        keras_history = keras.Model.fit(keras_own, x, labels, batch_size=4, epochs=2, shuffle=False, verbose=0,
+                                        **options).history
+        assert None in iterated  # Keras' own array pipeline: tf.data's default options, autotuning on
+        iterated.clear()
+        assert "val_loss" in history
+        _assert_trained_as_keras_does(ours, keras_own, history, keras_history)
+
+    # Shuffled: one batch holds every row, so the order cannot change the step, but a row lost or counted twice
+    # would.
+    ours, keras_own = _twin_classifiers()
+    history = ours.fit(x, labels, batch_size=16, epochs=3, verbose=0).history
+    _assert_trained_as_keras_does(ours, keras_own, history,
+                          keras.Model.fit(keras_own, x, labels, batch_size=16, epochs=3, verbose=0).history)
+    iterated.clear()
+
+    with pytest.raises(ValueError, match=r"validation_split=0.95 of 11 examples leaves 0 for training and 11 "):
+        ours.fit(x, labels, validation_split=0.95, verbose=0)
+    ours.fit(x, labels, batch_size=4, steps_per_epoch=2, verbose=0)  # steps asked for: Keras' own fit
+    assert None in iterated
+
+
 def test_predict_of_a_dict_of_arrays_is_keras_predict_without_a_dataset(iterated):
     """Our models' `predict` of a dict of arrays runs one traced function over NumPy batches: Keras' own
     `predict`'s outputs (every output, every position, a short last batch), and no `tf.data` iterator.

@@ -67,5 +67,61 @@ def array_batches(arrays, batch_size):
     """
     import tensorflow as tf
 
-    dataset = tf.data.Dataset.from_tensor_slices(arrays).batch(batch_size)
+    dataset = tf.data.Dataset.from_tensor_slices(_lists_to_tuples(arrays)).batch(batch_size)
     return without_autotune_thread(dataset.prefetch(tf.data.AUTOTUNE))
+
+
+def _lists_to_tuples(nest):
+    """A nest with its lists as tuples: tf.data reads a list as one tensor, Keras as a sequence of outputs."""
+    if isinstance(nest, (list, tuple)):
+        return tuple(_lists_to_tuples(part) for part in nest)
+    if isinstance(nest, dict):
+        return {key: _lists_to_tuples(part) for key, part in nest.items()}
+    return nest
+
+
+def array_epochs(arrays, batch_size, shuffle=True):
+    """Arrays in batches for Keras' `fit`: every row once per pass, in a new order on each pass.
+
+    What Keras' `fit(arrays, batch_size=..., shuffle=...)` builds for itself
+    (each epoch iterates the dataset again, and so draws a new order; the
+    last batch smaller where `batch_size` does not divide the rows; floats
+    in Keras' `floatx`), without the autotuning thread (see the module
+    docstring). The order is drawn over row indices, so the arrays are not
+    copied into a shuffle buffer; each batch is gathered from them.
+
+    Args:
+        arrays: A nest (dict, tuple, list) of arrays or tensors with one
+            first axis of at least one row.
+        batch_size: Rows per batch.
+        shuffle: False keeps the rows' order.
+
+    Returns:
+        A `tf.data.Dataset` of batches, one pass per iteration.
+
+    Example:
+    >>> import numpy as np
+    >>> dataset = array_epochs({"ids": np.arange(5)}, 2, shuffle=False)
+    >>> [batch["ids"].tolist() for batch in dataset.as_numpy_iterator()]
+    [[0, 1], [2, 3], [4]]
+    """
+    import keras
+    import tensorflow as tf
+
+    def tensor(array):
+        array = tf.convert_to_tensor(array)
+        return tf.cast(array, keras.config.floatx()) if array.dtype.is_floating else array
+
+    arrays = tf.nest.map_structure(tensor, _lists_to_tuples(arrays))
+    rows = int(tf.nest.flatten(arrays)[0].shape[0])
+    order = tf.data.Dataset.range(rows)
+    if shuffle:
+        order = order.shuffle(rows, reshuffle_each_iteration=True)  # a buffer of row numbers only
+    whole = tf.data.Dataset.from_tensors(arrays).repeat()
+    dataset = tf.data.Dataset.zip(order.batch(batch_size), whole).map(
+        lambda rows_of_batch, data: tf.nest.map_structure(lambda array: tf.gather(array, rows_of_batch), data),
+        num_parallel_calls=tf.data.AUTOTUNE)
+    options = tf.data.Options()
+    # Under a distribution strategy each worker takes its share of every batch, as Keras' arrays do.
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return without_autotune_thread(dataset.with_options(options).prefetch(tf.data.AUTOTUNE))

@@ -161,6 +161,63 @@ class BertConfigModel(keras.Model):
         return super().evaluate(x, y, batch_size=batch_size, verbose=verbose, sample_weight=sample_weight,
                                 steps=steps, callbacks=callbacks, return_dict=return_dict, **kwargs)
 
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None, validation_split=0.0,
+            validation_data=None, shuffle=True, class_weight=None, sample_weight=None, initial_epoch=0,
+            steps_per_epoch=None, validation_steps=None, validation_batch_size=None, validation_freq=1):
+        """Keras `fit`. A dict of arrays (as `predict` takes), with `y` and
+        `sample_weight` arrays (or nests of them) of as many rows, `shuffle`
+        True or False and no `steps_per_epoch`, is batched by
+        `data.pipeline_options.array_epochs`: Keras' batches (a new order
+        each epoch where `shuffle`, the last part of the arrays held out by
+        `validation_split` before that), in a pipeline without tf.data's
+        autotuning thread, whose release at every epoch's end can stall
+        training (docs/FINDINGS.md). Validation arrays are batched as
+        `evaluate` batches them. Anything else goes to Keras as it is.
+
+        Args:
+            x, y, batch_size, epochs, verbose, callbacks, validation_split,
+                validation_data, shuffle, class_weight, sample_weight,
+                initial_epoch, steps_per_epoch, validation_steps,
+                validation_batch_size, validation_freq: As Keras'
+                `Model.fit`.
+
+        Returns:
+            Keras' `History`.
+
+        Raises:
+            ValueError: `validation_split` leaves no row for training or
+                none for validation.
+
+        Example:
+        >>> import numpy as np
+        >>> from keras_bert_impl.config import BertConfig
+        >>> from keras_bert_impl.models.classifier import BertClassifier
+        >>> model = BertClassifier(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
+        ...                                   num_attention_heads=2, intermediate_size=16), num_labels=2)
+        >>> model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        >>> x = {"input_ids": np.array([[2, 5, 3, 0]] * 4), "input_mask": np.array([[1, 1, 1, 0]] * 4),
+        ...      "segment_ids": np.zeros((4, 4), "int32")}
+        >>> len(model.fit(x, np.array([1, 0, 1, 0]), batch_size=2, epochs=3, verbose=0).history["loss"])
+        3
+        """
+        if (steps_per_epoch is None and shuffle in (True, False) and _batch_of_arrays(x)
+                and _arrays_of_rows((y, sample_weight), _rows(x))):
+            from keras_bert_impl.data.pipeline_options import array_epochs
+
+            batch_size = batch_size or 32
+            parts = (x,) if y is None else (x, y) if sample_weight is None else (x, y, sample_weight)
+            if validation_split and validation_data is None:
+                parts, validation_data = _split_off_the_last(parts, validation_split)
+            x, y, sample_weight = array_epochs(parts, batch_size, shuffle=shuffle), None, None
+            validation_data = _validation_batches(validation_data, validation_batch_size or batch_size)
+            batch_size, validation_split, shuffle = None, None, False  # the dataset's own order
+        return super().fit(x, y, batch_size=batch_size, epochs=epochs, verbose=verbose, callbacks=callbacks,
+                           validation_split=validation_split or 0.0, validation_data=validation_data,
+                           shuffle=shuffle, class_weight=class_weight, sample_weight=sample_weight,
+                           initial_epoch=initial_epoch, steps_per_epoch=steps_per_epoch,
+                           validation_steps=validation_steps, validation_batch_size=validation_batch_size,
+                           validation_freq=validation_freq)
+
     def _under_a_strategy(self):
         import tensorflow as tf
 
@@ -216,3 +273,48 @@ def _batch_of_arrays(x):
         return False
     rows = {int(v.shape[0]) if v.shape[0] is not None else -1 for v in x.values()}
     return len(x["input_mask"].shape) == 2 and len(rows) == 1 and rows.pop() > 0
+
+
+def _rows(x):
+    return int(x["input_mask"].shape[0])
+
+
+def _arrays_of_rows(nest, rows):
+    """Whether every leaf of `nest` (Nones skipped) is a NumPy array or eager tensor of `rows` rows."""
+    import numpy as np
+    import tensorflow as tf
+
+    leaves = [leaf for leaf in tf.nest.flatten(nest) if leaf is not None]
+    return all(isinstance(leaf, (np.ndarray, tf.Tensor)) and len(leaf.shape) >= 1 and leaf.shape[0] == rows
+               for leaf in leaves)
+
+
+def _split_off_the_last(parts, validation_split):
+    """`(training parts, validation parts)`: the last `validation_split` of the rows held out, as Keras does."""
+    import math
+
+    import tensorflow as tf
+
+    rows = _rows(parts[0])
+    kept = int(math.floor(rows * (1.0 - validation_split)))
+    if not 0 < kept < rows:
+        raise ValueError(f"validation_split={validation_split} of {rows} examples leaves {kept} for training and "
+                         f"{rows - kept} for validation: each needs at least one")
+    return (tf.nest.map_structure(lambda array: array[:kept], parts),
+            tf.nest.map_structure(lambda array: array[kept:], parts))
+
+
+def _validation_batches(validation_data, batch_size):
+    """Validation arrays `(x, y[, sample_weight])` as `evaluate` batches them; anything else as it is."""
+    if not isinstance(validation_data, (tuple, list)) or not 1 <= len(validation_data) <= 3:
+        return validation_data
+    parts = tuple(validation_data)
+    while parts and parts[-1] is None:  # (x, y, None), (x, None): what Keras unpacks the same way
+        parts = parts[:-1]
+    if not parts or any(part is None for part in parts) or not _batch_of_arrays(parts[0]):
+        return validation_data
+    if not _arrays_of_rows(parts[1:], _rows(parts[0])):
+        return validation_data
+    from keras_bert_impl.data.pipeline_options import array_batches
+
+    return array_batches(parts, batch_size)

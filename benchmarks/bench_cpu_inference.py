@@ -4,8 +4,10 @@ The stacks a practitioner would pick instead of TensorFlow for CPU inference,
 each given the same encoder (the same weights) and the same token ids:
 
 - ours: `BertModel.make_inference_function()`, `(padding_free=True)`, and the
-  SavedModel export's `serve_ids` signature loaded with `tf.saved_model.load`
-  (the `embeddings` task, float32), as TF Serving runs it;
+  SavedModel export's `serve_ids` signature (the `embeddings` task, float32)
+  loaded with `tf.saved_model.load`, or (`ours_serve_ids_session`) into a
+  `tf.compat.v1.Session` by its own restore op and run by a callable, as TF
+  Serving's C++ server loads and runs it;
 - ONNX Runtime fp32: our weights written as an ONNX graph (`onnx_bert.py`) and
   passed through its transformer optimizer (EmbedLayerNormalization,
   Attention, SkipLayerNormalization, BiasGelu / FastGelu fused; the header
@@ -168,6 +170,30 @@ def ours_serve_ids(artifact="saved_model"):
     return build
 
 
+def ours_serve_ids_session(artifact="saved_model"):
+    """A factory of the `serve_ids` signature of the export in `artifact`, run as TF Serving's C++ server runs it.
+
+    The graph is loaded into a `tf.compat.v1.Session` whose variables the
+    SavedModel's own restore op sets (TF Serving's loader), and each request
+    is one run of a callable made once, the nearest Python gets to the
+    server's `Session::Run` (no TF2 function call, no feed dict to parse).
+    """
+
+    def build(artifacts):
+        import tensorflow as tf
+        import tensorflow_text  # noqa: F401  (registers the in-graph tokenizer's ops the export holds)
+
+        path = artifacts.path(artifact).read_text().strip()
+        session = tf.compat.v1.Session(graph=tf.Graph())
+        signature = tf.compat.v1.saved_model.loader.load(session, ["serve"], path).signature_def["serve_ids"]
+        names = sorted(signature.outputs)
+        call = session.make_callable([signature.outputs[name].name for name in names],
+                                     feed_list=[signature.inputs[name].name for name in INPUT_NAMES])
+        return lambda inputs: dict(zip(names, call(*(inputs[name] for name in INPUT_NAMES))))
+
+    return build
+
+
 def one_inter_op_thread(build):
     """`build` with TensorFlow's inter-op pool at one thread, as TF Serving's `--tensorflow_inter_op_parallelism=1`.
 
@@ -263,6 +289,8 @@ OURS = {
     "ours_padding_free": Stack("ours, make_inference_function(padding_free=True)",
                                ours_inference_function(padding_free=True), ("weights",)),
     "ours_serve_ids": Stack("ours, export serve_ids (tf.saved_model.load)", ours_serve_ids(), ("saved_model",)),
+    "ours_serve_ids_session": Stack("ours, export serve_ids (TF Serving's loader: a Session, one run per request)",
+                                    ours_serve_ids_session(), ("saved_model",)),
     "ours_serve_ids_bf16": Stack("ours, export serve_ids, bfloat16", ours_serve_ids("saved_model_bf16"),
                                  ("saved_model_bf16",), "bf16"),
     "ours_serve_ids_int8": Stack("ours, export serve_ids, int8 (ranges per batch)", ours_serve_ids("saved_model_int8"),
@@ -270,6 +298,9 @@ OURS = {
     "ours_serve_ids_int8_calibrated": Stack(
         f"ours, export serve_ids, int8 (calibrated on {CALIBRATION_TEXTS} other snippets, smoothed)",
         ours_serve_ids("saved_model_int8_calibrated"), ("saved_model_int8_calibrated",), "int8"),
+    "ours_serve_ids_int8_calibrated_session": Stack(
+        "ours, export serve_ids, int8 (calibrated), TF Serving's loader",
+        ours_serve_ids_session("saved_model_int8_calibrated"), ("saved_model_int8_calibrated",), "int8"),
     "ours_serve_ids_variables_frozen": Stack(
         "ours, export serve_ids, kernels as variables, TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1",
         assuming_frozen_weights(ours_serve_ids(VARIABLE_KERNELS)), (VARIABLE_KERNELS,)),

@@ -293,6 +293,8 @@ OURS = {
                                     ours_serve_ids_session(), ("saved_model",)),
     "ours_serve_ids_bf16": Stack("ours, export serve_ids, bfloat16", ours_serve_ids("saved_model_bf16"),
                                  ("saved_model_bf16",), "bf16"),
+    "ours_serve_ids_bf16_session": Stack("ours, export serve_ids, bfloat16, TF Serving's loader",
+                                         ours_serve_ids_session("saved_model_bf16"), ("saved_model_bf16",), "bf16"),
     "ours_serve_ids_int8": Stack("ours, export serve_ids, int8 (ranges per batch)", ours_serve_ids("saved_model_int8"),
                                  ("saved_model_int8",), "int8"),
     "ours_serve_ids_int8_calibrated": Stack(

@@ -84,8 +84,15 @@ def test_export_plan_follows_the_rules_for_each_machine(facts, accelerator, rewr
                        machine=machine) == InferencePlan(precision="float32", held_weights=True, onednn_forms=forms)
     constant = export_plan(model, "float32", constant_kernels=True, machine=machine)
     assert (constant.constant_kernels, constant.packed_kernels) == (True, False)
+    # int8: its products are oneDNN's wherever they run, so its int8 kernels are variables they pack, on every
+    # machine, unless constants are asked for (by either switch).
     int8 = export_plan(model, "int8", machine=machine)
-    assert (int8.constant_kernels, int8.packed_kernels) == (True, False)
+    assert int8 == InferencePlan(precision="int8", padding_free=skip_padding, held_weights=True,
+                                 packed_kernels=True, onednn_forms=forms)
+    for asked in (dict(constant_kernels=True), dict(packed_kernels=False), dict(constant_kernels=True,
+                                                                                packed_kernels=False)):
+        int8 = export_plan(model, "int8", machine=machine, **asked)
+        assert (int8.constant_kernels, int8.packed_kernels) == (True, False), asked
 
 
 def test_export_plan_refuses_what_it_cannot_honour(monkeypatch):
@@ -102,8 +109,11 @@ def test_export_plan_refuses_what_it_cannot_honour(monkeypatch):
         export_plan(model, "float32", constant_kernels=True, packed_kernels=False, machine=machine)
     with pytest.raises(ValueError, match="either graph constants or packed variables, not both"):
         export_plan(model, "float32", constant_kernels=True, packed_kernels=True, machine=machine)
-    with pytest.raises(ValueError, match="an int8 export holds its kernels as int8 graph constants"):
-        export_plan(model, "int8", packed_kernels=True, machine=machine)
+    with pytest.raises(ValueError, match="an int8 export holds its int8 kernels as variables that its products "
+                                         "pack once .packed kernels. or as graph constants: leave one of them on"):
+        export_plan(model, "int8", constant_kernels=False, packed_kernels=False, machine=machine)
+    with pytest.raises(ValueError, match="either graph constants or packed variables, not both"):
+        export_plan(model, "int8", constant_kernels=True, packed_kernels=True, machine=machine)
 
 
 def test_features_plan_and_cut_buckets_follow_the_machine():

@@ -3,6 +3,8 @@ without our Python and answers close to the float32 export, and bad requests for
 
 import json
 import os
+import subprocess
+import sys
 from fractions import Fraction
 
 import numpy as np
@@ -14,6 +16,7 @@ from keras_bert_impl.inference import int8
 from keras_bert_impl.serving.export import METADATA_FILE, ExportError, ExportOptions, export_saved_model
 from tests.helpers import X86_ONLY, random_inputs, randomize, tiny_config, tiny_release_export_tool
 from tests.test_serving import SENTENCES, probe, probe_many
+from tests.test_packed_kernels import VERBOSE_PROBE
 from tests.test_serving_precision import model, saved_graph_def  # noqa: F401 (`model`: a fixture)
 from tools import export_saved_model as export_tool
 
@@ -210,27 +213,37 @@ def exports(tmp_path_factory, bert_vocab_file, model):
         "int8_calibrated": export_saved_model(
             model, "classifier", bert_vocab_file, root / "int8_calibrated",
             ExportOptions(max_seq_length=SEQ, precision="int8", calibration_texts=tuple(TEXTS)), log=logged.append),
+        "int8_constants": export_saved_model(
+            model, "classifier", bert_vocab_file, root / "int8_constants",
+            ExportOptions(max_seq_length=SEQ, precision="int8", calibration_texts=tuple(TEXTS),
+                          constant_kernels=True)),
     }
     return paths, logged
 
 
 def test_int8_export_runs_int8_products_and_says_so(exports):
     paths, logged = exports
-    graph = saved_graph_def(paths["int8_calibrated"])
-    nodes = [node for function in graph.library.function for node in function.node_def]
-    products = [node for node in nodes if node.op == "_QuantizedMatMul"]
-    # 2 layers x 4 products (query, key and value as one; the three after), once: one graph for every batch.
-    assert len(products) == 2 * 4
-    # The GELU inside the intermediate product, whose output comes quantized for the output product.
-    fused_ops = sorted(tuple(s.decode() for s in node.attr["fused_ops"].list.s) for node in products)
-    assert fused_ops == [("BiasAdd", "Dequantize")] * 6 + [("BiasAdd", "GeluApproximate", "Requantize")] * 2
-    # No encoder product is left in float32: only the pooler's and the head's (and the segment embedding's one-hot).
-    float_products = [node for node in nodes if node.op in ("MatMul", "_FusedMatMul") and "embeddings" not in node.name]
-    assert len(float_products) == 2
-    with open(os.path.join(paths["int8_calibrated"], "assets.extra", METADATA_FILE)) as f:
-        metadata = json.load(f)
+    for name, pooler_op, kernels in (
+            ("int8_calibrated", "_MklNativeFusedMatMul", "int8 variables, packed once by oneDNN's _QuantizedMatMul"),
+            ("int8_constants", "MatMul", "graph constants")):
+        graph = saved_graph_def(paths[name])
+        nodes = [node for function in graph.library.function for node in function.node_def]
+        products = [node for node in nodes if node.op == "_QuantizedMatMul"]
+        # 2 layers x 4 products (query, key and value as one; the three after), once: one graph for every batch.
+        assert len(products) == 2 * 4
+        # The GELU inside the intermediate product, whose output comes quantized for the output product.
+        fused_ops = sorted(tuple(s.decode() for s in node.attr["fused_ops"].list.s) for node in products)
+        assert fused_ops == [("BiasAdd", "Dequantize")] * 6 + [("BiasAdd", "GeluApproximate", "Requantize")] * 2
+        # No encoder product is left in float32: only the pooler's and the head's (and the segment embedding's
+        # one-hot); with the int8 kernels as variables the pooler (a Dense layer) packs its variable once.
+        float_products = [node for node in nodes if "embeddings" not in node.name
+                          and node.op in ("MatMul", "_FusedMatMul", "_MklNativeFusedMatMul")]
+        assert len(float_products) == 2, name
+        assert [node.op for node in float_products if "/pooler" in node.name] == [pooler_op], name
+        with open(os.path.join(paths[name], "assets.extra", METADATA_FILE)) as f:
+            metadata = json.load(f)
+        assert metadata["kernels"] == kernels
     assert metadata["precision"] == "int8" and metadata["dtype_policy"] == "float32"
-    assert metadata["kernels"] == "graph constants"
     report = metadata["int8"]
     # The empty text is left out.
     assert report["activation_ranges"] == (f"calibrated on {len(TEXTS) - 1} texts, 99.999th percentile, "
@@ -266,13 +279,64 @@ def test_int8_export_loads_without_our_python_and_agrees_with_float32(exports):
             np.testing.assert_allclose(quantized.sum(axis=1), 1.0, atol=1e-6)
 
 
+def test_int8_kernels_held_as_variables_answer_as_constants_saved_once_and_packed_once(exports, model):
+    """The int8 export's default: its int8 kernels are variables (saved once, in place of the float32 encoder
+    kernels; none in the graph) that `_QuantizedMatMul` reorders once, on the first request, as it does a
+    constant: the answers of the export holding them as graph constants, under TF Serving's loader."""
+    paths, _ = exports
+    saved = tf.train.load_checkpoint(os.path.join(paths["int8_calibrated"], "variables", "variables"))
+    dtypes, shapes = saved.get_variable_to_dtype_map(), saved.get_variable_to_shape_map()
+    int8_shapes = sorted(tuple(shapes[name]) for name, dtype in dtypes.items() if dtype == tf.int8)
+    config = model.bert_config
+    hidden, inner, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    assert int8_shapes == sorted([(hidden, 3 * hidden), (hidden, hidden), (hidden, inner), (inner, hidden)] * layers)
+    float_shapes = [tuple(shapes[name]) for name, dtype in dtypes.items()
+                    if dtype == tf.float32 and "VARIABLE_VALUE" in name]
+    assert (hidden, inner) not in float_shapes and (inner, hidden) not in float_shapes  # not saved twice
+    assert float_shapes.count((hidden, hidden)) == 1  # the pooler's; no query, key, value or attention output
+
+    def kernel_constants(path):
+        """The (dtype, shape) of each rank-2 constant in the export's graph: the kernels it holds."""
+        graph = saved_graph_def(path)
+        tensors = [node.attr["value"].tensor for function in graph.library.function for node in function.node_def
+                   if node.op == "Const"]
+        return sorted((tf.as_dtype(t.dtype).name, tuple(d.size for d in t.tensor_shape.dim)) for t in tensors
+                      if len(t.tensor_shape.dim) == 2 and min(d.size for d in t.tensor_shape.dim) > 1)
+
+    # The constants export holds each int8 kernel and the pooler's float32 one in its graph; this one none.
+    assert kernel_constants(paths["int8_constants"]) == sorted(
+        [("qint8", shape) for shape in int8_shapes] + [("float32", (hidden, hidden))])
+    assert kernel_constants(paths["int8_calibrated"]) == []
+
+    requests = [{"signature": "serving_default", "inputs": {"text": TEXTS}}]
+    answers = probe_many({name: (paths[name], requests) for name in ("int8_calibrated", "int8_constants")})
+    np.testing.assert_allclose(answers["int8_calibrated"][0]["probabilities"],
+                               answers["int8_constants"][0]["probabilities"], atol=1e-6)
+
+    # oneDNN's account of three requests: each int8 kernel and the pooler's float32 kernel reordered (packed) on
+    # the first, none after.
+    result = subprocess.run([sys.executable, "-c", VERBOSE_PROBE, paths["int8_calibrated"]], capture_output=True,
+                            text=True, timeout=300, cwd="/",
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", ONEDNN_VERBOSE="1"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    requests_seen = result.stdout.split("REQUEST\n")[1:]
+    assert len(requests_seen) == 3
+    executed = [[line.split(",") for line in text.splitlines() if ",exec," in line] for text in requests_seen]
+    reorders = [sum(fields[5] == "reorder" for fields in lines) for lines in executed]
+    assert reorders == [4 * layers + 1, 0, 0], reorders
+    for lines in executed:
+        int8_products = [fields for fields in lines if fields[5] == "inner_product" and "s8" in ",".join(fields)]
+        assert len(int8_products) == 4 * layers
+
+
 def test_int8_refusals_name_the_cause(tmp_path, bert_vocab_file, model):
     def export(**options):
         return export_saved_model(model, "classifier", bert_vocab_file, tmp_path / "m",
                                   ExportOptions(max_seq_length=SEQ, **options))
 
-    with pytest.raises(ExportError, match="int8 export holds its kernels as graph constants"):
-        export(precision="int8", constant_kernels=False)
+    with pytest.raises(ExportError, match="as variables that its products pack once .packed kernels. or as graph "
+                                          "constants: leave one of them on"):
+        export(precision="int8", constant_kernels=False, packed_kernels=False)
     with pytest.raises(ExportError, match="calibration texts are for an int8 export"):
         export(precision="float32", calibration_texts=("a text",))
     with pytest.raises(ExportError, match="the calibration texts hold no text"):

@@ -172,10 +172,11 @@ def test_the_default_export_here_packs_variable_kernels_once_and_answers_as_cons
             packed_products
 
 
-def test_kernels_asked_for_both_ways_or_packed_in_int8_are_refused_before_any_work(tmp_path, bert_vocab_file):
+def test_kernels_asked_for_both_ways_or_neither_in_int8_are_refused_before_any_work(tmp_path, bert_vocab_file):
     model = BertClassifier(tiny_config(vocab_size=30522, max_position_embeddings=64), num_labels=2)
     for options, message in ((dict(constant_kernels=True, packed_kernels=True), "not both"),
-                             (dict(precision="int8", packed_kernels=True), "not packed variables")):
+                             (dict(precision="int8", constant_kernels=False, packed_kernels=False),
+                              "leave one of them on")):
         with pytest.raises(ExportError, match=message):
             export_saved_model(model, "classifier", bert_vocab_file, tmp_path / "m",
                                ExportOptions(max_seq_length=SEQ, **options))

@@ -101,8 +101,10 @@ def define_flags(fv):
         "TensorFlow's oneDNN kernels, which every stock x86 TensorFlow and TF Serving has; --nopacked_kernels "
         "--noconstant_kernels makes a graph of stock ops only, whose variables TF Serving started with "
         "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 packs once (only where every model the server runs is as ours, never "
-        "where one trains). Default: on where TensorFlow's oneDNN kernels run this machine's graphs, in float32 and "
-        "bfloat16, unless --constant_kernels. Written to assets.extra/export_metadata.json.", **define,
+        "where one trains). With --precision=int8 the int8 kernels are variables that its products "
+        "(_QuantizedMatMul) pack once (--constant_kernels: int8 graph constants, several copies in memory). "
+        "Default: on where TensorFlow's oneDNN kernels run this machine's graphs, in float32 and bfloat16, and "
+        "always for int8, unless --constant_kernels. Written to assets.extra/export_metadata.json.", **define,
     )
     flags.DEFINE_string(
         "serving_base_path", "/models",

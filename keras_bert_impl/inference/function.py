@@ -51,13 +51,13 @@ def make_inference_function(bert_model, plan, calibration_inputs=None):
         # The kernels are held by `make_padding_free_function`; the rest is this copy's.
         model = snapshot(bert_model, bert_model.built_with_dtype)
     constants = None
-    if plan.constant_kernels:
-        # Both read the kernels as constants of the traced graph (int8 ones: the encoder's, quantized).
-        if plan.precision == INT8:
-            calibration = calibrate(model, calibration_inputs) if calibration_inputs is not None else (None, None)
-            constants = Int8Kernels(model, *calibration)
-        else:
-            constants = ConstantKernels(model)
+    if plan.precision == INT8:
+        # The encoder's kernels quantized: int8 variables of their own that the products pack once, or constants.
+        calibration = calibrate(model, calibration_inputs) if calibration_inputs is not None else (None, None)
+        constants = Int8Kernels(model, *calibration, kernels_as_variables=plan.packed_kernels)
+    elif plan.constant_kernels:
+        # Read as constants of the traced graph.
+        constants = ConstantKernels(model)
     elif plan.packed_kernels:
         # The copy's kernels, which nothing assigns: packed by oneDNN on the first call and kept.
         constants = PackedKernels(model)

@@ -218,20 +218,29 @@ def dequantize(codes, lo, hi):
     return tf.cast(tf.bitcast(codes, tf.uint8), tf.float32) * calibrated_step(lo, hi)[2] + lo
 
 
-def int8_matmul(quantized_input, lo, step, kernel, bias=None, activation=None, requantize_range=None):
+def int8_matmul(quantized_input, lo, step, kernel, bias=None, activation=None, requantize_range=None,
+                values=None):
     """`activation(x W + b)` from x quantized (`quantize_input`) and W (`quantize_kernel`): one oneDNN op.
+
+    The op reorders the kernel into oneDNN's blocked layout on its first
+    call and keeps that copy (`is_weight_const`), whether the kernel is a
+    graph constant or read from a variable (`values`).
 
     Args:
         quantized_input: quint8 [rows, in].
         lo, step: The input's range start and step: Python floats (a
             calibrated range: the bias is then one constant) or float32
             scalar tensors.
-        kernel: A `QuantizedKernel` [in, out]; made graph constants here.
+        kernel: A `QuantizedKernel` [in, out]; its scales and column sums
+            made graph constants here, and its values too unless `values`.
         bias: float32 [out] (an array, or a tensor) or None.
         activation: None or one of `POST_OPS`, applied inside the product.
         requantize_range: None for a float32 output; or `(lo, hi)` (floats)
             for the output quantized over it as `quantize_input` does (to
             feed the next product with no quantization of its own).
+        values: None, or int8 [in, out]: `kernel.values` as a tensor that
+            stays the same from call to call (a variable's value), read in
+            place of a constant (the op keeps its first).
 
     Returns:
         float32 [rows, out], or quint8 [rows, out] with `requantize_range`.
@@ -239,8 +248,8 @@ def int8_matmul(quantized_input, lo, step, kernel, bias=None, activation=None, r
     if activation not in (None,) + POST_OPS:
         raise ValueError(f"activation must be None or one of {POST_OPS}, not {activation!r}")
     if tf.executing_eagerly():  # the op is made in a graph (below): an eager call runs it in one
-        return tf.function(lambda u8: int8_matmul(u8, lo, step, kernel, bias, activation, requantize_range))(
-            quantized_input)
+        return tf.function(lambda u8: int8_matmul(u8, lo, step, kernel, bias, activation, requantize_range,
+                                                  values))(quantized_input)
     constant_range = isinstance(lo, (int, float)) and not isinstance(bias, tf.Tensor)
     # x W[:, j] + b[j] = scales[j] * step * (u8 Wq)[:, j] + (b[j] + lo * scales[j] * colsum(Wq)[j])
     offsets = kernel.scales * kernel.column_sums
@@ -251,7 +260,9 @@ def int8_matmul(quantized_input, lo, step, kernel, bias=None, activation=None, r
         if bias is not None:
             shifted_bias = shifted_bias + tf.cast(bias, tf.float32)
     weight_range = kernel.scales * np.float32(127)  # oneDNN's weight scale is max(|min_b|, |max_b|) / 127
-    inputs = [tf.convert_to_tensor(quantized_input), tf.constant(kernel.values, tf.qint8), shifted_bias,
+    # int8 -> qint8: the same bytes, no copy
+    weights = tf.constant(kernel.values, tf.qint8) if values is None else tf.bitcast(values, tf.qint8)
+    inputs = [tf.convert_to_tensor(quantized_input), weights, shifted_bias,
               # "SCALED" with min_a = 0: the op's input scale is max_a / 255 = step, its bias taken as it is
               tf.constant(0.0), tf.cast(step, tf.float32) * 255.0,
               tf.constant(-weight_range), tf.constant(weight_range)]
@@ -432,15 +443,25 @@ class Int8Kernels:
     """A model's encoder Dense layers as int8 products, for a traced function (`scope()`, as `ConstantKernels`).
 
     Within `scope()` each encoder Dense layer computes `int8_matmul`: its
-    int8 kernel, scales and bias are constants of the traced graph, its
-    input quantized over `input_ranges[layer.path]` (static) or over the
-    batch's own min and max (dynamic, where `input_ranges` is None), its
-    activation (GELU) applied inside the product. Query, key and value are
-    one product (`SelfAttention.fused_query_key_value`), and with static
-    ranges the intermediate product's output comes out quantized for the
-    output product; with `smoothing` an input is quantized divided by its
-    factors and the kernels' rows multiplied by them. Every other Dense
-    kernel (pooler, task heads) is read as a float32 constant.
+    scales and bias are constants of the traced graph, its input quantized
+    over `input_ranges[layer.path]` (static) or over the batch's own min and
+    max (dynamic, where `input_ranges` is None), its activation (GELU)
+    applied inside the product. Query, key and value are one product
+    (`SelfAttention.fused_query_key_value`), and with static ranges the
+    intermediate product's output comes out quantized for the output
+    product; with `smoothing` an input is quantized divided by its factors
+    and the kernels' rows multiplied by them.
+
+    Where the int8 kernels are held: graph constants, or with
+    `kernels_as_variables` int8 variables of their own (`variables`: one per
+    product, query, key and value side by side), which the SavedModel saves
+    in place of the float32 kernels (`holds`) and oneDNN's product reorders
+    once, on its first call, as it does a constant (`int8_matmul`): a graph
+    without a copy of the kernels, as `inference.packed_kernels` makes for
+    float32 (a BERT-base export: docs/BENCHMARKS.md, "int8 kernels as
+    variables"). Every other Dense kernel (pooler, task heads) is read as a
+    float32 constant, or with `kernels_as_variables` stays the model's
+    variable, packed once by `packed_kernels.packed_dense_call`.
 
     Args:
         model: A float32 Keras model (a `BertModel` or a task model); its
@@ -451,6 +472,8 @@ class Int8Kernels:
             `smoothing_factors`: those layers' inputs are quantized divided
             by it and their kernels multiplied by it, row by row (calibrated
             ranges only).
+        kernels_as_variables: Hold the int8 kernels as variables (above),
+            for a graph that never sees them assigned.
 
     Raises:
         ValueError: `model` does not compute in float32, `input_ranges`
@@ -459,7 +482,7 @@ class Int8Kernels:
             differing between layers that read one input.
     """
 
-    def __init__(self, model, input_ranges=None, smoothing=None):
+    def __init__(self, model, input_ranges=None, smoothing=None, kernels_as_variables=False):
         self._layers = encoder_dense_layers(model)
         if any(layer.compute_dtype != "float32" for layer in self._layers):
             raise ValueError("int8 products are taken from a float32 model; build it with dtype='float32'")
@@ -484,21 +507,45 @@ class Int8Kernels:
         self.input_ranges = input_ranges
         self._requantized = requantized_pairs(model) if input_ranges is not None else {}
         quantized = {id(layer.kernel) for layer in self._layers}
-        # The other Dense kernels (pooler, heads): float32 constants, as `ConstantKernels` holds them.
-        self._float = [(variable, variable.numpy()) for variable in dense_kernels(model)
-                       if id(variable) not in quantized]
+        # The other Dense layers (pooler, heads): their kernels float32 constants, as `ConstantKernels` holds them,
+        # or (with the int8 kernels as variables) their own variables, packed once.
+        self._float_layers = [layer for layer in model._flatten_layers(include_self=True, recursive=True)
+                              if isinstance(layer, keras.layers.Dense) and id(layer.kernel) not in quantized]
+        self._float = [] if kernels_as_variables else [
+            (variable, variable.numpy()) for variable in dense_kernels(model) if id(variable) not in quantized]
+        # product key (a fused attention's path, or a Dense layer's outside one) -> int8 variable [in, out]
+        self._values = {}
+        if kernels_as_variables:
+            fused_members = {path for attention in self._attentions
+                             for path in (attention.query.path, attention.key.path, attention.value.path)}
+            for attention in self._attentions:
+                self._values[attention.path] = tf.Variable(
+                    self._fused[attention.path][1].values, trainable=False,
+                    name=f"{attention.path}/query_key_value/kernel_int8")
+            for layer in self._layers:
+                if layer.path not in fused_members:
+                    self._values[layer.path] = tf.Variable(self._kernels[layer.path].values, trainable=False,
+                                                           name=f"{layer.path}/kernel_int8")
 
     def __len__(self):
         return len(self._kernels) + len(self._float)
 
     @property
     def nbytes(self):
-        """Bytes of the constants one traced graph holds (int8 kernels, their scales and sums, float kernels)."""
-        quantized = sum(k.values.nbytes + k.scales.nbytes + k.column_sums.nbytes for k in self._kernels.values())
-        return quantized + sum(value.nbytes for _, value in self._float)
+        """Bytes of the constants one traced graph holds (int8 kernels unless variables, their scales and sums,
+        float kernels)."""
+        held = sum(k.scales.nbytes + k.column_sums.nbytes + (0 if self._values else k.values.nbytes)
+                   for k in self._kernels.values())
+        return held + sum(value.nbytes for _, value in self._float)
+
+    @property
+    def variables(self):
+        """The int8 kernel variables (with `kernels_as_variables`), for the SavedModel to save; else none."""
+        return list(self._values.values())
 
     def holds(self, variable):
-        """Whether `variable` is a kernel this graph holds as a constant (int8 or float32)."""
+        """Whether `variable` is a float32 kernel this graph does not read: held as a constant (int8 or
+        float32), or by an int8 variable."""
         return any(variable is kernel for kernel in [layer.kernel for layer in self._layers]
                    + [kernel for kernel, _ in self._float])
 
@@ -540,17 +587,20 @@ class Int8Kernels:
                     rows = tf.reshape(x, [-1, kernel.values.shape[0]])
                     u8, lo, step = quantized(layer.path, x, rows)
                     output_shape = tf.concat([shape[:-1], [kernel.values.shape[1]]], axis=0)
+                    values = self._values[layer.path].value() if layer.path in self._values else None
                     if consumer is not None:
                         # [rows, out] quint8, over the next layer's calibrated range
                         out_lo, out_hi = self.input_ranges[consumer]
-                        codes = int8_matmul(u8, lo, step, kernel, bias, post_op, requantize_range=(out_lo, out_hi))
+                        codes = int8_matmul(u8, lo, step, kernel, bias, post_op, requantize_range=(out_lo, out_hi),
+                                            values=values)
                         # The float32 values those codes stand for (unused, and pruned, where the next layer
                         # finds the codes).
                         outputs = tf.reshape(dequantize(codes, out_lo, out_hi), output_shape)
                         quantized_inputs[id(outputs)] = (outputs, codes, out_lo, calibrated_step(out_lo, out_hi)[2])
                         return outputs
                     # [rows, out]
-                    outputs = tf.reshape(int8_matmul(u8, lo, step, kernel, bias, post_op), output_shape)
+                    outputs = tf.reshape(int8_matmul(u8, lo, step, kernel, bias, post_op, values=values),
+                                         output_shape)
                     return activation(outputs) if activation is not None else outputs
 
             return call
@@ -563,13 +613,18 @@ class Int8Kernels:
                     return None
                 with tf.name_scope(attention.name):
                     # [rows, H] x [H, 3H] -> [rows, 3H]
-                    return int8_matmul(*quantized(query_path, matrix, matrix), kernel, bias)
+                    values = self._values[attention.path].value() if attention.path in self._values else None
+                    return int8_matmul(*quantized(query_path, matrix, matrix), kernel, bias, values=values)
 
             return fused_query_key_value
 
+        # Imported here: `packed_kernels` reads this module's layer lists.
+        from keras_bert_impl.inference.packed_kernels import packed_dense_call
+
         floats = keras.StatelessScope(
             state_mapping=[(variable, tf.constant(value, dtype=variable.dtype)) for variable, value in self._float])
-        with floats, dense_calls_set_to(self._layers, make_call), \
+        packed = self._float_layers if self._values else []
+        with floats, dense_calls_set_to(self._layers, make_call), dense_calls_set_to(packed, packed_dense_call), \
                 methods_set_to(self._attentions, "fused_query_key_value", make_fused_query_key_value):
             yield
 

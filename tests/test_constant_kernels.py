@@ -24,7 +24,9 @@ from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.models.distillation_losses import DistillationTrainer
 from keras_bert_impl.models.pretraining import BertPretrainingModel
-from keras_bert_impl.serving.export import METADATA_FILE, ExportError, ExportOptions, export_saved_model
+from keras_bert_impl.serving.export import (
+    METADATA_FILE, ONLINE_THREADS_HINT, ExportError, ExportOptions, export_saved_model,
+)
 from tests.helpers import random_inputs, randomize, tiny_config
 from tests.test_serving import FILL_MASK_TEXT, PAIRS, SENTENCES, probe_many
 from tests.test_serving_precision import BF16_ATOL
@@ -152,6 +154,8 @@ def test_export_holds_its_kernels_as_constants_and_answers_the_same(tmp_path, be
     # Where oneDNN runs the graphs, the export says how a server packs its variables once.
     assert any(f"{hardware.FROZEN_WEIGHTS_ENV}=1 packs them once" in line for line in said) is \
         plan.Machine().onednn_runs_graphs
+    # One intra-op thread per request pays for int8 and bfloat16 exports, not float32's (its products use both).
+    assert ONLINE_THREADS_HINT not in said
     metadata = {}
     for name, path in (("constants", constants), ("variables", variables)):
         with open(os.path.join(path, "assets.extra", METADATA_FILE)) as f:

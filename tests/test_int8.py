@@ -11,7 +11,9 @@ import tensorflow as tf
 
 from keras_bert_impl.errors import BertError
 from keras_bert_impl.inference import int8
-from keras_bert_impl.serving.export import METADATA_FILE, ExportError, ExportOptions, export_saved_model
+from keras_bert_impl.serving.export import (
+    METADATA_FILE, ONLINE_THREADS_HINT, ExportError, ExportOptions, export_saved_model,
+)
 from tests.helpers import X86_ONLY, random_inputs, randomize, tiny_config, tiny_release_export_tool
 from tests.test_serving import SENTENCES, probe, probe_many
 from tests.test_packed_kernels import onednn_primitives_per_request
@@ -249,7 +251,10 @@ def test_int8_export_runs_int8_products_and_says_so(exports):
     assert report["calibration_percentile"] == int8.DEFAULT_CALIBRATION_PERCENTILE == 99.999
     assert report["smoothing_alpha"] == int8.DEFAULT_SMOOTHING_ALPHA == 0.7
     assert report["argmax_agreement"] >= 0.9
-    assert logged[1].startswith(f"int8 vs float32 on {len(TEXTS) - 1} texts: argmax agrees on ")
+    # Each int8 export says how its agreement went, then how to serve it online.
+    assert logged[1] == logged[3] == ONLINE_THREADS_HINT
+    assert "--tensorflow_intra_op_parallelism=1" in ONLINE_THREADS_HINT
+    assert logged[2].startswith(f"int8 vs float32 on {len(TEXTS) - 1} texts: argmax agrees on ")
     assert logged[0].endswith("(activation ranges per batch (dynamic); on the warmup texts only: a calibration file "
                               "measures it on the task's)")
 

@@ -14,7 +14,9 @@ from keras_bert_impl import hardware
 from keras_bert_impl.cli import FlagError
 from keras_bert_impl.inference import plan
 from keras_bert_impl.models.classifier import BertClassifier
-from keras_bert_impl.serving.export import METADATA_FILE, ExportError, ExportOptions, export_saved_model
+from keras_bert_impl.serving.export import (
+    METADATA_FILE, ONLINE_THREADS_HINT, ExportError, ExportOptions, export_saved_model,
+)
 from keras_bert_impl.tasks.text_classifier import TextClassifier
 from tests.helpers import (
     X86_ONLY,
@@ -334,9 +336,11 @@ def test_bfloat16_export_holds_its_weights_rounded_once(exports, model, tmp_path
     layer_norm = {path for path in weights if "LayerNorm" in path}
     assert len(layer_norm) == 2 * (2 * model.bert_config.num_hidden_layers + 1)  # gamma, beta; 2 per layer + embeddings
     kernels = len(dense_kernels(model))
+    said = []
     exports = dict(exports, bfloat16_constants=export_saved_model(
         model, "classifier", bert_vocab_file, tmp_path / "constants",
-        ExportOptions(max_seq_length=SEQ, precision="bfloat16", constant_kernels=True)))
+        ExportOptions(max_seq_length=SEQ, precision="bfloat16", constant_kernels=True), log=said.append))
+    assert said[-1] == ONLINE_THREADS_HINT  # a bfloat16 export says how to serve it online
     for name, path in exports.items():
         with open(os.path.join(path, "assets.extra", METADATA_FILE)) as f:
             metadata = json.load(f)

@@ -445,12 +445,15 @@ def concurrent_singles(run, singles, clients):
     """
     import threading
 
-    seconds = [[] for _ in range(clients)]
+    seconds, errors = [[] for _ in range(clients)], []
     start = threading.Barrier(clients + 1)
 
     def client(index):
         start.wait()
-        seconds[index] = [timed(run, inputs) for inputs in singles[index::clients]]
+        try:
+            seconds[index] = [timed(run, inputs) for inputs in singles[index::clients]]
+        except Exception as error:  # noqa: BLE001  (raised again below, in the worker's own thread)
+            errors.append(error)
 
     threads = [threading.Thread(target=client, args=(index,)) for index in range(clients)]
     for thread in threads:
@@ -459,7 +462,10 @@ def concurrent_singles(run, singles, clients):
     began = time.perf_counter()
     for thread in threads:
         thread.join()
-    return {"wall": time.perf_counter() - began, "seconds": [value for part in seconds for value in part]}
+    wall = time.perf_counter() - began
+    if errors:
+        raise errors[0]
+    return {"wall": wall, "seconds": [value for part in seconds for value in part]}
 
 
 def timed(run, inputs):

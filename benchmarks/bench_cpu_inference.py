@@ -8,7 +8,9 @@ each given the same encoder (the same weights) and the same token ids:
   loaded with `tf.saved_model.load`, or (`ours_serve_ids_session`) into a
   `tf.compat.v1.Session` by its own restore op and run by a callable, as TF
   Serving's C++ server loads and runs it (`_intra1`: with one intra-op
-  thread, as `--tensorflow_intra_op_parallelism=1` gives);
+  thread, as `--tensorflow_intra_op_parallelism=1` gives; `_caller`: each
+  request's ops run in the thread that sent it, no inter-op pool, as
+  `--tensorflow_inter_op_parallelism=-1` gives);
 - ONNX Runtime fp32: our weights written as an ONNX graph (`onnx_bert.py`) and
   passed through its transformer optimizer (EmbedLayerNormalization,
   Attention, SkipLayerNormalization, BiasGelu / FastGelu fused; the header
@@ -175,7 +177,7 @@ def ours_serve_ids(artifact="saved_model"):
     return build
 
 
-def ours_serve_ids_session(artifact="saved_model", intra_op_threads=0):
+def ours_serve_ids_session(artifact="saved_model", intra_op_threads=0, inter_op_threads=0):
     """A factory of the `serve_ids` signature of the export in `artifact`, run as TF Serving's C++ server runs it.
 
     The graph is loaded into a `tf.compat.v1.Session` whose variables the
@@ -184,7 +186,9 @@ def ours_serve_ids_session(artifact="saved_model", intra_op_threads=0):
     server's `Session::Run` (no TF2 function call, no feed dict to parse).
     `intra_op_threads` sets the session's intra-op pool as TF Serving's
     `--tensorflow_intra_op_parallelism` does (0: TensorFlow's default, every
-    core).
+    core), and `inter_op_threads` its inter-op pool as
+    `--tensorflow_inter_op_parallelism` does: -1 runs each request's ops in
+    the thread that asked (`DirectSession`'s caller-thread mode), no pool.
     """
 
     def build(artifacts):
@@ -192,7 +196,8 @@ def ours_serve_ids_session(artifact="saved_model", intra_op_threads=0):
         import tensorflow_text  # noqa: F401  (registers the in-graph tokenizer's ops the export holds)
 
         path = artifacts.path(artifact).read_text().strip()
-        config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=intra_op_threads)
+        config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=intra_op_threads,
+                                          inter_op_parallelism_threads=inter_op_threads)
         session = tf.compat.v1.Session(graph=tf.Graph(), config=config)
         signature = tf.compat.v1.saved_model.loader.load(session, ["serve"], path).signature_def["serve_ids"]
         names = sorted(signature.outputs)
@@ -325,6 +330,24 @@ OURS = {
         "ours, export serve_ids, int8 (calibrated), TF Serving's loader, one intra-op thread",
         ours_serve_ids_session("saved_model_int8_calibrated", intra_op_threads=1), ("saved_model_int8_calibrated",),
         "int8"),
+    "ours_serve_ids_session_caller": Stack(
+        "ours, export serve_ids, TF Serving's loader, ops in the caller's thread",
+        ours_serve_ids_session(inter_op_threads=-1), ("saved_model",)),
+    "ours_serve_ids_session_intra1_caller": Stack(
+        "ours, export serve_ids, TF Serving's loader, one intra-op thread, ops in the caller's thread",
+        ours_serve_ids_session(intra_op_threads=1, inter_op_threads=-1), ("saved_model",)),
+    "ours_serve_ids_bf16_session_intra1_caller": Stack(
+        "ours, export serve_ids, bfloat16, TF Serving's loader, one intra-op thread, ops in the caller's thread",
+        ours_serve_ids_session("saved_model_bf16", intra_op_threads=1, inter_op_threads=-1), ("saved_model_bf16",),
+        "bf16"),
+    "ours_serve_ids_int8_calibrated_session_caller": Stack(
+        "ours, export serve_ids, int8 (calibrated), TF Serving's loader, ops in the caller's thread",
+        ours_serve_ids_session("saved_model_int8_calibrated", inter_op_threads=-1), ("saved_model_int8_calibrated",),
+        "int8"),
+    "ours_serve_ids_int8_calibrated_session_intra1_caller": Stack(
+        "ours, export serve_ids, int8 (calibrated), TF Serving's loader, one intra-op thread, ops in the caller's "
+        "thread", ours_serve_ids_session("saved_model_int8_calibrated", intra_op_threads=1, inter_op_threads=-1),
+        ("saved_model_int8_calibrated",), "int8"),
     "ours_serve_ids_variables_frozen": Stack(
         "ours, export serve_ids, kernels as variables, TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1",
         assuming_frozen_weights(ours_serve_ids(VARIABLE_KERNELS)), (VARIABLE_KERNELS,)),

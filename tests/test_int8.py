@@ -253,7 +253,7 @@ def test_int8_export_runs_int8_products_and_says_so(exports):
     assert report["argmax_agreement"] >= 0.9
     # Each int8 export says how its agreement went, then how to serve it online.
     assert logged[1] == logged[3] == ONLINE_THREADS_HINT
-    assert "--tensorflow_intra_op_parallelism=1" in ONLINE_THREADS_HINT
+    assert "--tensorflow_intra_op_parallelism=1 --tensorflow_inter_op_parallelism=-1" in ONLINE_THREADS_HINT
     assert logged[2].startswith(f"int8 vs float32 on {len(TEXTS) - 1} texts: argmax agrees on ")
     assert logged[0].endswith("(activation ranges per batch (dynamic); on the warmup texts only: a calibration file "
                               "measures it on the task's)")
@@ -268,6 +268,13 @@ def test_int8_export_loads_without_our_python_and_agrees_with_float32(exports):
     rewrites_off = probe(paths["int8_calibrated"], requests, TF_ENABLE_ONEDNN_OPTS="0")
     for on, off in zip(answers["int8_calibrated"], rewrites_off):
         np.testing.assert_allclose(off["probabilities"], on["probabilities"], atol=1e-5)
+    # Served as the export's hint advises for online traffic: one intra-op thread, and every op of a request run
+    # synchronously in the thread that sent it (a negative inter-op count: no pool to hand ops to), the warmup
+    # requests included; an op that waited on another thread would hang here.
+    online = probe(paths["int8_calibrated"], requests, flags=[
+        "--tensorflow_intra_op_parallelism=1", "--tensorflow_inter_op_parallelism=-1"])
+    for default, one_thread in zip(answers["int8_calibrated"], online):
+        np.testing.assert_allclose(one_thread["probabilities"], default["probabilities"], atol=1e-5)
     for name in ("int8", "int8_calibrated"):
         for full, quantized in zip(answers["float32"], answers[name]):
             full, quantized = np.asarray(full["probabilities"]), np.asarray(quantized["probabilities"])

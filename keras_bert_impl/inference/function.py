@@ -2,6 +2,7 @@
 
 import tensorflow as tf
 
+from keras_bert_impl.inference.calling_thread import SessionFunction
 from keras_bert_impl.inference.constant_kernels import ConstantKernels, reading_as_constants
 from keras_bert_impl.inference.padding_free import make_padding_free_function
 from keras_bert_impl.inference.int8 import Int8Kernels, calibrate
@@ -41,7 +42,8 @@ def make_inference_function(bert_model, plan, calibration_inputs=None):
 
     Returns:
         A function of the inputs dict returning the outputs dict; behind
-        `with_id_checks` where XLA compiles it.
+        `with_id_checks` where XLA compiles it; a `SessionFunction`
+        (NumPy outputs) where the plan runs it in the calling thread.
     """
     model = bert_model
     if plan.held_weights:
@@ -77,6 +79,10 @@ def make_inference_function(bert_model, plan, calibration_inputs=None):
         # open (`AnyShapeFunction` below): a trace per request shape would
         # grow without bound (and hold constant kernels again each time).
         function = tf.function(call, jit_compile=plan.jit_compile, autograph=False, reduce_retracing=True)
+    if plan.calling_thread:
+        # Traced once here, every dimension open, and handed to a Session with the weights as they are now.
+        spec = {name: tf.TensorSpec([None, None], tensor.dtype) for name, tensor in bert_model.input.items()}
+        return SessionFunction(function, spec)
     if not plan.jit_compile:
         return AnyShapeFunction(function)
     max_length = bert_model.bert_config.max_sequence_length

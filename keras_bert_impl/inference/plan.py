@@ -227,6 +227,10 @@ class InferencePlan:
             the speed of constant kernels, the memory of variables.
         onednn_forms: Trace LayerNorm and softmax in the forms oneDNN runs
             as one kernel (`layers.onednn_forms`).
+        calling_thread: Run the traced graph in a Session of its own whose
+            ops run in the thread that calls, as TF Serving runs an export
+            with `--tensorflow_inter_op_parallelism=-1`
+            (`inference.calling_thread`; a plain graph, on the CPU).
     """
 
     precision: str
@@ -238,6 +242,7 @@ class InferencePlan:
     constant_kernels: bool = False
     packed_kernels: bool = False
     onednn_forms: bool = False
+    calling_thread: bool = False
 
     def describe(self):
         """One line for a log: what the plan computes and how.
@@ -262,6 +267,8 @@ class InferencePlan:
             parts.append("variable kernels packed once")
         if self.onednn_forms:
             parts.append("oneDNN LayerNorm and softmax")
+        if self.calling_thread:
+            parts.append("a Session running ops in the calling thread")
         return ", ".join(parts)
 
 
@@ -276,7 +283,7 @@ def kernels_taken_once(taken_once, machine, precision):
 
 
 def function_plan(model, jit_compile="auto", padding_free=False, bucket_size=16, freeze_kernels=False,
-                  machine=None, precision=None):
+                  machine=None, precision=None, calling_thread=False):
     """The plan of `BertModel.make_inference_function` (see its arguments).
 
     `jit_compile="auto"` compiles where `xla_pays_for_inference`. With
@@ -299,16 +306,26 @@ def function_plan(model, jit_compile="auto", padding_free=False, bucket_size=16,
             in int8 on oneDNN (`inference.int8`), its kernels taken now as
             int8 variables of the function that its products pack once (so
             `freeze_kernels` is implied), a plain graph.
+        calling_thread: Run the plain graph in a Session whose ops run in
+            the calling thread (`inference.calling_thread`): the weights
+            taken now (`freeze_kernels` is implied), never XLA ("auto"
+            chooses the plain graph).
 
     Returns:
         An `InferencePlan`.
 
     Raises:
-        ValueError: int8 with XLA.
+        ValueError: int8 with XLA, or XLA with `calling_thread`.
     """
     from keras_bert_impl.inference.precision import model_precision
 
     machine = machine or Machine()
+    if calling_thread:
+        if jit_compile is True:
+            raise ValueError("calling_thread runs the plain graph in a Session, not XLA: use jit_compile=False")
+        plan = function_plan(model, jit_compile=False, padding_free=padding_free, freeze_kernels=True,
+                             machine=machine, precision=precision)
+        return dataclasses.replace(plan, calling_thread=True)
     if precision == INT8:
         if jit_compile is True:
             raise ValueError("int8 products run on oneDNN's kernels, not XLA's: use jit_compile=False")

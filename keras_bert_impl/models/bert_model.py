@@ -151,7 +151,7 @@ class BertModel(BertConfigModel):
         self.pooler = pooler
 
     def make_inference_function(self, jit_compile="auto", padding_free=False, bucket_size=16, freeze_kernels=False,
-                                precision=None, calibration_inputs=None):
+                                precision=None, calibration_inputs=None, calling_thread=False):
         """The forward pass for inference, `self(inputs, training=False)`, as a `tf.function`.
 
         The choices below are folded into one `inference.plan.InferencePlan`
@@ -225,13 +225,34 @@ class BertModel(BertConfigModel):
                 into the kernels, as `bert-export --calibration_file` does
                 (`inference.int8.calibrate`): fewer ops and closer to
                 float32 than ranges per batch (None).
+            calling_thread: For a Python process answering requests (one
+                at a time, or each of several threads its own): the
+                function's graph runs as TF Serving runs an export started
+                with `--tensorflow_inter_op_parallelism=-1`, in a
+                `tf.compat.v1.Session` of its own whose ops run in the
+                thread that calls, with no hand-offs to TensorFlow's
+                inter-op pool (`inference.calling_thread`): a short request
+                answers sooner (docs/BENCHMARKS.md). The weights are taken
+                now (`freeze_kernels` is implied), the graph is plain (not
+                XLA) and runs on the CPU, and the outputs are NumPy arrays.
+                Each op's own threads are the process' intra-op pool, which
+                TensorFlow sizes once, at its first op: for short int8 or
+                bfloat16 requests one thread answers sooner (as TF Serving's
+                `--tensorflow_intra_op_parallelism=1`), set by
+                `tf.config.threading.set_intra_op_parallelism_threads(1)`
+                before anything else runs.
 
         Returns:
             A function of the inputs dict (as for calling the model) that
             returns the outputs dict.
+
+        Raises:
+            ValueError: int8 or `calling_thread` with `jit_compile=True`,
+                `calibration_inputs` without int8.
         """
         chosen = plan.function_plan(self, jit_compile=jit_compile, padding_free=padding_free,
-                                    bucket_size=bucket_size, freeze_kernels=freeze_kernels, precision=precision)
+                                    bucket_size=bucket_size, freeze_kernels=freeze_kernels, precision=precision,
+                                    calling_thread=calling_thread)
         if calibration_inputs is not None and chosen.precision != plan.INT8:
             raise ValueError("calibration_inputs are for precision='int8'")
         return function.make_inference_function(self, chosen, calibration_inputs)

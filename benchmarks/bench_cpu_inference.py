@@ -3,7 +3,10 @@
 The stacks a practitioner would pick instead of TensorFlow for CPU inference,
 each given the same encoder (the same weights) and the same token ids:
 
-- ours: `BertModel.make_inference_function()`, `(padding_free=True)`, and the
+- ours: `BertModel.make_inference_function()`, `(padding_free=True)` (`_caller`:
+  `calling_thread=True`, a Session running each call's ops in the calling
+  thread; `_int8_calibrated`: int8 ranges fixed on the calibrated export's
+  texts; `_intra1`: one intra-op thread for the process), and the
   SavedModel export's `serve_ids` signature (the `embeddings` task, float32)
   loaded with `tf.saved_model.load`, or (`ours_serve_ids_session`) into a
   `tf.compat.v1.Session` by its own restore op and run by a callable, as TF

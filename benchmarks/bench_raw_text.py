@@ -5,10 +5,14 @@ Each export named on the command line is loaded with `tf.saved_model.load` in th
 (short review snippets, 9-16 tokens) are tokenized once in Python for `serve_ids`; every export and both
 signatures are warmed up, then timed in interleaved passes (the exports' order reversed every other pass), one
 request each, p50. Compare the overhead column within one run: absolute times move with what else the process
-holds.
+holds. With `--session` each export is loaded as TF Serving's C++ server loads it (a `tf.compat.v1.Session` whose
+variables the SavedModel's restore op sets, one callable per signature) with TF Serving's two thread flags, so
+`--session --tensorflow_intra_op_parallelism=1 --tensorflow_inter_op_parallelism=-1` times the signatures as an
+online TF Serving runs them (each request's ops in the thread that sent it).
 
 Usage:
-    .venv/bin/python benchmarks/bench_raw_text.py --vocab_file vocab.txt [--passes 30] NAME=EXPORT_VERSION_DIR ...
+    .venv/bin/python benchmarks/bench_raw_text.py --vocab_file vocab.txt [--passes 30] [--session
+        [--tensorflow_intra_op_parallelism N] [--tensorflow_inter_op_parallelism N]] NAME=EXPORT_VERSION_DIR ...
 """
 
 import argparse
@@ -40,15 +44,55 @@ def parse_args():
     parser.add_argument("exports", nargs="+", help="NAME=path of an export's version directory")
     parser.add_argument("--vocab_file", required=True, help="the exports' vocabulary (for the ids)")
     parser.add_argument("--passes", type=int, default=30)
+    parser.add_argument("--session", action="store_true", help="load as TF Serving does: a Session per export")
+    parser.add_argument("--tensorflow_intra_op_parallelism", type=int, default=0, help="with --session")
+    parser.add_argument("--tensorflow_inter_op_parallelism", type=int, default=0, help="with --session")
     return parser.parse_args()
 
 
 def ids_of(text, tokenizer):
-    """`serve_ids`' keyword arguments for one text: `[CLS] pieces [SEP]`, cut to its length."""
+    """`serve_ids`' keyword arguments for one text: `[CLS] pieces [SEP]`, cut to its length (NumPy arrays)."""
+    ids = np.array([tokenizer.convert_tokens_to_ids(["[CLS]"] + tokenizer.tokenize(text) + ["[SEP]"])], np.int32)
+    return {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
+
+
+def loaded_signatures(path):
+    """`(ids_call, text_call)` of an export loaded with `tf.saved_model.load`: each of (ids dict | text) -> arrays."""
     import tensorflow as tf
 
-    ids = np.array([tokenizer.convert_tokens_to_ids(["[CLS]"] + tokenizer.tokenize(text) + ["[SEP]"])], np.int32)
-    return {"input_ids": tf.constant(ids), "input_mask": tf.ones_like(ids), "segment_ids": tf.zeros_like(ids)}
+    loaded = tf.saved_model.load(path)
+    ids_signature, text_signature = loaded.signatures["serve_ids"], loaded.signatures["serving_default"]
+
+    def ids_call(feed):
+        return [value.numpy() for value in ids_signature(**{k: tf.constant(v) for k, v in feed.items()}).values()]
+
+    def text_call(text):
+        return [value.numpy() for value in text_signature(tf.constant([text])).values()]
+
+    ids_call.keep = loaded  # the signatures need their object alive
+    return ids_call, text_call
+
+
+def session_signatures(path, intra_op_threads, inter_op_threads):
+    """`(ids_call, text_call)` of an export loaded as TF Serving loads it, a Session with its two thread flags."""
+    import tensorflow as tf
+
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=intra_op_threads,
+                                      inter_op_parallelism_threads=inter_op_threads)
+    session = tf.compat.v1.Session(graph=tf.Graph(), config=config)
+    signatures = tf.compat.v1.saved_model.loader.load(session, ["serve"], path).signature_def
+
+    def callable_of(name):
+        signature = signatures[name]
+        inputs = sorted(signature.inputs)
+        run = session.make_callable([output.name for output in signature.outputs.values()],
+                                    feed_list=[signature.inputs[key].name for key in inputs])
+        return inputs, run
+
+    id_names, ids_run = callable_of("serve_ids")
+    (text_name,), text_run = callable_of("serving_default")
+    return (lambda feed: ids_run(*(feed[name] for name in id_names)),
+            lambda text: text_run(np.array([text], object)))
 
 
 def main():
@@ -60,38 +104,33 @@ def main():
 
     tokenizer = FullTokenizer(args.vocab_file, do_lower_case=True)
     exports = dict(arg.split("=", 1) for arg in args.exports)
-    signatures = {}
-    for name, path in exports.items():
-        loaded = tf.saved_model.load(path)
-        signatures[name] = (loaded.signatures["serve_ids"], loaded.signatures["serving_default"], loaded)
+    # With --session no eager op runs before the first Session: its intra-op count then sizes the process' pool.
+    signatures = {name: session_signatures(path, args.tensorflow_intra_op_parallelism,
+                                           args.tensorflow_inter_op_parallelism)
+                  if args.session else loaded_signatures(path) for name, path in exports.items()}
     feeds = [ids_of(text, tokenizer) for text in SENTENCES]
-    texts = [tf.constant([text]) for text in SENTENCES]
 
-    def ids_call(signature, i):
-        return [value.numpy() for value in signature(**feeds[i]).values()]
-
-    def text_call(signature, i):
-        return [value.numpy() for value in signature(texts[i]).values()]
-
-    for ids_signature, text_signature, _ in signatures.values():
+    for ids_call, text_call in signatures.values():
         for _ in range(5):
             for i in range(len(SENTENCES)):
-                ids_call(ids_signature, i)
-                text_call(text_signature, i)
+                ids_call(feeds[i])
+                text_call(SENTENCES[i])
     times = {name: {"ids": [], "text": []} for name in signatures}
     for step in range(args.passes):
         order = list(signatures.items()) if step % 2 == 0 else list(signatures.items())[::-1]
-        for name, (ids_signature, text_signature, _) in order:
+        for name, (ids_call, text_call) in order:
             for i in range(len(SENTENCES)):
                 start = time.perf_counter()
-                ids_call(ids_signature, i)
+                ids_call(feeds[i])
                 times[name]["ids"].append(time.perf_counter() - start)
                 start = time.perf_counter()
-                text_call(text_signature, i)
+                text_call(SENTENCES[i])
                 times[name]["text"].append(time.perf_counter() - start)
 
+    loader = (f"TF Serving's loader (a Session; intra-op {args.tensorflow_intra_op_parallelism}, inter-op "
+              f"{args.tensorflow_inter_op_parallelism})" if args.session else "tf.saved_model.load")
     print(f"CPU: {cpu_description()}; {onednn_description()}; TensorFlow {tf.__version__}")
-    print(f"{len(SENTENCES)} sentences, {args.passes} interleaved passes, one request each, p50\n")
+    print(f"{len(SENTENCES)} sentences, {args.passes} interleaved passes, one request each, p50; {loader}\n")
     print("| export | `serve_ids` | raw text | raw text over ids |")
     print("|---|---:|---:|---:|")
     for name, measured in times.items():

@@ -112,7 +112,8 @@ class SessionFunction:
         graph_def, to_assign = session_graph_def(concrete)
         self._names = sorted(input_spec)
         self._dtypes = [input_spec[name].dtype.as_numpy_dtype for name in self._names]
-        self._outputs = concrete.structured_outputs
+        # The outputs' structure only: its tensors would keep the traced graph, and the variables it reads, alive.
+        self._outputs = tf.nest.map_structure(lambda _: None, concrete.structured_outputs)
         graph = tf.Graph()
         with graph.as_default():
             tf.graph_util.import_graph_def(graph_def, name="")

@@ -123,3 +123,22 @@ def test_a_captured_tensor_becomes_a_constant_of_the_session():
     add = tf.function(lambda inputs: {"y": inputs["x"] + offset})
     run = SessionFunction(add, {"x": tf.TensorSpec([None, 2], tf.float32)})
     np.testing.assert_array_equal(run({"x": np.ones((3, 2), "float32")})["y"], np.ones((3, 2)) + [[10.0, 20.0]])
+
+
+def test_bfloat16_in_the_calling_thread_answers_as_the_bfloat16_function():
+    # A mixed_bfloat16 model's weights held in bfloat16 (`freeze_kernels`), in the Session as in the function.
+    model = BertModel(tiny_config(hidden_size=32, intermediate_size=64), dtype="mixed_bfloat16")
+    randomize(model, seed=11, scale=0.2)
+    inputs = random_inputs(model.bert_config, batch=3, seq=10, seed=4)
+    mask = inputs["input_mask"].astype(bool)
+    function = model.make_inference_function(padding_free=True, freeze_kernels=True)
+    forward = model.make_inference_function(padding_free=True, calling_thread=True)
+    got = forward(inputs)["sequence_output"]
+    assert got.dtype == np.dtype(tf.bfloat16.as_numpy_dtype)
+    got, expected = got.astype("float32")[mask], np.asarray(function(inputs)["sequence_output"], "float32")[mask]
+    sequence, _ = reference(model, inputs)
+    # Rounded in another order here and there (as int8 above), and so as far from float64 as the function.
+    error, function_error = np.abs(got - sequence[mask]).max(), np.abs(expected - sequence[mask]).max()
+    assert 1e-3 < error < 2 * function_error  # bfloat16, not float32
+    cosine = np.sum(got * expected, -1) / (np.linalg.norm(got, axis=-1) * np.linalg.norm(expected, axis=-1))
+    assert cosine.min() > 0.999

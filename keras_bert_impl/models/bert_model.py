@@ -232,7 +232,8 @@ class BertModel(BertConfigModel):
                 `tf.compat.v1.Session` of its own whose ops run in the
                 thread that calls, with no hand-offs to TensorFlow's
                 inter-op pool (`inference.calling_thread`): a short request
-                answers sooner (docs/BENCHMARKS.md). The weights are taken
+                answers sooner, where batches can lose what the pool ran
+                side by side (docs/BENCHMARKS.md). The weights are taken
                 now (`freeze_kernels` is implied), the graph is plain (not
                 XLA) and runs on the CPU, and the outputs are NumPy arrays.
                 Each op's own threads are the process' intra-op pool, which

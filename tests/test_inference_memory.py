@@ -45,7 +45,8 @@ def model():
     dict(padding_free=True),
     dict(),
     dict(jit_compile=True),
-], ids=["frozen", "padding-free frozen", "padding-free", "plain", "XLA"])
+    dict(padding_free=True, calling_thread=True),
+], ids=["frozen", "padding-free frozen", "padding-free", "plain", "XLA", "calling thread"])
 def test_many_request_lengths_trace_a_bounded_number_of_times_and_memory_holds(model, options):
     kernel_mib = dense_kernel_bytes(model) / 2**20
     forward = model.make_inference_function(**{"jit_compile": False, **options})
@@ -61,8 +62,10 @@ def test_many_request_lengths_trace_a_bounded_number_of_times_and_memory_holds(m
     # The defect traced once per length (26 traces); every path now traces
     # once, with every dimension open (`function.AnyShapeFunction`;
     # reduce_retracing alone took three, the batch size counting too), and
-    # XLA's compiles per bucket of lengths.
-    assert forward.experimental_get_tracing_count() == 1
+    # XLA's compiles per bucket of lengths. The calling thread's Session runs
+    # the one graph it was given (traced once when made).
+    if not options.get("calling_thread"):
+        assert forward.experimental_get_tracing_count() == 1
     # Far below one kernel copy per length (24 x 12 MiB), with room for the allocator.
     assert grown < 4 * kernel_mib, f"resident memory grew {grown:.0f} MiB over {len(LENGTHS) - 2} lengths"
     last = _one_text(LENGTHS[-1])

@@ -66,14 +66,14 @@ from keras_bert_impl.tokenization.in_graph import InGraphTokenizer
 from keras_bert_impl.tokenization.preprocessor import shared_tables
 
 METADATA_FILE = "export_metadata.json"
-# Said after an int8 or bfloat16 export (measured: docs/BENCHMARKS.md, "One intra-op thread per request" and
-# "Each request's ops in the thread that sent it").
+# Said after every export (measured: docs/BENCHMARKS.md, "One intra-op thread per request", "Each request's ops
+# in the thread that sent it" and, for float32, "`make_inference_function` in the calling thread").
 ONLINE_THREADS_HINT = (
     "for online traffic on a CPU (a text or a few a request, several clients at once) start TF Serving with "
     "--tensorflow_intra_op_parallelism=1 --tensorflow_inter_op_parallelism=-1: each request keeps a core and runs "
-    "its ops in the thread that received it, with no hand-offs between threads (int8 MiniLM, two cores: one text "
-    "4.2 against 5.6 ms with the defaults; four clients at once 416 texts/s); a server whose requests are batches "
-    "keeps both defaults")
+    "its ops in the thread that received it, with no hand-offs between threads (MiniLM, two cores: one text "
+    "4.2 against 5.6 ms with the defaults in int8, 10.7 against 12.6 in float32; two clients at once 1.4x the "
+    "texts/s in float32); a server whose requests are batches keeps both defaults")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -410,7 +410,7 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
                 log(f"Dense kernels as variables: a server started with {hardware.FROZEN_WEIGHTS_ENV}=1 packs them "
                     f"once, as constants are (about as fast, in less memory; never in a process that trains; "
                     f"docs/BENCHMARKS.md, 'Memory that holds')")
-        if log and plan.precision in (inference_plan.INT8, "bfloat16"):
+        if log:
             log(ONLINE_THREADS_HINT)
         tf.saved_model.save(module, staging, signatures=module.signatures())
         if task in SIGNATURE_METHODS:

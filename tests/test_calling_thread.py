@@ -82,10 +82,10 @@ def test_each_request_runs_in_the_thread_that_sent_it(model):
     # No hand-off to another thread: a request that waited on one would switch context at least once.
     inputs = random_inputs(model.bert_config, batch=1, seq=9, seed=2, pad=False)
     forward = model.make_inference_function(padding_free=True, calling_thread=True)
-    pooled = model.make_inference_function(padding_free=True, freeze_kernels=True)
+    through_pool = model.make_inference_function(padding_free=True, freeze_kernels=True)
     for _ in range(3):
-        forward(inputs), pooled(inputs)
-    assert voluntary_switches(lambda: pooled(inputs)["sequence_output"].numpy(), 50) >= 50  # the check can fail
+        forward(inputs), through_pool(inputs)
+    assert voluntary_switches(lambda: through_pool(inputs)["sequence_output"].numpy(), 50) >= 50  # the check can fail
     assert voluntary_switches(lambda: forward(inputs), 50) < 10
     # Requests from several threads at once: each answered, as alone.
     requests = [random_inputs(model.bert_config, batch=1, seq=seq, seed=seq, pad=False) for seq in (5, 9, 13, 17)]

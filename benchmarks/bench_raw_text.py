@@ -56,25 +56,28 @@ def ids_of(text, tokenizer):
     return {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
 
 
-def loaded_signatures(path):
-    """`(ids_call, text_call)` of an export loaded with `tf.saved_model.load`: each of (ids dict | text) -> arrays."""
+def loaded_signatures(path, feeds, texts):
+    """`(ids_call, text_call)` of an export loaded with `tf.saved_model.load`: each of an index into `feeds` (ids
+    dicts) or `texts` -> arrays, the inputs made tensors once, before any timing."""
     import tensorflow as tf
 
     loaded = tf.saved_model.load(path)
     ids_signature, text_signature = loaded.signatures["serve_ids"], loaded.signatures["serving_default"]
+    id_tensors = [{name: tf.constant(value) for name, value in feed.items()} for feed in feeds]
+    text_tensors = [tf.constant([text]) for text in texts]
 
-    def ids_call(feed):
-        return [value.numpy() for value in ids_signature(**{k: tf.constant(v) for k, v in feed.items()}).values()]
+    def ids_call(i, _loaded=loaded):  # the signatures need their object alive
+        return [value.numpy() for value in ids_signature(**id_tensors[i]).values()]
 
-    def text_call(text):
-        return [value.numpy() for value in text_signature(tf.constant([text])).values()]
+    def text_call(i):
+        return [value.numpy() for value in text_signature(text_tensors[i]).values()]
 
-    ids_call.keep = loaded  # the signatures need their object alive
     return ids_call, text_call
 
 
-def session_signatures(path, intra_op_threads, inter_op_threads):
-    """`(ids_call, text_call)` of an export loaded as TF Serving loads it, a Session with its two thread flags."""
+def session_signatures(path, feeds, texts, intra_op_threads, inter_op_threads):
+    """`(ids_call, text_call)` of an export loaded as TF Serving loads it, a Session with its two thread flags:
+    each of an index into `feeds` or `texts`, their arrays made once."""
     import tensorflow as tf
 
     config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=intra_op_threads,
@@ -90,9 +93,10 @@ def session_signatures(path, intra_op_threads, inter_op_threads):
         return inputs, run
 
     id_names, ids_run = callable_of("serve_ids")
-    (text_name,), text_run = callable_of("serving_default")
-    return (lambda feed: ids_run(*(feed[name] for name in id_names)),
-            lambda text: text_run(np.array([text], object)))
+    (_,), text_run = callable_of("serving_default")  # one input: the texts
+    id_arrays = [[feed[name] for name in id_names] for feed in feeds]
+    text_arrays = [np.array([text], object) for text in texts]
+    return lambda i: ids_run(*id_arrays[i]), lambda i: text_run(text_arrays[i])
 
 
 def main():
@@ -104,27 +108,27 @@ def main():
 
     tokenizer = FullTokenizer(args.vocab_file, do_lower_case=True)
     exports = dict(arg.split("=", 1) for arg in args.exports)
-    # With --session no eager op runs before the first Session: its intra-op count then sizes the process' pool.
-    signatures = {name: session_signatures(path, args.tensorflow_intra_op_parallelism,
-                                           args.tensorflow_inter_op_parallelism)
-                  if args.session else loaded_signatures(path) for name, path in exports.items()}
     feeds = [ids_of(text, tokenizer) for text in SENTENCES]
+    # With --session no eager op runs before the first Session: its intra-op count then sizes the process' pool.
+    signatures = {name: session_signatures(path, feeds, SENTENCES, args.tensorflow_intra_op_parallelism,
+                                           args.tensorflow_inter_op_parallelism)
+                  if args.session else loaded_signatures(path, feeds, SENTENCES) for name, path in exports.items()}
 
     for ids_call, text_call in signatures.values():
         for _ in range(5):
             for i in range(len(SENTENCES)):
-                ids_call(feeds[i])
-                text_call(SENTENCES[i])
+                ids_call(i)
+                text_call(i)
     times = {name: {"ids": [], "text": []} for name in signatures}
     for step in range(args.passes):
         order = list(signatures.items()) if step % 2 == 0 else list(signatures.items())[::-1]
         for name, (ids_call, text_call) in order:
             for i in range(len(SENTENCES)):
                 start = time.perf_counter()
-                ids_call(feeds[i])
+                ids_call(i)
                 times[name]["ids"].append(time.perf_counter() - start)
                 start = time.perf_counter()
-                text_call(SENTENCES[i])
+                text_call(i)
                 times[name]["text"].append(time.perf_counter() - start)
 
     loader = (f"TF Serving's loader (a Session; intra-op {args.tensorflow_intra_op_parallelism}, inter-op "

@@ -180,12 +180,11 @@ def ours_serve_ids(artifact="saved_model"):
     """A factory of the `serve_ids` signature of the export in `artifact`, as TF Serving loads it."""
 
     def build(artifacts):
-        import tensorflow as tf
-        import tensorflow_text  # noqa: F401  (registers the in-graph tokenizer's ops the export holds)
+        from keras_bert_impl.serving.session_model import SessionModel
 
         path = artifacts.path(artifact).read_text().strip()
-        signature = tf.saved_model.load(path).signatures["serve_ids"]
-        return lambda inputs: as_numpy(signature(**{name: tf.constant(inputs[name]) for name in INPUT_NAMES}))
+        serve_ids = SessionModel(path, intra_op_threads, inter_op_threads).callable("serve_ids")
+        return lambda inputs: serve_ids(**inputs)
 
     return build
 
@@ -193,10 +192,11 @@ def ours_serve_ids(artifact="saved_model"):
 def ours_serve_ids_session(artifact="saved_model", intra_op_threads=0, inter_op_threads=0):
     """A factory of the `serve_ids` signature of the export in `artifact`, run as TF Serving's C++ server runs it.
 
-    The graph is loaded into a `tf.compat.v1.Session` whose variables the
-    SavedModel's own restore op sets (TF Serving's loader), and each request
-    is one run of a callable made once, the nearest Python gets to the
-    server's `Session::Run` (no TF2 function call, no feed dict to parse).
+    `serving.session_model.SessionModel`: the graph is loaded into a
+    `tf.compat.v1.Session` whose variables the SavedModel's own restore op
+    sets (TF Serving's loader), and each request is one run of a callable
+    made once, the nearest Python gets to the server's `Session::Run` (no TF2
+    function call, no feed dict to parse).
     `intra_op_threads` sets the session's intra-op pool as TF Serving's
     `--tensorflow_intra_op_parallelism` does (0: TensorFlow's default, every
     core), and `inter_op_threads` its inter-op pool as

@@ -106,17 +106,13 @@ def load_v2(saved_model_dir):
 
 
 def load_session(saved_model_dir):
-    """`serve_ids` of the graph that the SavedModel's restore op fills in a `tf.compat.v1.Session`."""
-    import tensorflow as tf
+    """`serve_ids` of the graph that the SavedModel's restore op fills in a `tf.compat.v1.Session`
+    (`serving.session_model.SessionModel`, TF Serving's loader); and the object that owns it."""
+    from keras_bert_impl.serving.session_model import SessionModel
 
-    session = tf.compat.v1.Session(graph=tf.Graph())
-    signature = tf.compat.v1.saved_model.loader.load(session, ["serve"], saved_model_dir).signature_def["serve_ids"]
-    fetches = {name: info.name for name, info in signature.outputs.items()}
-
-    def run(inputs):
-        return session.run(fetches, {signature.inputs[key].name: value for key, value in inputs.items()})
-
-    return session, run
+    model = SessionModel(saved_model_dir)
+    serve_ids = model.callable("serve_ids")
+    return model, lambda inputs: serve_ids(**inputs)
 
 
 def worker(saved_model_dir, loader, max_seq_length, calls, outputs_file):

@@ -76,27 +76,15 @@ def loaded_signatures(path, feeds, texts):
 
 
 def session_signatures(path, feeds, texts, intra_op_threads, inter_op_threads):
-    """`(ids_call, text_call)` of an export loaded as TF Serving loads it, a Session with its two thread flags:
-    each of an index into `feeds` or `texts`, their arrays made once."""
-    import tensorflow as tf
+    """`(ids_call, text_call)` of an export loaded as TF Serving loads it, a Session with its two thread flags
+    (`serving.session_model.SessionModel`): each of an index into `feeds` or `texts`, their arrays made once."""
+    from keras_bert_impl.serving.session_model import SessionModel
 
-    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=intra_op_threads,
-                                      inter_op_parallelism_threads=inter_op_threads)
-    session = tf.compat.v1.Session(graph=tf.Graph(), config=config)
-    signatures = tf.compat.v1.saved_model.loader.load(session, ["serve"], path).signature_def
-
-    def callable_of(name):
-        signature = signatures[name]
-        inputs = sorted(signature.inputs)
-        run = session.make_callable([output.name for output in signature.outputs.values()],
-                                    feed_list=[signature.inputs[key].name for key in inputs])
-        return inputs, run
-
-    id_names, ids_run = callable_of("serve_ids")
-    (_,), text_run = callable_of("serving_default")  # one input: the texts
-    id_arrays = [[feed[name] for name in id_names] for feed in feeds]
-    text_arrays = [np.array([text], object) for text in texts]
-    return lambda i: ids_run(*id_arrays[i]), lambda i: text_run(text_arrays[i])
+    model = SessionModel(path, intra_op_threads, inter_op_threads)
+    ids_run, text_run = model.callable("serve_ids"), model.callable("serving_default")
+    (text_input,) = model.input_names("serving_default")
+    text_arrays = [{text_input: np.array([text], object)} for text in texts]
+    return lambda i: ids_run(**feeds[i]), lambda i: text_run(**text_arrays[i])
 
 
 def main():

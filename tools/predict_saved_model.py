@@ -4,7 +4,8 @@ TensorFlow and TF Text's C++ kernels, in a process where keras_bert_impl, Keras
 and the peers cannot be imported, the SavedModel loaded into a graph by its
 own restore and init ops (as TF Serving's C++ loader does, not by Python
 objects) and its warmup requests replayed first. Deliberately imports nothing of ours (so its
-absl flags are defined here, not with keras_bert_impl.cli).
+absl flags are defined here, not with keras_bert_impl.cli, and its loader is its own: Python that
+may import ours has `keras_bert_impl.serving.session_model.SessionModel`).
 
 Usage:
     python tools/predict_saved_model.py SAVED_MODEL_DIR < requests.json

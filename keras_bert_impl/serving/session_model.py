@@ -1,0 +1,219 @@
+"""An export run in this process as TF Serving's C++ server runs it.
+
+TF Serving loads a SavedModel into a graph `Session`: the graph of
+`saved_model.pb`, its variables set by the SavedModel's own restore op (not
+by Python objects, as `tf.saved_model.load` makes them), its warmup requests
+replayed first, and each request answered by one `Session::Run` of the
+signature's tensors, the session's pools sized by the server's
+`--tensorflow_intra_op_parallelism` and `--tensorflow_inter_op_parallelism`.
+`SessionModel` does the same, so that an export's outputs and speed can be
+seen from Python as the server will give them (the online setting that
+`bert-export` advises, the benchmarks' `_session` stacks). No Python of ours
+runs in a call: the graph holds everything, the tokenizer included.
+
+(`tools/predict_saved_model.py` loads an export the same way with code of its
+own: that tool proves an export needs nothing of ours, so it imports nothing
+of ours.)
+
+Example:
+>>> model = SessionModel("saved_models/sentiment/1", intra_op_threads=1, inter_op_threads=-1)  # doctest: +SKIP
+>>> model.replay_warmup()  # doctest: +SKIP
+2
+>>> model.predict({"text": ["What a great film!"]})["labels"]  # doctest: +SKIP
+array([b'positive'], dtype=object)
+>>> serve_ids = model.callable("serve_ids")  # a request as one run of a callable made once  # doctest: +SKIP
+>>> serve_ids(input_ids=ids, input_mask=mask, segment_ids=segment_ids)["pooled_output"].shape  # doctest: +SKIP
+(1, 384)
+"""
+
+import warnings
+
+import numpy as np
+
+from keras_bert_impl.errors import BertError
+
+WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"  # where TF Serving reads them
+
+
+class SessionModelError(BertError, ValueError):
+    """A call that names no signature or input of the export, or a warmup request that fails."""
+
+
+class SessionModel:
+    """An export loaded into a `tf.compat.v1.Session` as TF Serving loads it.
+
+    Args:
+        saved_model_dir: One version's directory (`saved_models/NAME/VERSION`).
+        intra_op_threads: TF Serving's `--tensorflow_intra_op_parallelism`:
+            the threads of each op (oneDNN's), 0 for every core. TensorFlow
+            has one intra-op pool per process, made with the first device: if
+            the process already ran an eager op with another count, this one
+            is not honoured (a warning says so); size it at the process'
+            start with `tf.config.threading.set_intra_op_parallelism_threads`.
+        inter_op_threads: TF Serving's `--tensorflow_inter_op_parallelism`:
+            the threads that run independent ops, 0 for every core; a
+            negative count runs each call's ops in the calling thread (no
+            pool: TF Serving's online setting, with one intra-op thread).
+        tags: The MetaGraph's tags.
+
+    Attributes:
+        signature_defs: `{signature name: SignatureDef}`, as the export has them.
+
+    Raises:
+        OSError: `saved_model_dir` holds no SavedModel (TensorFlow's message).
+    """
+
+    def __init__(self, saved_model_dir, intra_op_threads=0, inter_op_threads=0, tags=("serve",)):
+        import tensorflow as tf
+        import tensorflow_text  # noqa: F401  (registers the in-graph tokenizer's ops that exports hold)
+
+        _warn_if_the_intra_op_pool_is_set(intra_op_threads)
+        self.saved_model_dir = str(saved_model_dir)
+        config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=intra_op_threads,
+                                          inter_op_parallelism_threads=inter_op_threads)
+        self._session = tf.compat.v1.Session(graph=tf.Graph(), config=config)
+        logger, level = tf.get_logger(), tf.get_logger().level
+        logger.setLevel("ERROR")  # the TF1 loader's notice that it is deprecated: TF Serving's loader is this one
+        try:
+            meta_graph = tf.compat.v1.saved_model.loader.load(self._session, list(tags), self.saved_model_dir)
+        finally:
+            logger.setLevel(level)
+        self.signature_defs = dict(meta_graph.signature_def)
+
+    def input_names(self, signature_name="serving_default"):
+        """The signature's input names, sorted."""
+        return sorted(self._signature(signature_name).inputs)
+
+    def callable(self, signature_name="serving_default"):
+        """A function of the signature's inputs (keywords, arrays or lists) to `{output name: array}`.
+
+        Each call is one run of a callable made here, once (TF Serving's
+        `Session::Run`: no feed dictionary to parse per request).
+
+        Raises:
+            SessionModelError: The export has no such signature; a call lacks
+                an input or names one the signature does not have.
+        """
+        import tensorflow as tf
+
+        signature = self._signature(signature_name)
+        inputs, outputs = sorted(signature.inputs), sorted(signature.outputs)
+        dtypes = [tf.as_dtype(signature.inputs[name].dtype).as_numpy_dtype for name in inputs]
+        run = self._session.make_callable([signature.outputs[name].name for name in outputs],
+                                          feed_list=[signature.inputs[name].name for name in inputs])
+
+        def call(**arrays):
+            missing, unknown = sorted(set(inputs) - set(arrays)), sorted(set(arrays) - set(inputs))
+            if missing or unknown:
+                raise SessionModelError(
+                    f"{self.saved_model_dir}: signature {signature_name!r} takes {inputs}; "
+                    + (f"missing {missing}" if missing else f"no input {unknown}"))
+            return dict(zip(outputs, run(*(_as_input(arrays[name], dtype, name) for name, dtype in zip(inputs, dtypes)))))
+
+        return call
+
+    def predict(self, inputs, signature_name="serving_default"):
+        """`{output name: array}` of one run of the signature on `inputs` (`{input name: array or list}`).
+
+        For many requests, `callable` makes the run once.
+        """
+        return self.callable(signature_name)(**inputs)
+
+    def replay_warmup(self):
+        """Runs the export's warmup requests (`assets.extra/tf_serving_warmup_requests`) as TF Serving does.
+
+        Returns:
+            How many it ran (0 where the export has none).
+
+        Raises:
+            SessionModelError: A request fails, as it would fail the version's
+                load in TF Serving (the request's index and signature named).
+        """
+        import tensorflow as tf
+
+        requests = warmup_requests(self.saved_model_dir)
+        for index, (name, arrays) in enumerate(requests):
+            try:
+                self.predict(arrays, name)
+            except (SessionModelError, ValueError, tf.errors.OpError) as error:
+                reason = getattr(error, "message", None) or str(error)
+                raise SessionModelError(f"{self.saved_model_dir}: warmup request {index} ({name}) fails, so TF "
+                                        f"Serving would not load this version: {reason.strip().splitlines()[0]}") from error
+        return len(requests)
+
+    def close(self):
+        """Frees the session (and the weights it holds)."""
+        self._session.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    def _signature(self, name):
+        if name not in self.signature_defs:
+            raise SessionModelError(f"{self.saved_model_dir}: no signature {name!r}; the export has "
+                                    f"{sorted(self.signature_defs)}")
+        return self.signature_defs[name]
+
+
+def warmup_requests(saved_model_dir):
+    """`[(signature name, {input name: array})]`: the predict requests of an export's warmup file, in order.
+
+    Args:
+        saved_model_dir: One version's directory.
+
+    Returns:
+        An empty list where the export has no warmup file.
+    """
+    import tensorflow as tf
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    path = f"{str(saved_model_dir).rstrip('/')}/{WARMUP_FILE}"
+    if not tf.io.gfile.exists(path):
+        return []
+    requests = []
+    for record in tf.data.TFRecordDataset(path).as_numpy_iterator():
+        log = prediction_log_pb2.PredictionLog.FromString(record)
+        if log.HasField("predict_log"):
+            request = log.predict_log.request
+            requests.append((request.model_spec.signature_name or "serving_default",
+                             {name: tf.make_ndarray(tensor) for name, tensor in request.inputs.items()}))
+    return requests
+
+
+def _as_input(value, dtype, name):
+    """`value` as an array of the input's `dtype`, refused where that would change a value (TF Serving refuses a
+    tensor of another type; NumPy would cut 1.5 to 1 or wrap 2**40 in int32 silently)."""
+    array = np.asarray(value)
+    if dtype is object or array.dtype == dtype:
+        return array if dtype is not object else np.asarray(value, object)
+    if array.size and not np.can_cast(array.dtype, dtype, "same_kind"):
+        raise SessionModelError(f"input {name!r}: {array.dtype} values for a {np.dtype(dtype).name} input")
+    if array.size and np.issubdtype(dtype, np.integer):
+        bounds = np.iinfo(dtype)
+        if array.min() < bounds.min or array.max() > bounds.max:
+            raise SessionModelError(f"input {name!r}: a value outside {np.dtype(dtype).name} "
+                                    f"({array.min()}..{array.max()})")
+    return array.astype(dtype)
+
+
+def _warn_if_the_intra_op_pool_is_set(intra_op_threads):
+    """Warns where the process' intra-op pool already exists with another count than `intra_op_threads`.
+
+    Setting TensorFlow's process-wide count to the session's is refused
+    exactly when its eager context (and so the pool) already exists with
+    another; before that, it makes a later eager context agree.
+    """
+    import tensorflow as tf
+
+    if tf.config.threading.get_intra_op_parallelism_threads() == intra_op_threads:
+        return
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(intra_op_threads)
+    except RuntimeError:
+        warnings.warn(
+            f"intra_op_threads={intra_op_threads} is not honoured: this process made its intra-op pool at its first "
+            f"op, with {tf.config.threading.get_intra_op_parallelism_threads()} threads (0: every core); call "
+            "tf.config.threading.set_intra_op_parallelism_threads at the process' start", RuntimeWarning, stacklevel=3)

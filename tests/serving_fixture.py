@@ -32,6 +32,8 @@ from concurrent import futures
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_impl.serving.session_model import SessionModel
+
 _METHOD_PATH = re.compile(r"^/v1/models/([^/:]+)(?:/versions/(\d+))?:(predict|classify|regress)$")
 
 CLASSIFY_METHOD_NAME = "tensorflow/serving/classify"  # tensorflow/cc/saved_model/signature_constants.h
@@ -90,12 +92,12 @@ def serialized_examples(input_proto):
 
 
 class LoopbackServingFixture:
-    """REST + gRPC loopback endpoints backed by `tf.saved_model.load(path)`."""
+    """REST + gRPC loopback endpoints backed by the export loaded as TF Serving loads it (`SessionModel`)."""
 
     def __init__(self, saved_model_dir, model_name):
         self.model_name = model_name
-        self.loaded = tf.saved_model.load(saved_model_dir)
-        self.signature_defs = read_signature_defs(saved_model_dir)
+        self.model = SessionModel(saved_model_dir)
+        self.signature_defs = self.model.signature_defs
         self._http = None
         self._grpc = None
 
@@ -116,8 +118,7 @@ class LoopbackServingFixture:
         examples = serialized_examples(input_proto)
         if not examples:
             raise ValueError(f"{kind} request input is empty.")
-        outputs = self.loaded.signatures[name](inputs=tf.constant(examples, tf.string))
-        return signature, {key: value.numpy() for key, value in outputs.items()}, len(examples)
+        return signature, self.model.predict({"inputs": examples}, name), len(examples)
 
     def classify(self, request):
         """A `ClassificationResponse` for a `ClassificationRequest`, built as classifier.cc does."""
@@ -183,14 +184,7 @@ class LoopbackServingFixture:
         return response
 
     def run_signature(self, signature_name, inputs):
-        function = self.loaded.signatures[signature_name]
-        specs = function.structured_input_signature[1]
-        tensors = {}
-        for name, value in inputs.items():
-            if name not in specs:
-                raise ValueError(f"unknown input {name!r} for signature {signature_name}")
-            tensors[name] = tf.constant(np.array(value, dtype=object if specs[name].dtype == tf.string else specs[name].dtype.as_numpy_dtype))
-        return {name: tensor.numpy() for name, tensor in function(**tensors).items()}
+        return self.model.predict(inputs, signature_name)
 
     # -- REST ---------------------------------------------------------------
 
@@ -207,14 +201,14 @@ class LoopbackServingFixture:
         if match.group(3) != "predict":
             return self._handle_rest_examples(match.group(3), request)
         signature = request.get("signature_name", "serving_default")
-        if signature not in self.loaded.signatures:
+        if signature not in self.signature_defs:
             return 400, {"error": f'Serving signature name: "{signature}" not found in signature def'}
         if "instances" in request:
             instances = request["instances"]
             if not instances:  # TF Serving's words for it
                 return 400, {"error": f"JSON Value: {body.decode('utf-8', 'replace')} No values in 'instances' array"}
             if not isinstance(instances[0], dict):
-                name = next(iter(self.loaded.signatures[signature].structured_input_signature[1]))
+                name = self.model.input_names(signature)[0]
                 instances = [{name: value} for value in instances]
             inputs = {key: [row[key] for row in instances] for key in instances[0]}
             outputs = self.run_signature(signature, inputs)

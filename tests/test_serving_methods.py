@@ -196,7 +196,7 @@ def test_classification_request_as_tf_serving_answers_it(exports):
     response = fixture.classify(request)
 
     # The model's own predictions: the predict signature on the same ids, the label list in its assets.
-    served = fixture.loaded.signatures["serve_ids"](**{k: tf.constant(v) for k, v in id_features().items()})
+    served = fixture.model.predict(id_features(), "serve_ids")
     with open(os.path.join(paths["sentiment"], "assets", "labels.txt"), encoding="utf-8") as f:
         labels = f.read().split()
     assert labels == LABELS
@@ -236,9 +236,9 @@ def test_regression_request_as_tf_serving_answers_it(exports):
 
     inputs = id_features()
     inputs["segment_ids"][1] = 0
-    served = fixture.loaded.signatures["serve_ids"](**{k: tf.constant(v) for k, v in inputs.items()})["predictions"]
+    served = fixture.model.predict(inputs, "serve_ids")["predictions"]
     values = [r.value for r in response.result.regressions]
-    np.testing.assert_allclose(values, served.numpy(), atol=1e-6)
+    np.testing.assert_allclose(values, served, atol=1e-6)
     np.testing.assert_allclose(values, models["similarity"](inputs).numpy()[:, 0], atol=1e-5)
 
     request.model_spec.signature_name = "serve_examples"

@@ -80,6 +80,11 @@ class SessionModel:
             logger.setLevel(level)
         self.signature_defs = dict(meta_graph.signature_def)
 
+    @property
+    def session(self):
+        """The `tf.compat.v1.Session` that holds the export (for profiling: `run` with `RunOptions`)."""
+        return self._session
+
     def input_names(self, signature_name="serving_default"):
         """The signature's input names, sorted."""
         return sorted(self._signature(signature_name).inputs)

@@ -31,6 +31,7 @@ from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.serving import versions
 from keras_bert_impl.serving.client import GrpcClient, RestClient, ServingError, tensor_proto_to_array
 from keras_bert_impl.serving.export import ExportError, ExportOptions, export_saved_model
+from keras_bert_impl.serving.session_model import SessionModel, SessionModelError
 from keras_bert_impl.serving.versions import publish_version
 from tests.helpers import randomize, tiny_config
 from tests.serving_fixture import LoopbackServingFixture
@@ -644,6 +645,51 @@ def test_predict_saved_model_tool_reports_the_whole_error(exported):
     assert result.returncode == 0, result.stderr[-3000:]
     error = json.loads(result.stdout)["results"][0]["error"]
     assert f"input_ids must lie in [0, {len(VOCAB)})" in error
+
+
+def damaged_copies(path, root):
+    """`{damage: directory}`: copies of an export's version with its variables cut short, flipped or gone."""
+    copies = {}
+    for damage in ("truncated_variables", "flipped_variables", "no_variables", "no_graph"):
+        copy = root / damage
+        shutil.copytree(path, copy)
+        (data,) = (copy / "variables").glob("variables.data-*")
+        if damage == "truncated_variables":
+            os.truncate(data, data.stat().st_size // 2)
+        elif damage == "flipped_variables":  # the bytes of the first tensor, its checksum left as it was
+            with open(data, "r+b") as f:
+                head = f.read(64)
+                f.seek(0)
+                f.write(bytes(b ^ 0xFF for b in head))
+        elif damage == "no_variables":
+            shutil.rmtree(copy / "variables")
+        else:
+            os.remove(copy / "saved_model.pb")
+        copies[damage] = copy
+    return copies
+
+
+def test_a_damaged_export_is_refused_by_name(exported, tmp_path):
+    """Was (tools/predict_saved_model.py): one line, `OutOfRangeError: Graph execution error:`, no reason."""
+    path, _ = exported
+    copies = damaged_copies(path, tmp_path)
+    for damage in ("truncated_variables", "flipped_variables", "no_variables"):
+        with pytest.raises(SessionModelError) as raised:
+            SessionModel(copies[damage])
+        message = str(raised.value)
+        assert message.startswith(f"{copies[damage]}: TF Serving's loader fails on this version (")
+        assert "Graph execution error" not in message and message.endswith("export it again")
+    with pytest.raises(OSError, match=f"SavedModel file does not exist at: {copies['no_graph']}"):
+        SessionModel(copies["no_graph"])
+    with SessionModel(path) as intact:  # the original still loads
+        assert intact.replay_warmup() >= 1
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO, "tools", "predict_saved_model.py"), str(copies["truncated_variables"])],
+        input="[]", capture_output=True, text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd="/",
+    )
+    assert result.returncode == 1 and result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("predict_saved_model: error: ") and "Graph execution error" not in line, line
 
 
 @pytest.mark.parametrize("requests, fragment", [

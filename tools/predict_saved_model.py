@@ -248,7 +248,8 @@ def main(argv=None):
         output = predict(saved_model_dir, requests, **threads)
     except (OSError, ValueError, KeyError, TypeError, tf.errors.OpError) as e:  # JSONDecodeError is a ValueError
         text = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)  # KeyError's str() quotes it
-        message = (text.strip() or "?").splitlines()[0]
+        # A graph's error starts "Graph execution error:"; the reason is a line below it.
+        message = _reason(e) if isinstance(e, tf.errors.OpError) else (text.strip() or "?").splitlines()[0]
         print(f"{PROG}: error: {type(e).__name__}: {message}", file=sys.stderr)
         return 1
     # Strict JSON: a non-finite number is written as the string "NaN",

@@ -76,6 +76,11 @@ class SessionModel:
         logger.setLevel("ERROR")  # the TF1 loader's notice that it is deprecated: TF Serving's loader is this one
         try:
             meta_graph = tf.compat.v1.saved_model.loader.load(self._session, list(tags), self.saved_model_dir)
+        except (tf.errors.OpError, ValueError) as error:  # restoring failed (ValueError: no variables at all)
+            self._session.close()
+            raise SessionModelError(f"{self.saved_model_dir}: TF Serving's loader fails on this version "
+                                    f"({_reason(error)}{_node_of(error)}): its variables/ or assets are damaged "
+                                    "or missing; export it again") from error
         finally:
             logger.setLevel(level)
         self.signature_defs = dict(meta_graph.signature_def)
@@ -141,9 +146,8 @@ class SessionModel:
             try:
                 self.predict(arrays, name)
             except (SessionModelError, ValueError, tf.errors.OpError) as error:
-                reason = getattr(error, "message", None) or str(error)
                 raise SessionModelError(f"{self.saved_model_dir}: warmup request {index} ({name}) fails, so TF "
-                                        f"Serving would not load this version: {reason.strip().splitlines()[0]}") from error
+                                        f"Serving would not load this version: {_reason(error)}") from error
         return len(requests)
 
     def close(self):
@@ -186,6 +190,25 @@ def warmup_requests(saved_model_dir):
             requests.append((request.model_spec.signature_name or "serving_default",
                              {name: tf.make_ndarray(tensor) for name, tensor in request.inputs.items()}))
     return requests
+
+
+def _reason(error):
+    """The line of a TensorFlow error that says what went wrong (not "Graph execution error:", not where)."""
+    for line in (getattr(error, "message", None) or str(error)).splitlines():
+        line = line.strip()
+        if line and line != "Graph execution error:" and not line.startswith(("Detected at node", "File ", "[[")):
+            return line
+    return type(error).__name__
+
+
+def _node_of(error):
+    """`", in its op NAME"` for an error a graph op raised (`RestoreV2`: reading the variables), else ""."""
+    node = getattr(getattr(error, "node_def", None), "name", "") or ""
+    if not node:
+        for line in (getattr(error, "message", None) or "").splitlines():
+            if "[[{{node " in line:
+                node = line.split("[[{{node ", 1)[1].split("}}", 1)[0]
+    return f", in its op {node}" if node else ""
 
 
 def _as_input(value, dtype, name):

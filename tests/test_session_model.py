@@ -6,6 +6,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -80,6 +81,29 @@ def test_each_call_runs_in_the_calling_thread_with_a_negative_inter_op_count(exp
         pooled(**ids), caller(**ids)
     assert voluntary_switches(lambda: pooled(**ids), 50) >= 50  # the check can fail: the pool hands each run over
     assert voluntary_switches(lambda: caller(**ids), 50) < 10
+
+
+def test_requests_from_several_threads_at_once_are_answered_as_alone(exported, bert_vocab_file):
+    # TF Serving answers concurrent requests on one Session; online, each in the thread that received it.
+    _, path = exported
+    serve_ids = SessionModel(path, inter_op_threads=-1).callable("serve_ids")
+    requests = [ids_of([text], bert_vocab_file) for text in TEXTS + ["Another one, a little longer than the rest."]]
+    alone = [serve_ids(**request)["probabilities"] for request in requests]
+    answers = [[] for _ in requests]
+
+    def send(index):
+        for _ in range(20):
+            answers[index].append(serve_ids(**requests[index])["probabilities"])
+
+    threads = [threading.Thread(target=send, args=(index,)) for index in range(len(requests))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for expected, got in zip(alone, answers):
+        assert len(got) == 20
+        for answer in got:
+            np.testing.assert_array_equal(answer, expected)
 
 
 def test_warmup_requests_replay_and_a_failing_one_is_named(exported, tmp_path):

@@ -36,7 +36,8 @@ WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"  # where TF Serving read
 
 
 class SessionModelError(BertError, ValueError):
-    """A call that names no signature or input of the export, or a warmup request that fails."""
+    """A version TF Serving's loader cannot restore, a call that names no signature or input of the export or
+    gives values its input's type cannot hold, or a warmup request that fails."""
 
 
 class SessionModel:
@@ -61,6 +62,8 @@ class SessionModel:
 
     Raises:
         OSError: `saved_model_dir` holds no SavedModel (TensorFlow's message).
+        SessionModelError: its variables cannot be restored (cut short,
+            altered or missing), the reason and the op that found it named.
     """
 
     def __init__(self, saved_model_dir, intra_op_threads=0, inter_op_threads=0, tags=("serve",)):
@@ -214,9 +217,11 @@ def _node_of(error):
 def _as_input(value, dtype, name):
     """`value` as an array of the input's `dtype`, refused where that would change a value (TF Serving refuses a
     tensor of another type; NumPy would cut 1.5 to 1 or wrap 2**40 in int32 silently)."""
+    if dtype is object:  # strings
+        return np.asarray(value, object)
     array = np.asarray(value)
-    if dtype is object or array.dtype == dtype:
-        return array if dtype is not object else np.asarray(value, object)
+    if array.dtype == dtype:
+        return array
     if array.size and not np.can_cast(array.dtype, dtype, "same_kind"):
         raise SessionModelError(f"input {name!r}: {array.dtype} values for a {np.dtype(dtype).name} input")
     if array.size and np.issubdtype(dtype, np.integer):

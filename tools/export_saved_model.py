@@ -106,6 +106,13 @@ def define_flags(fv):
         "Default: on where TensorFlow's oneDNN kernels run this machine's graphs, in float32 and bfloat16, and "
         "always for int8, unless --constant_kernels. Written to assets.extra/export_metadata.json.", **define,
     )
+    flags.DEFINE_boolean(
+        "verify", True,
+        "Before the new version is published, load it as TF Serving's loader does (a Session filled by the "
+        "SavedModel's own restore op), run its warmup requests and compare their answers with the model's: a "
+        "version TF Serving would refuse, or that answers otherwise, is not published. A few seconds, and the "
+        "weights once more in memory meanwhile (--noverify skips it).", **define,
+    )
     flags.DEFINE_string(
         "serving_base_path", "/models",
         "Where TF Serving sees the parent of --export_dir: models.config names each model's base_path "
@@ -147,7 +154,7 @@ def main(argv=None):
                             smoothing_alpha=fv.smoothing_alpha,
                             **flag_values(fv, (
         "do_lower_case", "max_seq_length", "label_names", "version", "serving_base_path", "precision", "skip_padding",
-        "constant_kernels", "packed_kernels",
+        "constant_kernels", "packed_kernels", "verify",
     )))
     path = export_checkpoint(fv.task, fv.bert_config_file, fv.init_checkpoint, fv.vocab_file, fv.export_dir, options,
                              num_labels=fv.num_labels, log=log)

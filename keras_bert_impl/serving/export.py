@@ -44,6 +44,7 @@ from keras_bert_impl.inference.precision import (
     inference_dtype_policy,
     same_variable_layout,
 )
+from keras_bert_impl.serving.session_model import SessionModelError
 from keras_bert_impl.serving.signatures import SIGNATURE_METHODS, BertServingModule
 from keras_bert_impl.serving.tf_serving_files import (
     DEFAULT_SERVING_BASE_PATH,
@@ -53,6 +54,7 @@ from keras_bert_impl.serving.tf_serving_files import (
     write_models_config,
     write_warmup_requests,
 )
+from keras_bert_impl.serving.verification import check_as_tf_serving
 from keras_bert_impl.serving.versions import (
     ExportError,
     check_version_free,
@@ -128,6 +130,11 @@ class ExportOptions:
         smoothing_alpha: With `calibration_texts`: how much of each input
             channel's spread moves into the kernel's row before quantizing
             (`int8.smoothing_factors`, SmoothQuant); 0 or None: none.
+        verify: Before the version is published, load it as TF Serving
+            does, run its warmup requests and compare their answers with
+            the model's (`verification.check_as_tf_serving`): a version that
+            fails is not published. A few seconds, and the export's weights
+            once more in memory meanwhile. `bert-export` does it by default.
     """
 
     do_lower_case: bool = True
@@ -144,6 +151,7 @@ class ExportOptions:
     calibration_texts: tuple = None
     calibration_percentile: float = int8.DEFAULT_CALIBRATION_PERCENTILE
     smoothing_alpha: float = int8.DEFAULT_SMOOTHING_ALPHA
+    verify: bool = False
 
 
 def in_precision(model, spec, precision):
@@ -412,7 +420,8 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
                     f"docs/BENCHMARKS.md, 'Memory that holds')")
         if log:
             log(ONLINE_THREADS_HINT)
-        tf.saved_model.save(module, staging, signatures=module.signatures())
+        signatures = module.signatures()
+        tf.saved_model.save(module, staging, signatures=signatures)
         if task in SIGNATURE_METHODS:
             set_method_names(staging, SIGNATURE_METHODS[task])
         extra = filesystem.join(staging, "assets.extra")
@@ -423,6 +432,14 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
         with filesystem.open_file(filesystem.join(extra, METADATA_FILE), "w") as f:
             json.dump(export_metadata(task, plan, options, int8_report), f, indent=2)
             f.write("\n")
+        if options.verify:
+            try:
+                checked = check_as_tf_serving(staging, signatures)
+            except SessionModelError as error:
+                reason = str(error).replace(staging, "the staged version")
+                raise ExportError(f"{export_dir}: the new version is not published: {reason}") from error
+            if log:
+                log(checked)
         final = publish_version(staging, export_dir, version)
     finally:
         filesystem.rmtree(staging, missing_ok=True)

@@ -82,7 +82,7 @@ class SessionModel:
         except (tf.errors.OpError, ValueError) as error:  # restoring failed (ValueError: no variables at all)
             self._session.close()
             raise SessionModelError(f"{self.saved_model_dir}: TF Serving's loader fails on this version "
-                                    f"({_reason(error)}{_node_of(error)}): its variables/ or assets are damaged "
+                                    f"({error_reason(error)}{_node_of(error)}): its variables/ or assets are damaged "
                                     "or missing; export it again") from error
         finally:
             logger.setLevel(level)
@@ -150,7 +150,7 @@ class SessionModel:
                 self.predict(arrays, name)
             except (SessionModelError, ValueError, tf.errors.OpError) as error:
                 raise SessionModelError(f"{self.saved_model_dir}: warmup request {index} ({name}) fails, so TF "
-                                        f"Serving would not load this version: {_reason(error)}") from error
+                                        f"Serving would not load this version: {error_reason(error)}") from error
         return len(requests)
 
     def close(self):
@@ -195,7 +195,7 @@ def warmup_requests(saved_model_dir):
     return requests
 
 
-def _reason(error):
+def error_reason(error):
     """The line of a TensorFlow error that says what went wrong (not "Graph execution error:", not where)."""
     for line in (getattr(error, "message", None) or str(error)).splitlines():
         line = line.strip()

@@ -123,21 +123,23 @@ class TextClassifier(BertClassifier):
         return write_release(self, path, self.bert_config, self.preprocessor.vocabulary, global_step,
                              write_tokenizer=getattr(self.preprocessor, "write_tokenizer_files", None))
 
-    def export(self, export_base, label_names=None, version=None, precision=None):
+    def export(self, export_base, label_names=None, version=None, precision=None, verify=True):
         """Exports for TF Serving under `export_base/<version>/`; returns that directory.
 
         The SavedModel tokenizes raw text in-graph with this model's
         preprocessing (signatures `serving_default`, `serve_text_pair`,
         `serve_ids`, `serve_examples`). `precision` ("float32", "bfloat16"
         or "auto": bfloat16 on a CPU with AMX or AMD's AVX-512 bf16) is what it computes in; default
-        this model's own.
+        this model's own. With `verify` (as `bert-export`) the version is
+        published only once it loads as TF Serving loads it and answers its
+        warmup requests as this model does (`serving.verification`).
         """
         from keras_bert_impl.serving.export import ExportOptions, export_saved_model
         from keras_bert_impl.tokenization.preprocessor import shared_tables
 
         options = ExportOptions(do_lower_case=self.preprocessor.do_lower_case,
                                 max_seq_length=self.preprocessor.max_seq_length, label_names=label_names,
-                                version=version, tables=shared_tables(), precision=precision)
+                                version=version, tables=shared_tables(), precision=precision, verify=verify)
         with tempfile.TemporaryDirectory(prefix="vocab-") as work:
             vocab_file = os.path.join(work, "vocab.txt")
             if hasattr(self.preprocessor, "write_tokenizer_files"):  # a variant's `TextPreprocessor`

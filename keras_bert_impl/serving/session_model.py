@@ -87,6 +87,7 @@ class SessionModel:
         finally:
             logger.setLevel(level)
         self.signature_defs = dict(meta_graph.signature_def)
+        self._callables = {}  # by signature name: made once each
 
     @property
     def session(self):
@@ -100,8 +101,8 @@ class SessionModel:
     def callable(self, signature_name="serving_default"):
         """A function of the signature's inputs (keywords, arrays or lists) to `{output name: array}`.
 
-        Each call is one run of a callable made here, once (TF Serving's
-        `Session::Run`: no feed dictionary to parse per request).
+        Each call is one run of a callable made once per signature (TF
+        Serving's `Session::Run`: no feed dictionary to parse per request).
 
         Raises:
             SessionModelError: The export has no such signature; a call lacks
@@ -109,6 +110,8 @@ class SessionModel:
         """
         import tensorflow as tf
 
+        if signature_name in self._callables:
+            return self._callables[signature_name]
         signature = self._signature(signature_name)
         inputs, outputs = sorted(signature.inputs), sorted(signature.outputs)
         dtypes = [tf.as_dtype(signature.inputs[name].dtype).as_numpy_dtype for name in inputs]
@@ -123,13 +126,11 @@ class SessionModel:
                     + (f"missing {missing}" if missing else f"no input {unknown}"))
             return dict(zip(outputs, run(*(_as_input(arrays[name], dtype, name) for name, dtype in zip(inputs, dtypes)))))
 
+        self._callables[signature_name] = call
         return call
 
     def predict(self, inputs, signature_name="serving_default"):
-        """`{output name: array}` of one run of the signature on `inputs` (`{input name: array or list}`).
-
-        For many requests, `callable` makes the run once.
-        """
+        """`{output name: array}` of one run of the signature on `inputs` (`{input name: array or list}`)."""
         return self.callable(signature_name)(**inputs)
 
     def replay_warmup(self):

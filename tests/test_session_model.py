@@ -155,6 +155,7 @@ SessionModel(sys.argv[1], intra_op_threads=1)  # the process' first device: its 
 assert tf.config.threading.get_intra_op_parallelism_threads() == 1
 SessionModel(sys.argv[1], intra_op_threads=1)
 tf.constant(1.0) + 1.0  # the eager context, sized as the sessions
+SessionModel(sys.argv[1])  # no count given: the process' own, no warning
 try:
     SessionModel(sys.argv[1], intra_op_threads=2)
 except RuntimeWarning as warning:

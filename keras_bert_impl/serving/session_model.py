@@ -46,11 +46,12 @@ class SessionModel:
     Args:
         saved_model_dir: One version's directory (`saved_models/NAME/VERSION`).
         intra_op_threads: TF Serving's `--tensorflow_intra_op_parallelism`:
-            the threads of each op (oneDNN's), 0 for every core. TensorFlow
-            has one intra-op pool per process, made with the first device: if
-            the process already ran an eager op with another count, this one
-            is not honoured (a warning says so); size it at the process'
-            start with `tf.config.threading.set_intra_op_parallelism_threads`.
+            the threads of each op (oneDNN's), 0 for every core; None (the
+            default): the process' own setting. TensorFlow has one intra-op
+            pool per process, made with the first device: if the process
+            already ran an eager op with another count, this one is not
+            honoured (a warning says so); size it at the process' start with
+            `tf.config.threading.set_intra_op_parallelism_threads`.
         inter_op_threads: TF Serving's `--tensorflow_inter_op_parallelism`:
             the threads that run independent ops, 0 for every core; a
             negative count runs each call's ops in the calling thread (no
@@ -66,10 +67,12 @@ class SessionModel:
             altered or missing), the reason and the op that found it named.
     """
 
-    def __init__(self, saved_model_dir, intra_op_threads=0, inter_op_threads=0, tags=("serve",)):
+    def __init__(self, saved_model_dir, intra_op_threads=None, inter_op_threads=0, tags=("serve",)):
         import tensorflow as tf
         import tensorflow_text  # noqa: F401  (registers the in-graph tokenizer's ops that exports hold)
 
+        if intra_op_threads is None:
+            intra_op_threads = tf.config.threading.get_intra_op_parallelism_threads()
         _warn_if_the_intra_op_pool_is_set(intra_op_threads)
         self.saved_model_dir = str(saved_model_dir)
         config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=intra_op_threads,

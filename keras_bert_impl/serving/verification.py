@@ -88,4 +88,4 @@ def relative_difference(answer, expected):
     difference, scale = np.linalg.norm(answer - expected), np.linalg.norm(expected)
     if scale == 0.0:
         return 0.0 if difference == 0.0 else float("inf")
-    return round(float(difference / scale), 12)
+    return float(difference / scale)

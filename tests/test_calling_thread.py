@@ -114,6 +114,8 @@ def test_refusals_name_the_cause(model):
         forward({name: value for name, value in inputs.items() if name != "segment_ids"})
     with pytest.raises(TypeError, match=re.escape("inputs['input_ids']: integers expected, not float32")):
         forward({**inputs, "input_ids": inputs["input_ids"].astype("float32")})
+    with pytest.raises(ValueError, match=re.escape("inputs['input_ids']: a value outside int32")):
+        forward({**inputs, "input_ids": inputs["input_ids"].astype("int64") + 2**32})  # was: wrapped to valid ids
     with pytest.raises(tf.errors.InvalidArgumentError):  # an id past the vocabulary, as the model's own gather says
         forward({**inputs, "input_ids": np.full_like(inputs["input_ids"], model.bert_config.vocab_size + 5)})
 

@@ -87,6 +87,45 @@ def session_graph_def(concrete_function):
     return graph_def, to_assign
 
 
+def input_array(value, dtype):
+    """`value` as an array of `dtype` to feed a Session, refused where the conversion would change a value.
+
+    A Session takes what NumPy gives it: `astype` would cut 1.5 to 1 and
+    wrap 2**32 + 5 to 5 in int32, a valid token id, silently.
+
+    Args:
+        value: An array, list or scalar.
+        dtype: A NumPy dtype, or `object` for strings.
+
+    Returns:
+        The array (no copy where it already has `dtype`).
+
+    Raises:
+        TypeError: values of another kind (floats for integers).
+        ValueError: an integer outside `dtype`'s range.
+
+    Example:
+    >>> input_array([[101, 2023]], np.int32).dtype
+    dtype('int32')
+    >>> input_array(np.array([2**32 + 5]), np.int32)
+    Traceback (most recent call last):
+    ...
+    ValueError: a value outside int32 (4294967301..4294967301)
+    """
+    if dtype is object:  # strings
+        return np.asarray(value, object)
+    array = np.asarray(value)
+    if array.dtype == dtype:
+        return array
+    if array.size and not np.can_cast(array.dtype, dtype, "same_kind"):
+        raise TypeError(f"{array.dtype} values for a {np.dtype(dtype).name} input")
+    if array.size and np.issubdtype(dtype, np.integer):
+        bounds = np.iinfo(dtype)
+        if array.min() < bounds.min or array.max() > bounds.max:
+            raise ValueError(f"a value outside {np.dtype(dtype).name} ({array.min()}..{array.max()})")
+    return array.astype(dtype)
+
+
 class SessionFunction:
     """`function(inputs)` answered by a `tf.compat.v1.Session` whose ops run in the thread that calls.
 
@@ -103,7 +142,7 @@ class SessionFunction:
             `None` take any size.
 
     Raises:
-        ValueError: on a call, an input missing.
+        ValueError: on a call, an input missing, or an id outside int32.
         TypeError: on a call, floats for an integer input.
     """
 
@@ -136,8 +175,11 @@ class SessionFunction:
             raise ValueError(f"inputs {', '.join(missing)} missing; the function takes {', '.join(self._names)}")
         arrays = []
         for name, dtype in zip(self._names, self._dtypes):
-            array = np.asarray(inputs[name])
-            if np.issubdtype(dtype, np.integer) and array.dtype.kind not in "iub":
-                raise TypeError(f"inputs[{name!r}]: integers expected, not {array.dtype}")
-            arrays.append(array.astype(dtype, copy=False))
+            try:
+                arrays.append(input_array(inputs[name], dtype))
+            except TypeError:
+                kind = "integers" if np.issubdtype(dtype, np.integer) else np.dtype(dtype).name
+                raise TypeError(f"inputs[{name!r}]: {kind} expected, not {np.asarray(inputs[name]).dtype}") from None
+            except ValueError as error:
+                raise ValueError(f"inputs[{name!r}]: {error}") from None
         return tf.nest.pack_sequence_as(self._outputs, self._call(*arrays))

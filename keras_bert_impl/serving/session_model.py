@@ -28,9 +28,8 @@ array([b'positive'], dtype=object)
 
 import warnings
 
-import numpy as np
-
 from keras_bert_impl.errors import BertError
+from keras_bert_impl.inference.calling_thread import input_array
 
 WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"  # where TF Serving reads them
 
@@ -219,21 +218,12 @@ def _node_of(error):
 
 
 def _as_input(value, dtype, name):
-    """`value` as an array of the input's `dtype`, refused where that would change a value (TF Serving refuses a
-    tensor of another type; NumPy would cut 1.5 to 1 or wrap 2**40 in int32 silently)."""
-    if dtype is object:  # strings
-        return np.asarray(value, object)
-    array = np.asarray(value)
-    if array.dtype == dtype:
-        return array
-    if array.size and not np.can_cast(array.dtype, dtype, "same_kind"):
-        raise SessionModelError(f"input {name!r}: {array.dtype} values for a {np.dtype(dtype).name} input")
-    if array.size and np.issubdtype(dtype, np.integer):
-        bounds = np.iinfo(dtype)
-        if array.min() < bounds.min or array.max() > bounds.max:
-            raise SessionModelError(f"input {name!r}: a value outside {np.dtype(dtype).name} "
-                                    f"({array.min()}..{array.max()})")
-    return array.astype(dtype)
+    """`calling_thread.input_array`, its refusals as `SessionModelError`s naming the input (TF Serving refuses a
+    tensor of another type)."""
+    try:
+        return input_array(value, dtype)
+    except (TypeError, ValueError) as error:
+        raise SessionModelError(f"input {name!r}: {error}") from None
 
 
 def _warn_if_the_intra_op_pool_is_set(intra_op_threads):

@@ -15,6 +15,7 @@ from keras_bert_impl import filesystem
 from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.serving.client import GrpcClient, RestClient, ServingError
 from keras_bert_impl.serving.export import ExportError, ExportOptions, export_saved_model
+from keras_bert_impl.serving import tf_serving_files
 from keras_bert_impl.serving.tf_serving_files import write_models_config
 from keras_bert_impl.serving.versions import publish_version
 from tests.helpers import randomize, tiny_config
@@ -128,6 +129,48 @@ def test_models_config_written_by_someone_else_is_merged_into(tmp_path):
     assert entries["other"].base_path == "/elsewhere/other"
     assert list(entries["other"].model_version_policy.specific.versions) == [4]
     assert entries["alpha"].base_path == "/models/alpha"
+
+
+def test_an_export_of_another_model_meanwhile_is_not_dropped_from_models_config(tmp_path, monkeypatch):
+    """Two exports of different models under one base, the second publishing and writing
+    models.config while the first is between reading the directory and writing the file:
+    both models stay listed (was: the first's write, made from what it read before, named
+    only its own model, so a TF Serving that polls the file unloaded the other)."""
+    base = tmp_path / "saved_models"
+    (base / "alpha" / "1").mkdir(parents=True)
+    real_write = tf_serving_files.write_text_atomically
+    interleaved = []
+
+    def write_after_another_export(path, text):
+        if not interleaved:  # the other export publishes beta/1 and writes its file first
+            interleaved.append(text)
+            (base / "beta" / "1").mkdir(parents=True)
+            write_models_config(base, serving_base_path="/models")
+        real_write(path, text)
+
+    monkeypatch.setattr(tf_serving_files, "write_text_atomically", write_after_another_export)
+    path = write_models_config(base, serving_base_path="/models")
+    assert 'name: "beta"' not in interleaved[0]  # the fault happened: a stale file was written over beta's
+    names = [c.name for c in parse_models_config(path).model_config_list.config]
+    assert names == ["alpha", "beta"]
+    assert sorted(os.listdir(base)) == ["alpha", "beta", "models.config"]  # no partial file left
+
+
+def test_a_models_config_kept_stale_by_another_writer_is_an_error_naming_the_model(tmp_path, monkeypatch):
+    base = tmp_path / "saved_models"
+    for name in ("alpha", "beta"):
+        (base / name / "1").mkdir(parents=True)
+    real_write = tf_serving_files.write_text_atomically
+    writes = []
+
+    def another_writer_wins(path, text):  # a writer that lists alpha only writes after each of ours
+        writes.append(text)
+        real_write(path, tf_serving_files.models_config_text(["alpha"], "/models"))
+
+    monkeypatch.setattr(tf_serving_files, "write_text_atomically", another_writer_wins)
+    with pytest.raises(ExportError, match=r"models.config: still lacks \['beta'\] after 10 writes"):
+        write_models_config(base, serving_base_path="/models")
+    assert len(writes) == 10 and all('name: "beta"' in text for text in writes)
 
 
 @pytest.mark.parametrize("content, fragment", [

@@ -20,6 +20,8 @@ WARMUP_FILE = "tf_serving_warmup_requests"
 MODELS_CONFIG = "models.config"
 # Where the tensorflow/serving docker image expects models: /models/<name>.
 DEFAULT_SERVING_BASE_PATH = "/models"
+# Rewrites of models.config before giving up on a file that other writers keep making stale.
+_WRITE_ATTEMPTS = 10
 
 
 def set_method_names(saved_model_dir, method_names):
@@ -158,6 +160,12 @@ def write_models_config(export_base, serving_base_path=DEFAULT_SERVING_BASE_PATH
     not under `export_base` stay as written (another tool's or a person's),
     and those that are keep their version policies and labels.
 
+    Exports of other models may write the file at the same time (no lock:
+    `export_base` may be on `gs://`). Each writer reads the file back after
+    writing and writes again until it names every model then under
+    `export_base`, so the last writer leaves every published model listed;
+    one written from an older reading is replaced within milliseconds.
+
     Args:
         export_base: The parent of the model directories (`saved_models`).
         serving_base_path: Where the server sees `export_base`: each model's
@@ -168,12 +176,24 @@ def write_models_config(export_base, serving_base_path=DEFAULT_SERVING_BASE_PATH
         The path written.
 
     Raises:
-        ExportError: an existing file that is not a model list (`read_models_config`).
+        ExportError: an existing file that is not a model list
+            (`read_models_config`), or one that other writers kept replacing
+            with lists lacking a model.
     """
-    existing = read_models_config(export_base)
     path = filesystem.join(export_base, MODELS_CONFIG)
-    write_text_atomically(path, models_config_text(model_names(export_base), serving_base_path, existing))
-    return path
+    for _ in range(_WRITE_ATTEMPTS):
+        names = model_names(export_base)
+        write_text_atomically(path, models_config_text(names, serving_base_path, read_models_config(export_base)))
+        lacking = sorted(set(model_names(export_base)) - _listed_names(read_models_config(export_base)))
+        if not lacking:
+            return path
+    raise ExportError(f"{path}: still lacks {lacking} after {_WRITE_ATTEMPTS} writes; another process keeps "
+                      "writing it: stop it, or export under another directory")
+
+
+def _listed_names(config):
+    """The model names a `ModelServerConfig` (or None) lists."""
+    return set() if config is None else {entry.name for entry in config.model_config_list.config}
 
 
 def write_warmup_requests(path, model_name, texts, text_b=None):

@@ -710,6 +710,27 @@ def test_predict_saved_model_tool_names_a_malformed_request(exported, requests, 
     assert result.returncode == 1 and len(lines) == 1 and fragment in lines[0], result.stderr[-2000:]
 
 
+@pytest.mark.parametrize("version, stdin, fragment", [
+    (False, "[]", "predict_saved_model: error: {model}: a model directory holding version(s) 1, not a SavedModel; "
+                  "give one version, e.g. {model}/1 (the one TF Serving serves)"),
+    (True, "", "ValueError: standard input holds no requests: give a JSON list of"),
+    (True, '[{"signature": "serving_default",\n', "ValueError: standard input is not JSON: Expecting property name enclosed in double quotes: line 2 column 1"),
+])
+def test_predict_saved_model_tool_names_a_model_directory_and_missing_requests(exported, version, stdin, fragment):
+    """Was: TensorFlow's `SavedModel file does not exist at: .../{saved_model.pbtxt|saved_model.pb}` for a model's
+    base path, and `JSONDecodeError: Expecting value: line 1 column 1 (char 0)` for no requests."""
+    path, _ = exported
+    model = os.path.dirname(path)
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO, "tools", "predict_saved_model.py"), path if version else model],
+        input=stdin, capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd="/",
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == (1 if version else 2) and len(lines) == 1, result.stderr[-2000:]
+    assert fragment.format(model=model) in lines[0]
+
+
 def test_predict_saved_model_tool_refuses_an_export_whose_warmup_fails(exported, tmp_path):
     """TF Serving replays `assets.extra/tf_serving_warmup_requests` before it
     serves a version, and a failing request fails the load: so does the tool

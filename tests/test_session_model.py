@@ -145,6 +145,11 @@ def test_bad_calls_are_named_and_change_no_value(exported):
         with pytest.raises(SessionModelError, match=r"input 'input_ids': a value outside int32"):
             serve_ids(**dict(ids, input_ids=[[101, 2**40, 102]]))
 
+    model_dir = os.path.dirname(path)  # TF Serving's --model_base_path, not a version
+    with pytest.raises(SessionModelError, match=r"sst: a model directory holding version\(s\) 1, not a SavedModel; "
+                                                r"give one version, e.g. .*/sst/1 \(the one TF Serving serves\)"):
+        SessionModel(model_dir)
+
 
 _POOL_PROBE = """
 import sys, warnings

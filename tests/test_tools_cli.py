@@ -229,7 +229,7 @@ def test_predict_saved_model_bad_requests_are_one_line(tmp_path):
     good = run("predict_saved_model.py", str(tmp_path / "doubler"), stdin='[{"signature": "serving_default", "inputs": {"x": [1, 2]}}]')
     assert good.returncode == 0, good.stderr
     assert good.stdout == '{"blocked_modules_loaded": [], "results": [{"y": [2.0, 4.0]}]}'
-    assert_one_line_error(run("predict_saved_model.py", str(tmp_path / "doubler"), stdin="not json"), "JSONDecodeError")
+    assert_one_line_error(run("predict_saved_model.py", str(tmp_path / "doubler"), stdin="not json"), "standard input is not JSON: Expecting value: line 1 column 1")
     result = run("predict_saved_model.py", f"--saved_model_dir={tmp_path / 'doubler'}", stdin='[{"signature": "other", "inputs": {}}]')
     assert_one_line_error(result, "no signature 'other'")
 

@@ -68,6 +68,33 @@ def _isdir(path):
     return tf.io.gfile.isdir(path)
 
 
+def _versions_without_a_saved_model(path):
+    """The integer version directories under `path`, ascending, where `path` holds no `saved_model.pb` itself;
+    else []."""
+    if "://" in path:
+        import tensorflow as tf
+
+        exists, listdir, isdir = tf.io.gfile.exists, tf.io.gfile.listdir, tf.io.gfile.isdir
+    else:  # no TensorFlow to import for a local path's usage error
+        exists, listdir, isdir = os.path.exists, os.listdir, os.path.isdir
+    if any(exists(os.path.join(path, name)) for name in ("saved_model.pb", "saved_model.pbtxt")):
+        return []
+    names = [name.rstrip("/") for name in listdir(path)]
+    return sorted(int(name) for name in names if name.isascii() and name.isdigit() and isdir(os.path.join(path, name)))
+
+
+def _read_requests(stream):
+    """The requests JSON on `stream`, or a ValueError saying what standard input held instead."""
+    text = stream.read()
+    if not text.strip():
+        raise ValueError('standard input holds no requests: give a JSON list of {"signature": name, '
+                         '"inputs": {name: values}} (see --help)')
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"standard input is not JSON: {error}") from None
+
+
 def parse_flags(argv):
     """`(SavedModel directory, session threads)` that `argv` names, or None after printing the help.
 
@@ -88,6 +115,11 @@ def parse_flags(argv):
     saved_model_dir = fv.saved_model_dir or positional[0]
     if not _isdir(saved_model_dir):
         raise UsageError(f"{saved_model_dir}: no such SavedModel directory")
+    versions = _versions_without_a_saved_model(saved_model_dir)
+    if versions:  # a TF Serving --model_base_path, not one of its versions
+        latest = f"{saved_model_dir.rstrip('/')}/{versions[-1]}"
+        raise UsageError(f"{saved_model_dir}: a model directory holding version(s) {', '.join(map(str, versions))}, "
+                         f"not a SavedModel; give one version, e.g. {latest} (the one TF Serving serves)")
     if fv.tensorflow_intra_op_parallelism < 0:
         raise UsageError(f"--tensorflow_intra_op_parallelism={fv.tensorflow_intra_op_parallelism}: "
                          "a count of threads, 0 or more")
@@ -244,7 +276,7 @@ def main(argv=None):
     import tensorflow as tf
 
     try:
-        requests = json.load(sys.stdin)
+        requests = _read_requests(sys.stdin)
         output = predict(saved_model_dir, requests, **threads)
     except (OSError, ValueError, KeyError, TypeError, tf.errors.OpError) as e:  # JSONDecodeError is a ValueError
         text = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)  # KeyError's str() quotes it

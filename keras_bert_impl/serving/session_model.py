@@ -28,8 +28,10 @@ array([b'positive'], dtype=object)
 
 import warnings
 
+from keras_bert_impl import filesystem
 from keras_bert_impl.errors import BertError
 from keras_bert_impl.inference.calling_thread import input_array
+from keras_bert_impl.serving.versions import existing_versions
 
 WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"  # where TF Serving reads them
 
@@ -62,14 +64,17 @@ class SessionModel:
 
     Raises:
         OSError: `saved_model_dir` holds no SavedModel (TensorFlow's message).
-        SessionModelError: its variables cannot be restored (cut short,
-            altered or missing), the reason and the op that found it named.
+        SessionModelError: it is a model directory (TF Serving's
+            `--model_base_path`) rather than one of its versions, the latest
+            named; its variables cannot be restored (cut short, altered or
+            missing), the reason and the op that found it named.
     """
 
     def __init__(self, saved_model_dir, intra_op_threads=None, inter_op_threads=0, tags=("serve",)):
         import tensorflow as tf
         import tensorflow_text  # noqa: F401  (registers the in-graph tokenizer's ops that exports hold)
 
+        _refuse_a_model_directory(str(saved_model_dir))
         if intra_op_threads is None:
             intra_op_threads = tf.config.threading.get_intra_op_parallelism_threads()
         _warn_if_the_intra_op_pool_is_set(intra_op_threads)
@@ -171,6 +176,18 @@ class SessionModel:
             raise SessionModelError(f"{self.saved_model_dir}: no signature {name!r}; the export has "
                                     f"{sorted(self.signature_defs)}")
         return self.signature_defs[name]
+
+
+def _refuse_a_model_directory(path):
+    """Raises `SessionModelError` where `path` holds no SavedModel but version directories (a model's base
+    path, which TF Serving serves the latest version of)."""
+    if any(filesystem.exists(filesystem.join(path, name)) for name in ("saved_model.pb", "saved_model.pbtxt")):
+        return
+    versions = existing_versions(path)
+    if versions:
+        raise SessionModelError(
+            f"{path}: a model directory holding version(s) {', '.join(map(str, versions))}, not a SavedModel; "
+            f"give one version, e.g. {filesystem.join(path, str(versions[-1]))} (the one TF Serving serves)")
 
 
 def warmup_requests(saved_model_dir):

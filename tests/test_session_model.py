@@ -175,3 +175,30 @@ def test_an_intra_op_count_the_process_cannot_honour_is_warned_of(exported):
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.startswith("intra_op_threads=2 is not honoured: this process made its intra-op pool at "
                                     "its first op, with 1 threads"), result.stdout
+
+
+_QUIET_PROBE = """
+import sys
+from keras_bert_impl.serving.session_model import SessionModel
+print("before", file=sys.stderr, flush=True)
+with SessionModel(sys.argv[1]) as model:
+    model.replay_warmup()
+print("after", file=sys.stderr, flush=True)
+"""
+
+
+@pytest.mark.parametrize("level", ["3", "0"])
+def test_a_quiet_process_gets_no_native_log_lines_from_the_load(exported, level):
+    """Was: "WARNING: All log messages before absl::InitializeLog() ..." and "I0000 ... MLIR V1 optimization pass is
+    not enabled" on stderr of every `bert-export` (its check) under TF_CPP_MIN_LOG_LEVEL=3."""
+    _, path = exported
+    result = subprocess.run([sys.executable, "-c", _QUIET_PROBE, path], capture_output=True, text=True, timeout=300,
+                            cwd=REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL=level))
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stderr.splitlines()
+    assert "before" in lines and lines[-1] == "after"  # stderr is given back after the load
+    during = lines[lines.index("before") + 1:-1]
+    if level == "3":
+        assert during == []
+    else:  # INFO asked for: the native lines stay (so the quiet case above is the load's doing)
+        assert any("MLIR V1 optimization pass" in line for line in during), lines

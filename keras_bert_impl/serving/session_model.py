@@ -26,6 +26,9 @@ array([b'positive'], dtype=object)
 (1, 384)
 """
 
+import contextlib
+import os
+import sys
 import warnings
 
 from keras_bert_impl import filesystem
@@ -85,7 +88,8 @@ class SessionModel:
         logger, level = tf.get_logger(), tf.get_logger().level
         logger.setLevel("ERROR")  # the TF1 loader's notice that it is deprecated: TF Serving's loader is this one
         try:
-            meta_graph = tf.compat.v1.saved_model.loader.load(self._session, list(tags), self.saved_model_dir)
+            with _native_info_quiet():
+                meta_graph = tf.compat.v1.saved_model.loader.load(self._session, list(tags), self.saved_model_dir)
         except (tf.errors.OpError, ValueError) as error:  # restoring failed (ValueError: no variables at all)
             self._session.close()
             raise SessionModelError(f"{self.saved_model_dir}: TF Serving's loader fails on this version "
@@ -241,6 +245,30 @@ def _as_input(value, dtype, name):
         return input_array(value, dtype)
     except (TypeError, ValueError) as error:
         raise SessionModelError(f"input {name!r}: {error}") from None
+
+
+@contextlib.contextmanager
+def _native_info_quiet():
+    """Standard error's file descriptor to /dev/null for the block, where `TF_CPP_MIN_LOG_LEVEL` asks for no INFO.
+
+    A process' first graph session logs two lines through the C++ absl
+    logger, which that variable does not reach ("All log messages before
+    absl::InitializeLog() ...", "MLIR V1 optimization pass is not enabled");
+    the loader's errors reach Python as exceptions whatever stderr is.
+    Whatever other threads write to stderr during the block is lost too.
+    """
+    if os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0").strip() in ("", "0"):
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _warn_if_the_intra_op_pool_is_set(intra_op_threads):

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -18,6 +19,7 @@ from keras_bert_impl.checkpoints.name_map import original_variable_map
 from keras_bert_impl.checkpoints.original import save_original_checkpoint
 from keras_bert_impl.data.text_pairs import TextPairExample, convert_example_to_features
 from keras_bert_impl.models.classifier import BertClassifier
+from keras_bert_impl.serving.session_model import SessionModel
 from keras_bert_impl.tasks.registry import TASKS, get_task
 from keras_bert_impl.tokenization import FullTokenizer
 from tests.helpers import randomize, tiny_config
@@ -256,6 +258,27 @@ def test_keras_file_and_release_round_trips(tmp_path):
     ])
     rows = (tmp_path / "out" / "test_results.tsv").read_text().splitlines()
     np.testing.assert_allclose(np.array([r.split("\t") for r in rows], float), probabilities, atol=1e-6)
+
+    # Read back for predictions: the head's classes come from the release itself (was: num_classes required).
+    reloaded = TextClassifier.from_release(tmp_path / "fine_tuned", max_seq_length=12)
+    assert reloaded.num_classes == 3 and not reloaded.load_report.fresh
+    np.testing.assert_allclose(reloaded.predict(texts, verbose=0), probabilities, atol=1e-6)
+    with pytest.raises(ValueError, match=r"bert_model.ckpt: no fine-tuned classifier head \(output_weights\); "
+                                         "give num_classes for a new one"):
+        TextClassifier.from_release(release, max_seq_length=12)
+
+
+def test_int8_export_is_calibrated_on_the_tasks_texts(tmp_path):
+    release = _tiny_release(tmp_path, VOCAB)
+    model = TextClassifier.from_release(release, num_classes=2, max_seq_length=12)
+    texts = ["good film", "the plot is not good", "bad film .", "the film"] * 3
+    version = model.export(tmp_path / "saved_models" / "tiny", precision="int8", calibration_texts=texts)
+    metadata = json.loads((Path(version) / "assets.extra" / "export_metadata.json").read_text())
+    assert metadata["precision"] == "int8"
+    assert metadata["int8"]["activation_ranges"].startswith(f"calibrated on {len(texts)} texts")
+    with SessionModel(version) as served:  # as TF Serving runs it
+        probabilities = served.predict({"text": texts[:4]})["probabilities"]
+    np.testing.assert_allclose(probabilities, model.predict(texts[:4], verbose=0), atol=0.02)
 
 
 def test_regression_and_text_pairs(tmp_path):

@@ -95,13 +95,15 @@ class TextClassifier(BertClassifier):
     # -- from and to releases ---------------------------------------------
 
     @classmethod
-    def from_release(cls, path, num_classes, max_seq_length=128, do_lower_case=None, **kwargs):
-        """A classifier on the encoder of a release, with a fresh head.
+    def from_release(cls, path, num_classes=None, max_seq_length=128, do_lower_case=None, **kwargs):
+        """A classifier on the encoder of a release: its fine-tuned head where it has one, else a fresh head.
 
         Args:
             path: A release directory (`bert_config.json`, `vocab.txt`,
                 `bert_model.ckpt` or `model.ckpt`), or a checkpoint prefix in one.
-            num_classes: Classes (1: regression).
+            num_classes: Classes (1: regression). None: as many as the
+                release's fine-tuned head (`output_weights`, as
+                `run_classifier` and `save_release` write it) has.
             max_seq_length: Padded length of the inputs.
             do_lower_case: None follows the release (its name where the
                 original's check knows it, else its vocabulary's casing).
@@ -109,7 +111,13 @@ class TextClassifier(BertClassifier):
 
         Returns:
             The model; `model.load_report` says what was loaded and what is new.
+
+        Raises:
+            ValueError: `num_classes` is None and the release has no
+                fine-tuned head.
         """
+        if num_classes is None:
+            num_classes = release_head_classes(path)
         return load_from_release(cls, path, max_seq_length, do_lower_case,
                                  fresh=CLASSIFIER.head_variables, num_classes=num_classes, **kwargs)
 
@@ -123,23 +131,30 @@ class TextClassifier(BertClassifier):
         return write_release(self, path, self.bert_config, self.preprocessor.vocabulary, global_step,
                              write_tokenizer=getattr(self.preprocessor, "write_tokenizer_files", None))
 
-    def export(self, export_base, label_names=None, version=None, precision=None, verify=True):
+    def export(self, export_base, label_names=None, version=None, precision=None, verify=True,
+               calibration_texts=None):
         """Exports for TF Serving under `export_base/<version>/`; returns that directory.
 
         The SavedModel tokenizes raw text in-graph with this model's
         preprocessing (signatures `serving_default`, `serve_text_pair`,
-        `serve_ids`, `serve_examples`). `precision` ("float32", "bfloat16"
-        or "auto": bfloat16 on a CPU with AMX or AMD's AVX-512 bf16) is what it computes in; default
-        this model's own. With `verify` (as `bert-export`) the version is
-        published only once it loads as TF Serving loads it and answers its
-        warmup requests as this model does (`serving.verification`).
+        `serve_ids`, `serve_examples`). `precision` ("float32", "bfloat16",
+        "int8" or "auto": bfloat16 on a CPU with AMX or AMD's AVX-512 bf16)
+        is what it computes in; default this model's own. For "int8",
+        `calibration_texts` (your task's texts, as `bert-export
+        --calibration_file` reads them) fix each product's input range and
+        measure int8's agreement with float32 (`export_metadata.json`);
+        None finds the ranges per batch. With `verify` (as `bert-export`)
+        the version is published only once it loads as TF Serving loads it
+        and answers its warmup requests as this model does
+        (`serving.verification`).
         """
         from keras_bert_impl.serving.export import ExportOptions, export_saved_model
         from keras_bert_impl.tokenization.preprocessor import shared_tables
 
         options = ExportOptions(do_lower_case=self.preprocessor.do_lower_case,
                                 max_seq_length=self.preprocessor.max_seq_length, label_names=label_names,
-                                version=version, tables=shared_tables(), precision=precision, verify=verify)
+                                version=version, tables=shared_tables(), precision=precision, verify=verify,
+                                calibration_texts=None if calibration_texts is None else tuple(calibration_texts))
         with tempfile.TemporaryDirectory(prefix="vocab-") as work:
             vocab_file = os.path.join(work, "vocab.txt")
             if hasattr(self.preprocessor, "write_tokenizer_files"):  # a variant's `TextPreprocessor`
@@ -150,7 +165,7 @@ class TextClassifier(BertClassifier):
             else:
                 with open(vocab_file, "w", encoding="utf-8") as f:
                     f.write("".join(f"{token}\n" for token in self.preprocessor.vocabulary))
-            return export_saved_model(self, self.spec.name, vocab_file, export_base, options)
+            return export_saved_model(self, self.spec.name, vocab_file, export_base, options, log=logger.info)
 
     def distill(self, texts, labels=None, num_hidden_layers=None, unlabeled_texts=None, batch_size=32, epochs=3,
                 verbose="auto", callbacks=None, validation_data=None, **options):
@@ -413,6 +428,23 @@ def _unpack(data):
     if _is_dataset(data):
         return (data,)
     return tuple(data)
+
+
+def release_head_classes(path):
+    """The classes of a release's fine-tuned classifier head (`output_weights`: [classes, hidden]).
+
+    Raises:
+        ValueError: the release has no such head (a pre-trained release).
+    """
+    import tensorflow as tf
+
+    from keras_bert_impl.checkpoints.release import find_release
+
+    checkpoint, kernel = find_release(path).checkpoint, CLASSIFIER.head_variables[0]
+    shape = tf.train.load_checkpoint(checkpoint).get_variable_to_shape_map().get(kernel)
+    if shape is None:
+        raise ValueError(f"{checkpoint}: no fine-tuned classifier head ({kernel}); give num_classes for a new one")
+    return int(shape[0])
 
 
 def load_from_release(cls, path, max_seq_length, do_lower_case, fresh=(), **kwargs):

@@ -815,6 +815,22 @@ def test_shape_mismatch_is_explained_without_python_parameters(release, tmp_path
     assert not (tmp_path / "tiny").exists()
 
 
+def test_an_export_takes_the_label_names_its_release_records(release, tmp_path, capsys):
+    """Was: a fine-tuned release's `label_list.txt` ignored, so its export answered labels "0" and "1"
+    unless `--label_names` repeated them."""
+    directory, _, _ = release
+    copy = tmp_path / "release"
+    shutil.copytree(directory, copy)
+    (copy / "label_list.txt").write_text("neg\npos\n")
+    flags = [f"--model_dir={copy}", "--task=classifier", f"--max_seq_length={SEQ}", f"--export_dir={tmp_path / 'tiny'}"]
+    code, lines = export_tool(flags, capsys)
+    assert code == 0 and f"export_saved_model: label names from {copy / 'label_list.txt'}: neg, pos" in lines, lines
+    assert (tmp_path / "tiny" / "1" / "assets" / "labels.txt").read_text().split() == ["neg", "pos"]
+    code, lines = export_tool(flags + ["--label_names=bad,good"], capsys)  # the flag wins
+    assert code == 0 and not any("label names from" in line for line in lines), lines
+    assert (tmp_path / "tiny" / "2" / "assets" / "labels.txt").read_text().split() == ["bad", "good"]
+
+
 def test_missing_variables_name_the_python_parameter(release, tmp_path):
     _, config, _ = release
     prefix = str(tmp_path / "encoder.ckpt")

@@ -44,8 +44,11 @@ def define_flags(fv):
     flags.DEFINE_integer("max_seq_length", 128, "Padded length of every request.", **define)
     tasks = "; ".join(f"{name}: {description}" for name, description in EXPORTED_TASKS.items())
     flags.DEFINE_enum("task", None, list(EXPORTED_TASKS), f"What the SavedModel computes ({tasks}).", **define)
-    flags.DEFINE_integer("num_labels", 2, "Classes of a classifier or tagger.", **define)
-    flags.DEFINE_list("label_names", None, "Comma-separated class names (default: 0..num_labels-1).", **define)
+    flags.DEFINE_integer("num_labels", 2, "Classes of a classifier or tagger (where neither --label_names nor the "
+                         "release's label_list.txt gives them).", **define)
+    flags.DEFINE_list("label_names", None, "Comma-separated class names in class-id order (default: the "
+                      "label_list.txt beside the checkpoint, which the fine-tuning tools and bert-distill write; "
+                      "else 0..num_labels-1).", **define)
     flags.DEFINE_string("export_dir", None, "saved_models/<model_name>; versions are written below it.", **define)
     flags.DEFINE_integer("version", None, "Version number (default: the next free one).", **define)
     flags.DEFINE_enum(

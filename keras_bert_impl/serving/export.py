@@ -503,6 +503,18 @@ def release_files(model_dir, bert_config_file=None, vocab_file=None, init_checkp
     return bert_config_file, vocab_file, init_checkpoint
 
 
+def release_label_names(init_checkpoint, log=print):
+    """The label names a fine-tuned release records beside `init_checkpoint` (`label_list.txt`, in class-id order,
+    as the fine-tuning tools and `bert-distill` write it), as a tuple; None where there is none."""
+    from keras_bert_impl.training.fine_tuning import recorded_labels
+
+    labels, path = recorded_labels(filesystem.dirname(init_checkpoint))
+    if not labels:
+        return None
+    log(f"label names from {path}: {', '.join(labels)}")
+    return tuple(labels)
+
+
 def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, export_dir, options=None, num_labels=2,
                       log=print):
     """Builds the `task` model, loads an original-layout checkpoint and exports it.
@@ -520,7 +532,9 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
             TensorFlow's oneDNN rewrites on, else float32; None: "auto";
             "int8": built in float32, its encoder's products exported in
             int8) is what the model is built and exported in.
-        num_labels: Classes, where the task has labels (`options.label_names` wins).
+        num_labels: Classes, where the task has labels (`options.label_names`
+            wins, and without them the `label_list.txt` beside
+            `init_checkpoint`: `release_label_names`).
         log: `log(message)`.
 
     Returns:
@@ -559,6 +573,9 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
     except ValueError as error:
         raise ExportError(str(error)) from None
     label_names = options.label_names
+    if not label_names and spec.uses_labels:
+        label_names = release_label_names(init_checkpoint, log)
+        options = dataclasses.replace(options, label_names=label_names)
     model = spec.build_model(config, len(label_names) if label_names else num_labels,
                              dtype=inference_plan.DTYPE_POLICIES[compute_precision(precision)])
     report = load_original_checkpoint(model, init_checkpoint, allow_fresh=spec.export_optional)

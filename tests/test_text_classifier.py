@@ -259,10 +259,15 @@ def test_keras_file_and_release_round_trips(tmp_path):
     rows = (tmp_path / "out" / "test_results.tsv").read_text().splitlines()
     np.testing.assert_allclose(np.array([r.split("\t") for r in rows], float), probabilities, atol=1e-6)
 
-    # Read back for predictions: the head's classes come from the release itself (was: num_classes required).
+    # Read back for predictions: the head's classes come from the release itself (was: num_classes required),
+    # its labels from the label_list.txt the fine-tuning tools write, which the export then answers with.
+    (tmp_path / "fine_tuned" / "label_list.txt").write_text("a\nb\nx\n")
     reloaded = TextClassifier.from_release(tmp_path / "fine_tuned", max_seq_length=12)
-    assert reloaded.num_classes == 3 and not reloaded.load_report.fresh
+    assert reloaded.num_classes == 3 and not reloaded.load_report.fresh and reloaded.label_names == ("a", "b", "x")
     np.testing.assert_allclose(reloaded.predict(texts, verbose=0), probabilities, atol=1e-6)
+    version = reloaded.export(tmp_path / "saved_models" / "tiny", verify=False)
+    assert (Path(version) / "assets" / "labels.txt").read_text().split() == ["a", "b", "x"]
+    assert model.label_names is None  # a release without a label list
     with pytest.raises(ValueError, match=r"bert_model.ckpt: no fine-tuned classifier head \(output_weights\); "
                                          "give num_classes for a new one"):
         TextClassifier.from_release(release, max_seq_length=12)

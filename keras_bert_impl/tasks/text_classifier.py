@@ -82,6 +82,7 @@ class TextClassifier(BertClassifier):
         self.warmup_proportion = warmup_proportion
         self.seed = seed
         self.real_tokens_only = real_tokens_only
+        self.label_names = None  # a fine-tuned release's (`from_release`): `export`'s default
         self._original_recipe = None
         from keras_bert_impl.training.fine_tuning import FineTuningSettings, compute_on_real_tokens
 
@@ -110,16 +111,25 @@ class TextClassifier(BertClassifier):
             **kwargs: Passed to the constructor.
 
         Returns:
-            The model; `model.load_report` says what was loaded and what is new.
+            The model; `model.load_report` says what was loaded and what is
+            new, `model.label_names` the release's `label_list.txt` (as the
+            fine-tuning tools write it; None without one), which `export`
+            takes by default.
 
         Raises:
             ValueError: `num_classes` is None and the release has no
                 fine-tuned head.
         """
+        from keras_bert_impl.checkpoints.release import find_release
+        from keras_bert_impl.training.fine_tuning import recorded_labels
+
         if num_classes is None:
             num_classes = release_head_classes(path)
-        return load_from_release(cls, path, max_seq_length, do_lower_case,
-                                 fresh=CLASSIFIER.head_variables, num_classes=num_classes, **kwargs)
+        model = load_from_release(cls, path, max_seq_length, do_lower_case,
+                                  fresh=CLASSIFIER.head_variables, num_classes=num_classes, **kwargs)
+        labels, _ = recorded_labels(os.path.dirname(find_release(path).checkpoint))
+        model.label_names = tuple(labels) if labels and len(labels) == num_classes else None
+        return model
 
     def save_release(self, path, global_step=None):
         """Writes an original-layout release (what `--init_checkpoint` takes); returns the prefix."""
@@ -139,7 +149,9 @@ class TextClassifier(BertClassifier):
         preprocessing (signatures `serving_default`, `serve_text_pair`,
         `serve_ids`, `serve_examples`). `precision` ("float32", "bfloat16",
         "int8" or "auto": bfloat16 on a CPU with AMX or AMD's AVX-512 bf16)
-        is what it computes in; default this model's own. For "int8",
+        is what it computes in; default this model's own. `label_names`
+        default to `self.label_names` (a fine-tuned release's, from
+        `from_release`), else "0".."n-1". For "int8",
         `calibration_texts` (your task's texts, as `bert-export
         --calibration_file` reads them) fix each product's input range and
         measure int8's agreement with float32 (`export_metadata.json`);
@@ -151,6 +163,7 @@ class TextClassifier(BertClassifier):
         from keras_bert_impl.serving.export import ExportOptions, export_saved_model
         from keras_bert_impl.tokenization.preprocessor import shared_tables
 
+        label_names = label_names or self.label_names
         options = ExportOptions(do_lower_case=self.preprocessor.do_lower_case,
                                 max_seq_length=self.preprocessor.max_seq_length, label_names=label_names,
                                 version=version, tables=shared_tables(), precision=precision, verify=verify,
@@ -435,13 +448,13 @@ def release_head_classes(path):
 
     Raises:
         ValueError: the release has no such head (a pre-trained release).
+        CheckpointError: its checkpoint cannot be read.
     """
-    import tensorflow as tf
-
+    from keras_bert_impl.checkpoints.original import open_checkpoint
     from keras_bert_impl.checkpoints.release import find_release
 
     checkpoint, kernel = find_release(path).checkpoint, CLASSIFIER.head_variables[0]
-    shape = tf.train.load_checkpoint(checkpoint).get_variable_to_shape_map().get(kernel)
+    shape = open_checkpoint(checkpoint)[1].get_variable_to_shape_map().get(kernel)
     if shape is None:
         raise ValueError(f"{checkpoint}: no fine-tuned classifier head ({kernel}); give num_classes for a new one")
     return int(shape[0])

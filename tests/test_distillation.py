@@ -78,6 +78,12 @@ def test_a_full_depth_student_starts_as_its_teacher(teacher):
     student = make_student(teacher, 4, DistillationOptions())
     texts, _ = sentiment(20, seed=5)
     np.testing.assert_allclose(student.predict(texts, verbose=0), teacher.predict(texts, verbose=0), atol=1e-6)
+    assert student.label_names is None  # a teacher without names
+    teacher.label_names = ("neg", "pos")
+    try:  # the same classes, so the same names (its release and export answer with them)
+        assert make_student(teacher, 2, DistillationOptions()).label_names == ("neg", "pos")
+    finally:
+        teacher.label_names = None
 
 
 def test_the_student_learns_from_the_teacher_and_is_an_ordinary_release(teacher, tmp_path):

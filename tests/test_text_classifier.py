@@ -268,6 +268,12 @@ def test_keras_file_and_release_round_trips(tmp_path):
     version = reloaded.export(tmp_path / "saved_models" / "tiny", verify=False)
     assert (Path(version) / "assets" / "labels.txt").read_text().split() == ["a", "b", "x"]
     assert model.label_names is None  # a release without a label list
+    reloaded.save(tmp_path / "labelled.keras")  # kept in a Keras file
+    assert keras.saving.load_model(tmp_path / "labelled.keras", safe_mode=True).label_names == ("a", "b", "x")
+    reloaded.save_release(tmp_path / "again")  # kept through a save
+    assert (tmp_path / "again" / "label_list.txt").read_text() == "a\nb\nx\n"
+    model.save_release(tmp_path / "again")  # over it, a model without names leaves none behind
+    assert not (tmp_path / "again" / "label_list.txt").exists()
     with pytest.raises(ValueError, match=r"bert_model.ckpt: no fine-tuned classifier head \(output_weights\); "
                                          "give num_classes for a new one"):
         TextClassifier.from_release(release, max_seq_length=12)

@@ -252,6 +252,7 @@ def make_student(teacher, num_hidden_layers, options):
         warmup_proportion=teacher.warmup_proportion,
         seed=teacher.seed if options.seed is None else options.seed,
         real_tokens_only=teacher.real_tokens_only,
+        label_names=teacher.label_names,  # the same classes: the student answers with the same names
         dtype=teacher.dtype_policy.name,
     )
     initialise_from_teacher(student, teacher, layers)

@@ -53,6 +53,9 @@ class TextClassifier(BertClassifier):
             (`training.fine_tuning.compute_on_real_tokens`): the results of
             the full width at a fraction of the work. False computes every
             batch at the preprocessor's `max_seq_length`.
+        label_names: The classes' names in class-id order (a fine-tuned
+            release's `label_list.txt`, which `from_release` reads), which
+            `export` answers with and `save_release` writes; None: none.
         dtype: Keras dtype policy.
 
     Example:
@@ -69,8 +72,8 @@ class TextClassifier(BertClassifier):
     """
 
     def __init__(self, bert_config, num_classes, preprocessor, dropout_rate=0.1, learning_rate=5e-5,
-                 warmup_proportion=0.1, seed=None, real_tokens_only=True, dtype=None, name="text_classifier",
-                 **kwargs):
+                 warmup_proportion=0.1, seed=None, real_tokens_only=True, label_names=None, dtype=None,
+                 name="text_classifier", **kwargs):
         check_count(num_classes, "num_classes")  # 0 classes aborted the interpreter in oneDNN at predict
         if isinstance(preprocessor, dict):
             preprocessor = keras.layers.deserialize(preprocessor)
@@ -82,7 +85,7 @@ class TextClassifier(BertClassifier):
         self.warmup_proportion = warmup_proportion
         self.seed = seed
         self.real_tokens_only = real_tokens_only
-        self.label_names = None  # a fine-tuned release's (`from_release`): `export`'s default
+        self.label_names = None if label_names is None else tuple(label_names)
         self._original_recipe = None
         from keras_bert_impl.training.fine_tuning import FineTuningSettings, compute_on_real_tokens
 
@@ -125,19 +128,31 @@ class TextClassifier(BertClassifier):
 
         if num_classes is None:
             num_classes = release_head_classes(path)
-        model = load_from_release(cls, path, max_seq_length, do_lower_case,
-                                  fresh=CLASSIFIER.head_variables, num_classes=num_classes, **kwargs)
-        labels, _ = recorded_labels(os.path.dirname(find_release(path).checkpoint))
-        model.label_names = tuple(labels) if labels and len(labels) == num_classes else None
-        return model
+        if "label_names" not in kwargs:
+            labels, _ = recorded_labels(os.path.dirname(find_release(path).checkpoint))
+            kwargs["label_names"] = labels if labels and len(labels) == num_classes else None
+        return load_from_release(cls, path, max_seq_length, do_lower_case,
+                                 fresh=CLASSIFIER.head_variables, num_classes=num_classes, **kwargs)
 
     def save_release(self, path, global_step=None):
-        """Writes an original-layout release (what `--init_checkpoint` takes); returns the prefix."""
-        from keras_bert_impl.checkpoints.release import write_release
+        """Writes an original-layout release (what `--init_checkpoint` takes); returns the prefix.
+
+        With `label_names`, the release holds them as `label_list.txt`, as
+        the fine-tuning tools write it (`bert-export` and `from_release` read
+        it); without, an earlier release's list there is removed.
+        """
+        from keras_bert_impl import filesystem
+        from keras_bert_impl.checkpoints.release import begin_release, write_release
+        from keras_bert_impl.training.fine_tuning import LABEL_LIST_FILE, write_label_list
 
         optimizer = getattr(self, "optimizer", None)  # None before `compile`
         if global_step is None and optimizer is not None and optimizer.built:
             global_step = int(optimizer.iterations.numpy())
+        begin_release(path)  # the config goes first, so the labels never sit beside an earlier release's weights
+        if self.label_names:
+            write_label_list(path, self.label_names)
+        else:
+            filesystem.remove(filesystem.join(path, LABEL_LIST_FILE), missing_ok=True)
         return write_release(self, path, self.bert_config, self.preprocessor.vocabulary, global_step,
                              write_tokenizer=getattr(self.preprocessor, "write_tokenizer_files", None))
 
@@ -395,6 +410,7 @@ class TextClassifier(BertClassifier):
             "warmup_proportion": self.warmup_proportion,
             "seed": self.seed,
             "real_tokens_only": self.real_tokens_only,
+            "label_names": None if self.label_names is None else list(self.label_names),
         }
 
 

@@ -155,7 +155,7 @@ def begin_release(directory):
     filesystem.remove(filesystem.join(directory, "bert_config.json"), missing_ok=True)
 
 
-def write_release(model, directory, config, vocabulary, global_step=None, write_tokenizer=None):
+def write_release(model, directory, config, vocabulary, global_step=None, write_tokenizer=None, write_more=None):
     """Writes `model` as a release: `model.ckpt`, `bert_config.json`, `vocab.txt`.
 
     Args:
@@ -167,6 +167,9 @@ def write_release(model, directory, config, vocabulary, global_step=None, write_
         write_tokenizer: `write_tokenizer(directory)` writes a variant's
             tokenizer files in place of `vocab.txt` (`TextPreprocessor.
             write_tokenizer_files`).
+        write_more: `write_more(directory)` writes (or removes) further
+            files of the release (a classifier's label list) before its
+            config.
 
     Returns:
         The checkpoint prefix written.
@@ -179,5 +182,7 @@ def write_release(model, directory, config, vocabulary, global_step=None, write_
         write_tokenizer(directory)
     else:
         write_text_atomically(filesystem.join(directory, "vocab.txt"), "".join(f"{token}\n" for token in vocabulary))
+    if write_more is not None:
+        write_more(directory)
     config.to_json_file(filesystem.join(directory, "bert_config.json"))  # Last: see begin_release.
     return prefix

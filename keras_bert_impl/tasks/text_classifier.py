@@ -9,6 +9,7 @@ correction, warmup then linear decay to zero over the steps `fit` will run,
 gradients clipped to norm 1.0.
 """
 
+import functools
 import logging
 import os
 import tempfile
@@ -142,19 +143,17 @@ class TextClassifier(BertClassifier):
         it); without, an earlier release's list there is removed.
         """
         from keras_bert_impl import filesystem
-        from keras_bert_impl.checkpoints.release import begin_release, write_release
+        from keras_bert_impl.checkpoints.release import write_release
         from keras_bert_impl.training.fine_tuning import LABEL_LIST_FILE, write_label_list
 
         optimizer = getattr(self, "optimizer", None)  # None before `compile`
         if global_step is None and optimizer is not None and optimizer.built:
             global_step = int(optimizer.iterations.numpy())
-        begin_release(path)  # the config goes first, so the labels never sit beside an earlier release's weights
-        if self.label_names:
-            write_label_list(path, self.label_names)
-        else:
-            filesystem.remove(filesystem.join(path, LABEL_LIST_FILE), missing_ok=True)
+        labels = (functools.partial(write_label_list, labels=self.label_names) if self.label_names
+                  else lambda directory: filesystem.remove(filesystem.join(directory, LABEL_LIST_FILE), missing_ok=True))
         return write_release(self, path, self.bert_config, self.preprocessor.vocabulary, global_step,
-                             write_tokenizer=getattr(self.preprocessor, "write_tokenizer_files", None))
+                             write_tokenizer=getattr(self.preprocessor, "write_tokenizer_files", None),
+                             write_more=labels)
 
     def export(self, export_base, label_names=None, version=None, precision=None, verify=True,
                calibration_texts=None):

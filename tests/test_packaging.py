@@ -117,6 +117,49 @@ def test_install_requires_holds_no_test_or_benchmark_package(setup_arguments):
         assert not runtime & names, f"[{extra}] repeats run-time requirements {sorted(runtime & names)}"
 
 
+def read_pins(path):
+    """`{canonical name: Version}` of a constraints file's `name==version` lines."""
+    pins = {}
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            line = line.split("#")[0].strip()
+            if line:
+                requirement = Requirement(line)
+                (specifier,) = requirement.specifier
+                assert specifier.operator == "==", f"{path}:{number}: {line} is not an exact pin"
+                pins[canonicalize_name(requirement.name)] = Version(specifier.version)
+    return pins
+
+
+def test_every_requirement_is_pinned_to_a_version_it_admits(setup_arguments):
+    """The Makefile installs every target under constraints.txt; a requirement it does not pin would resolve
+    to whatever is newest on the day (how `make test` came to fail on a fresh machine: transformers moved)."""
+    pins = read_pins(os.path.join(REPO, "constraints.txt"))
+    requirements = list(setup_arguments["install_requires"])
+    for extra in setup_arguments["extras_require"].values():
+        requirements += extra
+    for line in requirements:
+        requirement = Requirement(line)
+        name = canonicalize_name(requirement.name)
+        assert name in pins, f"{line}: not pinned in constraints.txt (make constraints)"
+        assert requirement.specifier.contains(pins[name], prereleases=True), f"constraints.txt pins {name} " \
+            f"{pins[name]}, which {line} does not admit"
+    with open(os.path.join(REPO, "Makefile"), encoding="utf-8") as f:
+        assert re.search(r"pip install .*-c \$\(CONSTRAINTS\)", f.read()), "the Makefile installs without the pins"
+
+
+def test_the_installed_oracles_are_the_pinned_ones():
+    """What this suite runs against is what constraints.txt says (a stale or hand-changed environment shows
+    here, by name, rather than as an oracle's changed answer)."""
+    pins = read_pins(os.path.join(REPO, "constraints.txt"))
+    differing = {}
+    for distribution in importlib.metadata.distributions():
+        name = canonicalize_name(distribution.metadata["Name"])
+        if name in pins and Version(distribution.version) != pins[name]:
+            differing[name] = f"{distribution.version} installed, {pins[name]} pinned"
+    assert not differing, f"reinstall with make test: {differing}"
+
+
 def test_every_runtime_import_is_declared(setup_arguments):
     runtime = requirement_names(setup_arguments["install_requires"])
     extras = {extra: requirement_names(reqs) for extra, reqs in setup_arguments["extras_require"].items()}

@@ -633,8 +633,16 @@ def check_labels(labels, recorded, path, flag="--labels"):
 
 
 def write_label_list(output_dir, labels):
-    """Writes `labels`, one per line in class-id order, as `output_dir/label_list.txt`."""
-    write_text_atomically(filesystem.join(output_dir, LABEL_LIST_FILE), "".join(f"{label}\n" for label in labels))
+    """Writes `labels`, one per line in class-id order, as `output_dir/label_list.txt`.
+
+    `labels` None (a release without classes) removes the one an earlier
+    release left there, so that it never names another model's classes.
+    """
+    path = filesystem.join(output_dir, LABEL_LIST_FILE)
+    if labels is None:
+        filesystem.remove(path, missing_ok=True)
+    else:
+        write_text_atomically(path, "".join(f"{label}\n" for label in labels))
 
 
 def tokenizer_files_to_copy(vocab_file):

@@ -297,6 +297,9 @@ class MisbehavingServer:
     def deeply_nested_error(self, handler):
         self.send(handler, 500, b'{"error": ' + b"[" * 200_000 + b"]" * 200_000 + b"}")
 
+    def huge_error(self, handler):  # a JSON error body of 8 MB
+        self.send(handler, 400, b'{"error": "' + b"e" * (8 << 20) + b'"}')
+
     def one_row(self, handler):  # one row whatever the batch
         self.send(handler, 200, b'{"outputs": {"probabilities": [[0.25, 0.75]]}}')
 
@@ -349,6 +352,15 @@ def test_rest_client_turns_every_bad_answer_into_a_serving_error(misbehaving, na
         client.predict_instances(INSTANCES)
     assert not raised.value.unavailable  # nothing here is worth a retry
     assert client.url in str(raised.value)
+
+
+def test_rest_client_caps_a_huge_json_error_in_its_message(misbehaving):
+    """Was: the whole 8 MB `error` in the exception's message (non-JSON bodies were already cut at 500)."""
+    with pytest.raises(ServingError) as raised:
+        RestClient(misbehaving.url, "huge_error", timeout=30).predict_instances(INSTANCES)
+    message = str(raised.value)
+    assert len(message) < 4500 and message.endswith(f"... ({(8 << 20) - 4000} more characters)"), message[-200:]
+    assert "HTTP 400: eeee" in message
 
 
 def test_rest_client_gives_up_on_a_trickling_answer_at_its_timeout(misbehaving):

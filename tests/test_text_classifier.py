@@ -292,6 +292,20 @@ def test_int8_export_is_calibrated_on_the_tasks_texts(tmp_path):
     np.testing.assert_allclose(probabilities, model.predict(texts[:4], verbose=0), atol=0.02)
 
 
+def test_a_text_without_utf8_and_one_calibration_string_are_taken_as_the_user_means(tmp_path):
+    """`predict(["\\ud800"])` (a lone surrogate): was a UnicodeEncodeError naming no text. One string as
+    `calibration_texts`: was calibrated on its 8 characters, each a text."""
+    release = _tiny_release(tmp_path, VOCAB)
+    model = TextClassifier.from_release(release, num_classes=2, max_seq_length=12)
+    with pytest.raises(ValueError, match=r"^text 1 \('\\ud800'\) cannot be written as UTF-8: surrogates not "
+                                         r"allowed at character 0$"):
+        model.predict(["good film", "\ud800"], verbose=0)
+    version = model.export(tmp_path / "saved_models" / "tiny", precision="int8", calibration_texts="good film",
+                           min_int8_agreement=0, verify=False)
+    metadata = json.loads((Path(version) / "assets.extra" / "export_metadata.json").read_text())
+    assert metadata["int8"]["activation_ranges"].startswith("calibrated on 1 texts")
+
+
 def test_regression_and_text_pairs(tmp_path):
     release = _tiny_release(tmp_path, VOCAB)
     model = TextClassifier.from_release(release, num_classes=1, max_seq_length=10)

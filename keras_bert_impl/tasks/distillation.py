@@ -186,6 +186,10 @@ class DistillationOptions:
 
     def check(self):
         """Raises `DistillationError` naming the first value it cannot train with."""
+        for name in ("num_hidden_layers", "batch_size", "epochs", "seed"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
+                raise DistillationError(f"{name} must be a whole number, got {value!r}")
         for name in ("temperature", "batch_size", "epochs"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
@@ -320,8 +324,9 @@ def distill(teacher, texts, labels=None, unlabeled_texts=None, options=Distillat
     hard = labels is not None and options.hard_weight > 0
     if labels is not None:
         labels = np.asarray(labels)
-        if labels.shape[:1] != (count,):
-            raise DistillationError(f"labels must be one per text: {count} texts, labels of shape {labels.shape}")
+        if labels.shape != (count,):
+            raise DistillationError(f"labels must be one per text, of shape [{count}] for {count} texts; got labels "
+                                    f"of shape {list(labels.shape)}")
         if count and teacher.num_classes > 1 and not (np.issubdtype(labels.dtype, np.integer)
                                            and labels.min() >= 0 and labels.max() < teacher.num_classes):
             raise DistillationError(f"labels must be class ids in [0, {teacher.num_classes}), got "

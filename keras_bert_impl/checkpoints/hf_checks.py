@@ -28,6 +28,7 @@ import re
 
 from keras_bert_impl import filesystem
 from keras_bert_impl.errors import CheckpointError, InputFileError, VocabError
+from keras_bert_impl.io import read_utf8_lines
 
 _LAYER = re.compile(r"^bert/encoder/layer_(\d+)/")
 _ALBERT_GROUP = re.compile(r"^bert/encoder/transformer/group_(\d+)/")
@@ -44,23 +45,19 @@ def _regular_file(path):
         raise InputFileError(f"{path}: not a regular file")
 
 
-def _read_text(path, what):
-    """The UTF-8 text of `path`; VocabError naming the line of a bad byte, or a NUL byte (a binary file)."""
-    with filesystem.open_file(path, "rb") as f:
-        data = f.read()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise VocabError(f"{path}:{line}: {what} is not UTF-8 text ({error.reason} at byte {error.start})") from None
-    if "\x00" in text:
-        line = text.count("\n", 0, text.index("\x00")) + 1
-        raise VocabError(f"{path}:{line}: {what} holds a NUL byte: a binary file, not text")
-    return text
+def _text_lines(path, what):
+    """The lines of a UTF-8 text file (`io.read_utf8_lines`: `file:line` of a bad byte), a NUL byte refused
+    as the sign of a binary file."""
+    lines = []
+    for number, line in read_utf8_lines(path, kind=what):
+        if "\x00" in line:
+            raise VocabError(f"{path}:{number}: {what} holds a NUL byte: a binary file, not text")
+        lines.append(line)
+    return lines
 
 
 def _check_wordpiece_vocab(path, vocab_size):
-    lines = _read_text(path, "WordPiece vocabulary").splitlines()
+    lines = _text_lines(path, "WordPiece vocabulary")
     if not lines:
         raise VocabError(f"{path}: empty; a vocabulary holds one token a line")
     if len(lines) > vocab_size:
@@ -81,7 +78,7 @@ def _check_vocab_json(path, vocab_size):
 def _check_merges(path, vocab_size):
     from keras_bert_impl.tokenization.byte_level_bpe import load_merges
 
-    _read_text(path, "merges file")  # text, not binary
+    _text_lines(path, "merges file")  # text, not binary
     load_merges(path)  # two tokens a line
 
 
@@ -97,7 +94,7 @@ def _check_sentencepiece(path, vocab_size):
 
 def _check_json_object(path, vocab_size):
     try:
-        value = json.loads(_read_text(path, "JSON file"))
+        value = json.loads("".join(_text_lines(path, "JSON file")))
     except json.JSONDecodeError as error:
         raise VocabError(f"{path}:{error.lineno}: not JSON ({error.msg})") from None
     if not isinstance(value, dict):

@@ -139,9 +139,9 @@ class ExportOptions:
             once more in memory meanwhile. `bert-export` does it by default.
         min_int8_agreement: For precision "int8": the least agreement with
             float32, on texts the calibration did not see, that is published
-            (`int8_gate.check_agreement`; argmax agreement for a classifier,
-            mean cosine else); None: `int8_gate.DEFAULT_MIN_AGREEMENT`; 0:
-            any.
+            (`int8_gate.check_agreement`: the share of answers int8 keeps for
+            a classifier, the mean cosine else); None:
+            `int8_gate.DEFAULT_MIN_AGREEMENT`; 0: any.
     """
 
     do_lower_case: bool = True
@@ -422,7 +422,8 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
             module = serving_module(int8.Int8Kernels(served, ranges, smoothing,
                                                      kernels_as_variables=plan.packed_kernels))
             # Measured on texts the calibration did not see, and refused below the threshold (`int8_gate`).
-            int8_report = int8_agreement(module, served, int8_gate.held_out_texts(texts, options.warmup_texts),
+            held_out = int8_gate.held_out_texts(texts if calibration else (), options.warmup_texts)
+            int8_report = int8_agreement(module, served, held_out,
                                          ranges, percentile=options.calibration_percentile,
                                          smoothing_alpha=options.smoothing_alpha,
                                          num_calibration_texts=len(texts) if calibration else None)

@@ -167,9 +167,9 @@ class TextClassifier(BertClassifier):
         default to `self.label_names` (a fine-tuned release's, from
         `from_release`), else "0".."n-1". For "int8",
         `calibration_texts` (your task's texts, as `bert-export
-        --calibration_file` reads them) fix each product's input range and
-        None finds the ranges per batch; int8's agreement with float32,
-        measured on texts the calibration did not see
+        --calibration_file` reads them; one string is one text) fix each
+        product's input range (None: ranges per batch); int8's agreement
+        with float32, measured on texts the calibration did not see
         (`export_metadata.json`), must reach `min_int8_agreement` (default
         `serving.int8_gate.DEFAULT_MIN_AGREEMENT`) for the version to be
         published. With `verify` (as `bert-export`)

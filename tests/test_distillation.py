@@ -136,6 +136,11 @@ def test_unlabelled_texts_alone_teach_the_student(teacher):
     (lambda t: t.distill(["good film", "bad"], [1, 2]), DistillationError, r"class ids in \[0, 2\)"),
     (lambda t: t.distill(["good film", "bad"], [1.0, 0.5]), DistillationError, "class ids"),
     (lambda t: t.distill(["good film"], [1], temperature=float("nan")), DistillationError, "temperature"),
+    # Were a bare numpy ValueError (concatenate) and TypeError ('float' object cannot be interpreted as an integer).
+    (lambda t: t.distill(["good film", "bad"], [[1], [0]]), DistillationError,
+     r"labels must be one per text, of shape \[2\] for 2 texts; got labels of shape \[2, 1\]"),
+    (lambda t: t.distill(["good film"], [1], num_hidden_layers=1.5), DistillationError,
+     "num_hidden_layers must be a whole number, got 1.5"),
 ])
 def test_bad_input_is_refused_before_training(teacher, call, error, fragment):
     steps = int(teacher.optimizer.iterations.numpy())

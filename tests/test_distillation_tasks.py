@@ -255,6 +255,61 @@ def test_an_interrupted_run_leaves_no_release_and_a_rerun_finishes_it(tmp_path, 
     assert find_release(tmp_path / "out").checkpoint == str(tmp_path / "out" / "model.ckpt")
 
 
+def _files(directory):
+    return {path.name: path.read_bytes() for path in sorted(directory.iterdir()) if path.is_file()}
+
+
+def test_the_teachers_own_directory_or_another_release_is_refused_before_any_work(tmp_path, capsys):
+    """`--output_dir` the teacher's directory (by its name, or through a link to it), or a directory holding
+    another release: one line, and every file there as it was (was: the teacher's config replaced by the
+    student's, exit 0)."""
+    import os
+
+    from keras_bert_impl.cli import run_tool
+
+    teacher = two_layer_release(tmp_path / "teacher", SPECIALS + WORDS)
+    other = two_layer_release(tmp_path / "other", SPECIALS + WORDS)
+    os.symlink(teacher, tmp_path / "link")
+    corpus = raw_text(tmp_path / "corpus.txt", 6, seed=1)
+    before = {directory: _files(directory) for directory in (teacher, other)}
+    for output_dir, fragment in [(teacher, "the teacher's own directory"),
+                                 (tmp_path / "link", "the teacher's own directory"),
+                                 (tmp_path / "link" / ".." / "teacher", "the teacher's own directory"),
+                                 (other, "holds another release")]:
+        argv = ["--task=general", f"--teacher_dir={teacher}", f"--input_file={corpus}", "--max_seq_length=24",
+                "--max_predictions_per_seq=4", "--num_hidden_layers=1", "--train_batch_size=8",
+                f"--output_dir={output_dir}"]
+        capsys.readouterr()
+        assert run_tool(distill.main, argv, prog="distill") == 1
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and fragment in lines[0], lines
+        assert {directory: _files(directory) for directory in (teacher, other)} == before
+
+
+def test_a_changed_distillation_setting_is_refused_by_name_on_rerun(tmp_path, capsys):
+    """A finished student rerun with another temperature, loss weight or depth: refused, naming it (was:
+    "resuming (step 8 of 8)", exit 0, nothing applied); the same command resumes as before."""
+    from keras_bert_impl.cli import run_tool
+
+    teacher = two_layer_release(tmp_path / "teacher", SPECIALS + WORDS)
+    corpus = raw_text(tmp_path / "corpus.txt", 12, seed=1)
+    argv = ["--task=general", f"--teacher_dir={teacher}", f"--input_file={corpus}", "--max_seq_length=24",
+            "--max_predictions_per_seq=4", "--num_hidden_layers=1", "--train_batch_size=8", "--num_train_epochs=1",
+            f"--output_dir={tmp_path / 'out'}"]
+    distill.main(argv)
+    recorded = json.loads((tmp_path / "out" / "training_settings.json").read_text())
+    assert {name: recorded[name] for name in ("temperature", "student_num_hidden_layers", "soft_weight")} == {
+        "temperature": 2.0, "student_num_hidden_layers": 1, "soft_weight": 1.0}
+    for changed, fragment in [("--temperature=5", "temperature 2.0 (now 5.0)"),
+                              ("--hidden_weight=0.5", "hidden_weight 1.0 (now 0.5)"),
+                              ("--num_hidden_layers=2", "student_num_hidden_layers 1 (now 2)")]:
+        capsys.readouterr()
+        assert run_tool(distill.main, [*argv, changed], prog="distill") == 1
+        error = capsys.readouterr().err.strip().splitlines()[-1]  # after the progress lines
+        assert error.startswith("distill: error: ") and fragment in error and "allow_changed_settings" in error
+    assert run_tool(distill.main, argv, prog="distill") == 0
+
+
 # -- bad input: one line, before any output ----------------------------------------
 
 @pytest.mark.parametrize("task, extra, fragment", [

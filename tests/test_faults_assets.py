@@ -574,12 +574,30 @@ def test_a_release_path_that_does_not_exist_is_named(tmp_path):
                                     "BERT, which the original's bidirectional encoder cannot compute"),
     ({"num_hidden_layers": 1}, "{hf}: model.safetensors holds layer(s) 1 beyond the num_hidden_layers 1 of "
                                "config.json: the config and the weights disagree"),
+    ({"num_hidden_layers": 100000}, "{hf}: config.json's num_hidden_layers is 100000, but model.safetensors holds "
+                                    "2 layer(s) (0, 1): the config and the weights disagree"),
+    ({"vocab_size": 2000000000}, "{hf}: model.safetensors's bert/embeddings/word_embeddings is [40, 16], but "
+                                 "config.json (vocab_size) makes it [2000000000, 16]: the config and the weights "
+                                 "disagree"),
+    ({"intermediate_size": 1 << 30}, "{hf}: model.safetensors's bert/encoder/layer_0/intermediate/dense/kernel is "
+                                     "[16, 32], but config.json (hidden_size, intermediate_size) makes it "
+                                     "[16, 1073741824]: the config and the weights disagree"),
 ])
-def test_a_config_the_weights_do_not_fit_is_refused(tmp_path, capsys, change, message):
+def test_a_config_the_weights_do_not_fit_is_refused(tmp_path, capsys, monkeypatch, change, message):
     """A decoder BERT (BertLMHeadModel, cross-attention) computes what the
     original's bidirectional encoder cannot; a file of 2 layers under a
-    config of 1 is another model. Were: converted with exit 0 (the decoder
-    into an encoder, the extra layer dropped silently)."""
+    config of 1 is another model; a config of vocab_size 2e9 (128 GB of
+    embeddings) or 100,000 layers (minutes of building) is refused from the
+    safetensors header, before any model is built. Were: converted with exit
+    0 (the decoder into an encoder, the extra layer dropped silently); the
+    model built before the weights were compared."""
+    from keras_bert_impl.checkpoints import hf
+
+    def never_built(*args, **kwargs):
+        raise AssertionError("a model was built before the config was compared with the weights")
+
+    for model_class in ("BertModel", "BertPretrainingModel", "BertClassifier", "BertSpanQA"):
+        monkeypatch.setattr(hf, model_class, never_built)
     write_tiny_hf_dir(tmp_path / "hf")
     config_path = tmp_path / "hf" / "config.json"
     config_path.write_text(json.dumps(dict(json.loads(config_path.read_text()), **change)))
@@ -661,3 +679,107 @@ def test_hf_gelu_python_is_the_exact_gelu(tmp_path):
     x = np.linspace(-4, 4, 17).astype(np.float32)
     assert config.hidden_act == "gelu_exact"
     np.testing.assert_allclose(get_activation(config.hidden_act)(x), gelu_erf(x), rtol=1e-5, atol=1e-6)
+
+
+def test_an_integer_tensor_under_a_weights_name_is_refused(tmp_path, capsys):
+    """An I64 (or BOOL) tensor where a weight belongs is no weight (was: cast and converted, exit 0)."""
+    write_tiny_hf_dir(tmp_path / "hf")
+    rewrite_hf_tensors(tmp_path / "hf", add={"bert.pooler.dense.bias": np.arange(TINY["hidden_size"], dtype=np.int64)})
+    code, lines = convert(capsys, f"--hf_model_dir={tmp_path / 'hf'}", f"--output_dir={tmp_path / 'out'}")
+    assert code == 1 and lines == [f"bert-convert-hf: error: {tmp_path / 'hf' / 'model.safetensors'}: tensor "
+                                   "bert.pooler.dense.bias is int64, not floating point: not a weight"], lines
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_stale_label_list_does_not_survive_a_conversion_without_labels(tmp_path, capsys):
+    """A directory that held a fine-tuned classifier (its label_list.txt) given a converted BERT without a
+    classifier head: the old label list is removed with the rest of the earlier release (was: kept, so
+    `from_release` named a fresh head's classes `neg, pos`)."""
+    from keras_bert_impl.tasks.text_classifier import TextClassifier
+
+    write_tiny_hf_dir(tmp_path / "hf")
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
+    (tmp_path / "hf" / "vocab.txt").write_text("".join(f"{token}\n" for token in specials + [
+        f"[unused{k}]" for k in range(TINY["vocab_size"] - len(specials))]), encoding="utf-8")
+    (tmp_path / "release").mkdir()
+    (tmp_path / "release" / "label_list.txt").write_text("neg\npos\n", encoding="utf-8")
+    code, lines = convert(capsys, f"--hf_model_dir={tmp_path / 'hf'}", f"--output_dir={tmp_path / 'release'}")
+    assert code == 0, lines
+    assert not (tmp_path / "release" / "label_list.txt").exists()
+    classifier = TextClassifier.from_release(str(tmp_path / "release"), num_classes=2, max_seq_length=8)
+    assert classifier.label_names is None
+
+
+# --- tokenizer files: read and checked before anything is written ---------------------------------
+
+@pytest.fixture(scope="module")
+def variant_hf_dirs(tmp_path_factory):
+    """`{model_type: HF directory}` of the tiny BERT, RoBERTa and ALBERT, each with its tokenizer files."""
+    from tests.variants_fixture import write_hf_directory
+
+    root = tmp_path_factory.mktemp("tokenizer_faults")
+    write_tiny_hf_dir(root / "bert")
+    for model_type in ("roberta", "albert"):
+        write_hf_directory(root / model_type, model_type)
+    return {model_type: root / model_type for model_type in ("bert", "roberta", "albert")}
+
+
+def _repeated_ids(vocab):
+    vocab = json.loads(vocab)
+    vocab["<mask>"] = vocab["a"]
+    return json.dumps(vocab).encode()
+
+
+def _beyond(vocab):
+    vocab = json.loads(vocab)
+    vocab["<mask>"] = 10 ** 6
+    return json.dumps(vocab).encode()
+
+
+RANDOM_BYTES = bytes(np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8))
+
+
+@pytest.mark.parametrize("model_type, name, corrupt, fragment", [
+    ("albert", "spiece.model", lambda _: RANDOM_BYTES, "{path}: not a SentencePiece model"),
+    ("albert", "spiece.model", lambda _: b"", "{path}: empty, not a SentencePiece model"),
+    ("roberta", "vocab.json", lambda _: b'["<s>", "<pad>"]', "{path}: expected a JSON object of token -> integer id"),
+    ("roberta", "vocab.json", lambda _: b'{"<s>": 0,', "{path}:1: not JSON"),
+    ("roberta", "vocab.json", lambda _: b'{"<s>": "0"}', "{path}: expected a JSON object of token -> integer id"),
+    ("roberta", "vocab.json", _beyond, "{path}: token '<mask>' has id 1000000, beyond config.json's vocab_size"),
+    ("roberta", "vocab.json", _repeated_ids, "{path}: tokens 'a' and '<mask>' both have id 4"),
+    ("roberta", "merges.txt", lambda _: b"#version: 0.2\nt h e\n", "{path}:2: expected a merge 'a b'"),
+    ("roberta", "merges.txt", lambda _: RANDOM_BYTES, "{path}:1: not valid UTF-8"),
+    ("roberta", "tokenizer_config.json", lambda _: b"[1, 2]", "{path}: a JSON list, expected an object"),
+    ("bert", "vocab.txt", lambda _: RANDOM_BYTES, "{path}:1: not valid UTF-8"),
+    ("bert", "vocab.txt", lambda _: b"[PAD]\n\x00\x01\n", "{path}:2: WordPiece vocabulary holds a NUL byte"),
+    ("bert", "vocab.txt", lambda text: text + b"extra\n", "{path}: 41 tokens, but config.json's vocab_size is 40"),
+    ("bert", "vocab.txt", "link", "{path}: a symbolic link (to /etc/passwd); a release copies regular files only"),
+])
+def test_a_tokenizer_file_that_does_not_parse_is_refused_before_anything_is_written(
+        variant_hf_dirs, tmp_path, capsys, model_type, name, corrupt, fragment):
+    """Each file is read as what its name says before the release is begun (was: copied unread, exit 0;
+    `bert-export` then a 54-line traceback, `create_pretraining_data` records of one repeated id, and
+    `vocab.txt -> /etc/passwd` copied into the release)."""
+    hf_dir = tmp_path / "hf"
+    shutil.copytree(variant_hf_dirs[model_type], hf_dir)
+    path = hf_dir / name
+    if corrupt == "link":
+        path.unlink()
+        path.symlink_to("/etc/passwd")
+    else:
+        path.write_bytes(corrupt(path.read_bytes()))
+    (tmp_path / "release").mkdir()
+    code, lines = convert(capsys, f"--hf_model_dir={hf_dir}", f"--output_dir={tmp_path / 'release'}")
+    # After what the conversion says of the weights (a RoBERTa without pooler), one error line.
+    assert code == 1 and lines[-1].startswith("bert-convert-hf: error: ") and fragment.format(path=path) in lines[-1]
+    assert not any("Traceback" in line for line in lines) and not os.listdir(tmp_path / "release")
+
+
+def test_variant_tokenizer_files_that_parse_are_copied_as_they_are(variant_hf_dirs, tmp_path, capsys):
+    """The checks refuse nothing that is right: each variant's files land byte for byte."""
+    for model_type, hf_dir in variant_hf_dirs.items():
+        code, lines = convert(capsys, f"--hf_model_dir={hf_dir}", f"--output_dir={tmp_path / model_type}")
+        assert code == 0, lines
+        for path in hf_dir.iterdir():
+            if path.name not in ("config.json", "model.safetensors"):
+                assert (tmp_path / model_type / path.name).read_bytes() == path.read_bytes()

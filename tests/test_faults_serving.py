@@ -297,6 +297,9 @@ class MisbehavingServer:
     def deeply_nested_error(self, handler):
         self.send(handler, 500, b'{"error": ' + b"[" * 200_000 + b"]" * 200_000 + b"}")
 
+    def huge_error(self, handler):  # a JSON error body of 8 MB
+        self.send(handler, 400, b'{"error": "' + b"e" * (8 << 20) + b'"}')
+
     def one_row(self, handler):  # one row whatever the batch
         self.send(handler, 200, b'{"outputs": {"probabilities": [[0.25, 0.75]]}}')
 
@@ -349,6 +352,15 @@ def test_rest_client_turns_every_bad_answer_into_a_serving_error(misbehaving, na
         client.predict_instances(INSTANCES)
     assert not raised.value.unavailable  # nothing here is worth a retry
     assert client.url in str(raised.value)
+
+
+def test_rest_client_caps_a_huge_json_error_in_its_message(misbehaving):
+    """Was: the whole 8 MB `error` in the exception's message (non-JSON bodies were already cut at 500)."""
+    with pytest.raises(ServingError) as raised:
+        RestClient(misbehaving.url, "huge_error", timeout=30).predict_instances(INSTANCES)
+    message = str(raised.value)
+    assert len(message) < 4500 and message.endswith(f"... ({(8 << 20) - 4000} more characters)"), message[-200:]
+    assert "HTTP 400: eeee" in message
 
 
 def test_rest_client_gives_up_on_a_trickling_answer_at_its_timeout(misbehaving):
@@ -692,14 +704,64 @@ def test_a_damaged_export_is_refused_by_name(exported, tmp_path):
     assert line.startswith("predict_saved_model: error: ") and "Graph execution error" not in line, line
 
 
+def test_predict_saved_model_tool_answers_each_bad_request_with_its_own_error(exported):
+    """Empty or ragged ids, float ids, a number as text, text as ids, bad base64, a malformed request, an unknown
+    input: each answered `{"error": "request N: ..."}` naming it, and the good requests around them answered
+    (was: the run ended with exit 1 at the first, naming no request; float ids [[101.7]] truncated to 101)."""
+    path, _ = exported
+    ids = {k: v.tolist() for k, v in ids_request([[2, 5, 3]]).items()}
+    good = {"signature": "serving_default", "inputs": {"text": ["good"]}}
+    bad = [
+        ({"signature": "serve_ids", "inputs": dict(ids, input_ids=[])}, "Cannot feed value of shape (0,)"),
+        ({"signature": "serve_ids", "inputs": dict(ids, input_ids=[[2, 5, 3], [2]])},
+         "input 'input_ids': lists of uneven length"),
+        ({"signature": "serve_ids", "inputs": dict(ids, input_ids=[[2, 5.7, 3]])},
+         "input 'input_ids' takes integers; it holds a floating-point number"),
+        ({"signature": "serve_ids", "inputs": dict(ids, input_ids=[["2", "5", "3"]])},
+         "input 'input_ids' takes integers; it holds text"),
+        ({"signature": "serving_default", "inputs": {"text": [5]}}, "input 'text' takes strings"),
+        ({"signature": "serve_examples", "inputs": {"examples": {"b64": ["not base64!"]}}},
+         "input 'examples': not base64"),
+        ({"signature": "serving_default", "inputs": ["good"]},
+         'not {"signature": name, "inputs": {name: values}}'),
+        ({"signature": "serving_default", "inputs": {"txt": ["good"]}},
+         "signature 'serving_default' has no input 'txt'; its inputs are ['text']"),
+        ({"signature": "serve_ids", "inputs": dict(ids, input_ids=[[2, -1, 3]])},
+         f"input_ids must lie in [0, {len(VOCAB)})"),
+    ]
+    requests = [good] + [request for request, _ in bad] + [good]
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO, "tools", "predict_saved_model.py"), path],
+        input=json.dumps(requests), capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd="/",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    results = json.loads(result.stdout)["results"]
+    assert len(results) == len(requests)
+    assert results[0] == results[-1] and "probabilities" in results[0]
+    for index, (_, fragment) in enumerate(bad, start=1):
+        error = results[index]["error"]
+        assert error.startswith(f"request {index}: ") and fragment in error, (index, error)
+
+
+def test_predict_saved_model_tool_refuses_json_nested_too_deeply(exported):
+    """Was: a 23-line RecursionError traceback."""
+    path, _ = exported
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO, "tools", "predict_saved_model.py"), path],
+        input="[" * 100_000 + "]" * 100_000, capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd="/",
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and lines == [
+        "predict_saved_model: error: ValueError: standard input is not JSON this tool reads: nested too deeply"], lines
+
+
 @pytest.mark.parametrize("requests, fragment", [
     ({"signature": "serve_ids"}, "ValueError: the requests are a JSON dict, not a list"),
-    ([{"signature": "serving_default", "inputs": ["good"]}], "ValueError: request 0 is not {\"signature\": name"),
-    ([{"signature": "serving_default", "inputs": {"txt": ["good"]}}],
-     "KeyError: request 0: signature 'serving_default' has no input 'txt'; its inputs are ['text']"),
 ])
 def test_predict_saved_model_tool_names_a_malformed_request(exported, requests, fragment):
-    """Was: a bare AttributeError traceback, or `KeyError: 'txt'` naming neither request nor inputs."""
+    """Was: a bare AttributeError traceback (a malformed request among others: its own error, above)."""
     path, _ = exported
     result = subprocess.run(
         [sys.executable, os.path.join(REPO, "tools", "predict_saved_model.py"), path],

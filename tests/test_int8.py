@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from keras_bert_impl.errors import BertError
 from keras_bert_impl.inference import int8
+from keras_bert_impl.serving import int8_gate
 from keras_bert_impl.serving.export import (
     METADATA_FILE, ONLINE_THREADS_HINT, ExportError, ExportOptions, export_saved_model,
 )
@@ -251,12 +252,16 @@ def test_int8_export_runs_int8_products_and_says_so(exports):
     assert report["calibration_percentile"] == int8.DEFAULT_CALIBRATION_PERCENTILE == 99.999
     assert report["smoothing_alpha"] == int8.DEFAULT_SMOOTHING_ALPHA == 0.7
     assert report["argmax_agreement"] >= 0.9
-    # Each int8 export says how its agreement went, then how to serve it online.
-    assert logged[1] == logged[3] == ONLINE_THREADS_HINT
+    # Each int8 export says how its agreement went on texts the calibration did not see (a calibration of fewer
+    # than 32 texts warned of), then how to serve it online.
+    assert logged[1] == logged[4] == ONLINE_THREADS_HINT
     assert "--tensorflow_intra_op_parallelism=1 --tensorflow_inter_op_parallelism=-1" in ONLINE_THREADS_HINT
-    assert logged[2].startswith(f"int8 vs float32 on {len(TEXTS) - 1} texts: argmax agrees on ")
-    assert logged[0].endswith("(activation ranges per batch (dynamic); on the warmup texts only: a calibration file "
-                              "measures it on the task's)")
+    calibrated = [text for text in TEXTS if text.strip()]  # the empty text is left out of the calibration
+    held_out = int8_gate.held_out_texts(calibrated, ExportOptions().warmup_texts)
+    assert "" in held_out and not set(held_out) & set(calibrated)
+    assert logged[2].startswith(f"int8 vs float32 on {len(held_out)} texts: argmax agrees on ")
+    assert logged[3].startswith(f"int8 calibrated on {len(TEXTS) - 1} texts: ranges fitted to so few texts clip ")
+    assert logged[0].endswith("on texts the calibration did not see (activation ranges per batch (dynamic))")
 
 
 def test_int8_export_loads_without_our_python_and_agrees_with_float32(exports):
@@ -333,6 +338,47 @@ def test_int8_kernels_held_as_variables_answer_as_constants_saved_once_and_packe
         assert len(int8_products) == 4 * layers
 
 
+def test_an_int8_version_below_the_agreement_threshold_is_not_published(tmp_path, bert_vocab_file):
+    """Agreement is measured on texts the calibration did not see, and a version below the threshold is not
+    published. Was: measured on the calibration texts only (one calibration line: "on 1 texts: argmax agrees
+    on 100.0%", whatever other requests then answered) and published whatever it was (ranges at the 50.001th
+    percentile: "argmax agrees on 50.0 %", published)."""
+    from keras_bert_impl.models.classifier import BertClassifier
+
+    # Weights of a trained model's spread: confident answers, which clipped ranges change.
+    confident = BertClassifier(tiny_config(vocab_size=30522, max_position_embeddings=64), num_labels=3)
+    randomize(confident, seed=3, scale=1.0)
+    warmup = ExportOptions().warmup_texts
+    calibrated = [text for text in TEXTS if text.strip()]  # the empty text is left out of the calibration
+
+    def export(**options):
+        logged = []
+        version = export_saved_model(confident, "classifier", bert_vocab_file, tmp_path / "m",
+                                     ExportOptions(max_seq_length=SEQ, precision="int8", **options), log=logged.append)
+        with open(os.path.join(version, "assets.extra", METADATA_FILE)) as f:
+            return json.load(f)["int8"], logged
+
+    with pytest.raises(ExportError) as refused:
+        export(calibration_texts=tuple(TEXTS), calibration_percentile=50.001)
+    held_out = int8_gate.held_out_texts(calibrated, warmup)
+    message = str(refused.value)
+    assert message.startswith(f"int8 vs float32 on {len(held_out)} texts: argmax agrees on "), message
+    assert "below the 95% required on texts the calibration did not see: the version is not published" in message
+    assert not [path for path in (tmp_path / "m").iterdir() if path.name.isdigit()]  # nothing published
+
+    # One calibration line (one string is one text): measured on the held-out texts, and warned of.
+    report, logged = export(calibration_texts="good film", min_int8_agreement=0)
+    held_out = int8_gate.held_out_texts(["good film"], warmup)
+    assert report["activation_ranges"].startswith("calibrated on 1 texts")
+    assert report["summary"].startswith(f"int8 vs float32 on {len(held_out)} texts: ") and "" in held_out
+    assert logged[1].startswith("int8 calibrated on 1 text: ranges fitted to so few texts clip other requests")
+
+    # A calibration the held-out texts agree with is published at the default threshold.
+    report, _ = export(calibration_texts=tuple(TEXTS))
+    assert report["kept_answers"] >= int8_gate.DEFAULT_MIN_AGREEMENT["kept_answers"]
+    assert report["summary"].startswith(f"int8 vs float32 on {len(int8_gate.held_out_texts(calibrated, warmup))} texts")
+
+
 def test_int8_refusals_name_the_cause(tmp_path, bert_vocab_file, model):
     def export(**options):
         return export_saved_model(model, "classifier", bert_vocab_file, tmp_path / "m",
@@ -349,6 +395,14 @@ def test_int8_refusals_name_the_cause(tmp_path, bert_vocab_file, model):
         export(precision="int8", calibration_texts=("a text",), calibration_percentile=30.0)
     with pytest.raises(ExportError, match=r"--smoothing_alpha -0.5: must be in \[0, 1\]"):
         export(precision="int8", calibration_texts=("a text",), smoothing_alpha=-0.5)
+    # Was: "precision 'int4' is not one of auto, float32, bfloat16" (int8 left out).
+    with pytest.raises(ExportError, match=r"^precision 'int4' is not one of auto, float32, bfloat16, int8$"):
+        export(precision="int4")
+    with pytest.raises(ExportError, match=r"min_int8_agreement 1.5: must be in \[0, 1\]"):
+        export(precision="int8", min_int8_agreement=1.5)
+    # Was: AttributeError: 'NoneType' object has no attribute 'strip'.
+    with pytest.raises(ExportError, match=r"calibration_texts\[1\] is None, not a string: each is one text"):
+        export(precision="int8", calibration_texts=["a text", None])
     assert not (tmp_path / "m").exists()
 
 
@@ -367,7 +421,8 @@ def test_export_tool_int8_flags(tmp_path, bert_vocab_file):
                  "--smoothing_alpha=0")
     assert result.returncode == 0, result.stderr
     assert "computing in int8 (CPU: " in result.stderr
-    assert "int8 vs float32 on 2 texts: argmax agrees on " in result.stderr
+    held_out = int8_gate.held_out_texts(["a fine film", "not good at all"], ExportOptions().warmup_texts)
+    assert f"int8 vs float32 on {len(held_out)} texts: argmax agrees on " in result.stderr
     assert "(activation ranges calibrated on 2 texts, smallest to largest value)" in result.stderr
     # Refused in one line, naming the file and line, before anything is written: the tool's own process once,
     # then each refusal through its `main` in this process (the same message; no process start each).
@@ -388,6 +443,8 @@ def test_export_tool_int8_flags(tmp_path, bert_vocab_file):
         (["--precision=int8", f"--calibration_file={calibration}", "--calibration_percentile=101"],
          "--calibration_percentile=101: must be in (50, 100]"),
         (["--precision=int8", "--smoothing_alpha=0.5"], "--smoothing_alpha is for --calibration_file"),
+        (["--precision=float32", "--min_int8_agreement=0.5"], "--min_int8_agreement is for --precision=int8"),
+        (["--precision=int8", "--min_int8_agreement=2"], "--min_int8_agreement=2: must be in [0, 1]"),
         (["--precision=int8", f"--calibration_file={calibration}", "--smoothing_alpha=1.5"],
          "--smoothing_alpha=1.5: must be in [0, 1] (0: no smoothing)"),
     ):

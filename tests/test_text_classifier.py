@@ -292,6 +292,51 @@ def test_int8_export_is_calibrated_on_the_tasks_texts(tmp_path):
     np.testing.assert_allclose(probabilities, model.predict(texts[:4], verbose=0), atol=0.02)
 
 
+def test_a_text_without_utf8_and_one_calibration_string_are_taken_as_the_user_means(tmp_path):
+    """`predict(["\\ud800"])` (a lone surrogate): was a UnicodeEncodeError naming no text. One string as
+    `calibration_texts`: was calibrated on its 8 characters, each a text."""
+    release = _tiny_release(tmp_path, VOCAB)
+    model = TextClassifier.from_release(release, num_classes=2, max_seq_length=12)
+    with pytest.raises(ValueError, match=r"^text 1 \('\\ud800'\) cannot be written as UTF-8: surrogates not "
+                                         r"allowed at character 0$"):
+        model.predict(["good film", "\ud800"], verbose=0)
+    version = model.export(tmp_path / "saved_models" / "tiny", precision="int8", calibration_texts="good film",
+                           min_int8_agreement=0, verify=False)
+    metadata = json.loads((Path(version) / "assets.extra" / "export_metadata.json").read_text())
+    assert metadata["int8"]["activation_ranges"].startswith("calibrated on 1 texts")
+
+
+def test_a_keyword_no_constructor_takes_is_refused_by_name(tmp_path):
+    """Was: `TextClassifier.from_release(release, num_classes=2, nonsense_option=123)` returned a model, so a
+    misspelt `max_seq_lenght=128` was ignored without a word (Keras' functional model drops unknown keywords)."""
+    from keras_bert_impl import BertModel, BertPretrainingModel, MaskedLM, NextSentencePredictor, TextEmbedder
+    from keras_bert_impl.models.span_qa import BertSpanQA
+    from keras_bert_impl.models.token_classifier import BertTokenClassifier
+
+    release = _tiny_release(tmp_path, VOCAB)
+    config = tiny_config(vocab_size=len(VOCAB), max_position_embeddings=64)
+    preprocessor = BertPreprocessor(VOCAB, max_seq_length=8)
+    calls = {
+        "TextClassifier": lambda **k: TextClassifier.from_release(release, num_classes=2, max_seq_length=8, **k),
+        "TextEmbedder": lambda **k: TextEmbedder.from_release(release, max_seq_length=8, **k),
+        "MaskedLM": lambda **k: MaskedLM.from_release(release, max_seq_length=8, **k),
+        "NextSentencePredictor": lambda **k: NextSentencePredictor(config, preprocessor, **k),
+        "BertModel": lambda **k: BertModel(config, **k),
+        "BertClassifier": lambda **k: BertClassifier(config, num_labels=2, **k),
+        "BertPretrainingModel": lambda **k: BertPretrainingModel(config, **k),
+        "BertSpanQA": lambda **k: BertSpanQA(config, **k),
+        "BertTokenClassifier": lambda **k: BertTokenClassifier(config, num_labels=3, **k),
+    }
+    for name, call in calls.items():
+        with pytest.raises(TypeError, match=rf"^{name}\(\) got an unexpected keyword argument 'max_seq_lenght'$"):
+            call(max_seq_lenght=128)
+    # What they take still passes: a name, trainability, and a .keras file's round trip (from_config).
+    model = TextClassifier.from_release(release, num_classes=2, max_seq_length=8, name="sentiment", trainable=False)
+    assert model.name == "sentiment" and not model.trainable
+    model.save(tmp_path / "m.keras")
+    assert keras.saving.load_model(tmp_path / "m.keras").name == "sentiment"
+
+
 def test_regression_and_text_pairs(tmp_path):
     release = _tiny_release(tmp_path, VOCAB)
     model = TextClassifier.from_release(release, num_classes=1, max_seq_length=10)

@@ -172,6 +172,7 @@ def main(argv=None):
     quiet_tensorflow()  # The task registry imports TensorFlow.
 
     from keras_bert_impl.checkpoints.release import find_release, infer_do_lower_case
+    from keras_bert_impl.tasks.distillation import check_student_directory
     from keras_bert_impl.tasks.registry import get_distillation
 
     spec_class = get_distillation(fv.task)
@@ -181,6 +182,7 @@ def main(argv=None):
         raise FlagError(f"--max_seq_length ({fv.max_seq_length}) must be greater than --max_query_length "
                         f"({fv.max_query_length or 64}) + 3")
     teacher = find_release(fv.teacher_dir)
+    check_student_directory(fv.output_dir, teacher.bert_config_file)
     fv.bert_config_file, fv.vocab_file, fv.init_checkpoint = (
         teacher.bert_config_file, teacher.vocab_file, teacher.checkpoint)
     if not fv["do_lower_case"].present:

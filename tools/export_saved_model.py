@@ -81,6 +81,13 @@ def define_flags(fv):
         "0 turns it off. Its effect on agreement with float32: docs/BENCHMARKS.md, \"Smoothed activations\".",
         **define,
     )
+    flags.DEFINE_float(
+        "min_int8_agreement", None,
+        "With --precision=int8: the least agreement with float32, measured on texts the calibration did not see "
+        "(the warmup texts and built-in sentences), that is published: for a classifier the share of answers int8 "
+        "keeps (default 0.95; a class float32 rates within 0.1 of its own counts as kept), else the mean cosine "
+        "(default 0.98); below it no version is written. 0 publishes any.", **define,
+    )
     flags.DEFINE_boolean(
         "skip_padding", None,
         "Run the encoder's per-token work on real tokens only when a batch has padding (a tf.cond per batch, "
@@ -137,6 +144,10 @@ def main(argv=None):
         raise FlagError(f"--smoothing_alpha={fv.smoothing_alpha:g}: must be in [0, 1] (0: no smoothing)")
     if not 50.0 < fv.calibration_percentile <= 100.0:
         raise FlagError(f"--calibration_percentile={fv.calibration_percentile:g}: must be in (50, 100]")
+    if fv.min_int8_agreement is not None and fv.precision != "int8":
+        raise FlagError("--min_int8_agreement is for --precision=int8")
+    if fv.min_int8_agreement is not None and not 0.0 <= fv.min_int8_agreement <= 1.0:
+        raise FlagError(f"--min_int8_agreement={fv.min_int8_agreement:g}: must be in [0, 1]")
     quiet_tensorflow()
 
     from keras_bert_impl.serving.export import ExportOptions, export_checkpoint, release_files
@@ -157,7 +168,7 @@ def main(argv=None):
                             smoothing_alpha=fv.smoothing_alpha,
                             **flag_values(fv, (
         "do_lower_case", "max_seq_length", "label_names", "version", "serving_base_path", "precision", "skip_padding",
-        "constant_kernels", "packed_kernels", "verify",
+        "constant_kernels", "packed_kernels", "verify", "min_int8_agreement",
     )))
     path = export_checkpoint(fv.task, fv.bert_config_file, fv.init_checkpoint, fv.vocab_file, fv.export_dir, options,
                              num_labels=fv.num_labels, log=log)

@@ -93,6 +93,8 @@ def _read_requests(stream):
         return json.loads(text)
     except json.JSONDecodeError as error:
         raise ValueError(f"standard input is not JSON: {error}") from None
+    except RecursionError:  # lists or objects nested thousands deep
+        raise ValueError("standard input is not JSON this tool reads: nested too deeply") from None
 
 
 def parse_flags(argv):
@@ -148,16 +150,6 @@ def predict(saved_model_dir, requests, intra_op_threads=0, inter_op_threads=0):
     for library in sorted(glob.glob(os.path.join(package_dir, "python", "ops", "*.so"))):
         tf.load_op_library(library)
 
-    def to_array(value, dtype):
-        if isinstance(value, dict):  # {"b64": [...]}: raw bytes, e.g. invalid UTF-8 or protos
-            return np.array([base64.b64decode(v) for v in value["b64"]], dtype=object)
-        if dtype == tf.string:
-            return np.array(value, dtype=object)
-        try:
-            return np.array(value, dtype=dtype.as_numpy_dtype)
-        except OverflowError as error:  # an id of 1e20 for an int32 input
-            raise ValueError(f"a value does not fit {dtype.name}: {error}") from None
-
     if not isinstance(requests, list):
         raise ValueError(f"the requests are a JSON {type(requests).__name__}, not a list")
     tf.get_logger().setLevel("ERROR")  # the TF1 loader's deprecation notice
@@ -175,23 +167,16 @@ def predict(saved_model_dir, requests, intra_op_threads=0, inter_op_threads=0):
         _replay_warmup(warmup, signatures, run)
         results = []
         for index, request in enumerate(requests):
-            if not (isinstance(request, dict) and isinstance(request.get("signature"), str)
-                    and isinstance(request.get("inputs"), dict)):
-                raise ValueError(f"request {index} is not {{\"signature\": name, \"inputs\": {{name: values}}}}")
-            if request["signature"] not in signatures:
-                raise KeyError(f"request {index}: no signature {request['signature']!r}; "
-                               f"the SavedModel has {sorted(signatures)}")
-            signature = signatures[request["signature"]]
-            unknown = sorted(set(request["inputs"]) - set(signature.inputs))
-            if unknown:
-                raise KeyError(f"request {index}: signature {request['signature']!r} has no input {unknown[0]!r}; "
-                               f"its inputs are {sorted(signature.inputs)}")
-            arrays = {name: to_array(value, tf.as_dtype(signature.inputs[name].dtype))
-                      for name, value in request["inputs"].items()}
+            # A bad request is answered with its own error, as TF Serving answers it; the others still run.
             try:
+                signature, arrays = _request_arrays(request, signatures)
                 outputs = run(signature, arrays)
-            except tf.errors.InvalidArgumentError as e:
-                results.append({"error": e.message})  # all of it: the first line is "Graph execution error:"
+            except tf.errors.OpError as e:
+                results.append({"error": f"request {index}: {e.message}"})  # all of it: "Graph execution error:" ...
+                continue
+            except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as e:  # binascii.Error: a ValueError
+                text = e.args[0] if isinstance(e, KeyError) and e.args else str(e)  # KeyError's str() quotes it
+                results.append({"error": f"request {index}: {text}"})
                 continue
             results.append({
                 name: (np.char.decode(np.asarray(value).astype(bytes), "utf-8")
@@ -199,6 +184,66 @@ def predict(saved_model_dir, requests, intra_op_threads=0, inter_op_threads=0):
                 for name, value in outputs.items()
             })
     return {"blocked_modules_loaded": [n for n in BLOCKED if sys.modules.get(n) is not None], "results": results}
+
+
+def _request_arrays(request, signatures):
+    """`(signature, {input name: array})` of one request, each value checked against its input's dtype.
+
+    Raises:
+        ValueError, KeyError, TypeError: naming what is wrong with the
+            request (its shape, an input it names, a value of another type).
+    """
+    import tensorflow as tf
+
+    if not (isinstance(request, dict) and isinstance(request.get("signature"), str)
+            and isinstance(request.get("inputs"), dict)):
+        raise ValueError('not {"signature": name, "inputs": {name: values}}')
+    if request["signature"] not in signatures:
+        raise KeyError(f"no signature {request['signature']!r}; the SavedModel has {sorted(signatures)}")
+    signature = signatures[request["signature"]]
+    unknown = sorted(set(request["inputs"]) - set(signature.inputs))
+    if unknown:
+        raise KeyError(f"signature {request['signature']!r} has no input {unknown[0]!r}; "
+                       f"its inputs are {sorted(signature.inputs)}")
+    return signature, {name: _input_array(name, value, tf.as_dtype(signature.inputs[name].dtype))
+                       for name, value in request["inputs"].items()}
+
+
+def _input_array(name, value, dtype):
+    """The array fed to input `name` of `dtype`: strings for a string input, integers (never floats, booleans
+    or text) that fit for an integer one.
+
+    Raises:
+        ValueError: naming the input and what its value holds instead.
+    """
+    import numpy as np
+
+    if isinstance(value, dict):  # {"b64": [...]}: raw bytes, e.g. invalid UTF-8 or protos
+        if dtype.name != "string" or set(value) != {"b64"} or not isinstance(value["b64"], list):
+            raise ValueError(f'input {name!r}: an object is {{"b64": [base64 strings]}} for a string input')
+        if not all(isinstance(item, str) for item in value["b64"]):
+            raise ValueError(f"input {name!r}: b64 holds something other than base64 strings")
+        try:
+            return np.array([base64.b64decode(item, validate=True) for item in value["b64"]], dtype=object)
+        except ValueError as error:
+            raise ValueError(f"input {name!r}: not base64 ({error})") from None
+    if dtype.name == "string":
+        array = np.array(value, dtype=object)
+        if not all(isinstance(item, str) for item in array.reshape(-1)):
+            raise ValueError(f"input {name!r} takes strings (a list of texts, all of one length per level); "
+                             "it holds a number, a list of uneven length or another value")
+        return array
+    try:
+        array = np.array(value)
+    except ValueError:
+        raise ValueError(f"input {name!r}: lists of uneven length (each row as long as the others)") from None
+    if dtype.is_integer and array.size and array.dtype.kind not in "iu":
+        kind = {"f": "a floating-point number (101.7, 1e20)", "b": "true/false", "U": "text"}.get(
+            array.dtype.kind, "an integer past int64, or values of mixed types")
+        raise ValueError(f"input {name!r} takes integers; it holds {kind}")
+    if dtype.is_integer and array.size and not dtype.min <= array.min() <= array.max() <= dtype.max:
+        raise ValueError(f"input {name!r}: a value does not fit {dtype.name} ([{dtype.min}, {dtype.max}])")
+    return array.astype(dtype.as_numpy_dtype)
 
 
 @contextlib.contextmanager

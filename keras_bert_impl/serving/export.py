@@ -19,8 +19,9 @@ asked for, int8 constants) and multiplies them with oneDNN's fused int8
 product (`_QuantizedMatMul`, an op of stock x86 TensorFlow builds, with the
 oneDNN rewrites on or off), which packs each kernel once; its
 activations are quantized per batch, or over ranges calibrated on
-`calibration_texts`, on which the export also measures how far int8 is
-from float32 (`export_metadata.json`, "int8").
+`calibration_texts`. The export measures how far int8 is from float32 on
+texts the calibration did not see (`export_metadata.json`, "int8") and
+publishes no version below `min_int8_agreement` (`serving.int8_gate`).
 """
 
 import dataclasses
@@ -44,6 +45,7 @@ from keras_bert_impl.inference.precision import (
     inference_dtype_policy,
     same_variable_layout,
 )
+from keras_bert_impl.serving import int8_gate
 from keras_bert_impl.serving.session_model import SessionModelError
 from keras_bert_impl.serving.signatures import SIGNATURE_METHODS, BertServingModule
 from keras_bert_impl.serving.tf_serving_files import (
@@ -135,6 +137,11 @@ class ExportOptions:
             the model's (`verification.check_as_tf_serving`): a version that
             fails is not published. A few seconds, and the export's weights
             once more in memory meanwhile. `bert-export` does it by default.
+        min_int8_agreement: For precision "int8": the least agreement with
+            float32, on texts the calibration did not see, that is published
+            (`int8_gate.check_agreement`: the share of answers int8 keeps for
+            a classifier, the mean cosine else); None:
+            `int8_gate.DEFAULT_MIN_AGREEMENT`; 0: any.
     """
 
     do_lower_case: bool = True
@@ -152,6 +159,7 @@ class ExportOptions:
     calibration_percentile: float = int8.DEFAULT_CALIBRATION_PERCENTILE
     smoothing_alpha: float = int8.DEFAULT_SMOOTHING_ALPHA
     verify: bool = False
+    min_int8_agreement: float = None
 
 
 def in_precision(model, spec, precision):
@@ -232,7 +240,8 @@ def int8_calibration(module, model, texts, percentile, smoothing_alpha=None, bat
     return int8.calibrate(model, batches, percentile, smoothing_alpha)
 
 
-def int8_agreement(module, model, texts, input_ranges, batch_size=32, percentile=100, smoothing_alpha=None):
+def int8_agreement(module, model, texts, input_ranges, batch_size=32, percentile=100, smoothing_alpha=None,
+                   num_calibration_texts=None):
     """How far the int8 module's outputs are from float32 `model`'s on `texts` (`int8.agreement`'s dict).
 
     Both run on the module's own tokenization of each text; a classifier is
@@ -248,6 +257,8 @@ def int8_agreement(module, model, texts, input_ranges, batch_size=32, percentile
         batch_size: Texts per forward pass.
         percentile: The calibration's percentile; recorded.
         smoothing_alpha: The calibration's smoothing (None: none); recorded.
+        num_calibration_texts: How many texts the ranges were calibrated on
+            (default: `texts`); recorded.
     """
 
     def first(outputs):
@@ -264,11 +275,14 @@ def int8_agreement(module, model, texts, input_ranges, batch_size=32, percentile
     reference, quantized = np.concatenate(reference), np.concatenate(quantized)
     labels = module.spec.uses_labels and reference.ndim == 2 and reference.shape[-1] > 1
     report = int8.agreement(reference, quantized, labels)
+    if labels:  # what `int8_gate.check_agreement` compares: ties between classes are no changed answer
+        report.update(int8_gate.kept_answers(reference, quantized))
     if input_ranges is None:
         report["activation_ranges"] = "per batch (dynamic)"
     else:
         ends = "smallest to largest value" if percentile == 100 else f"{percentile:g}th percentile"
-        report["activation_ranges"] = f"calibrated on {len(texts)} texts, {ends}"
+        count = len(texts) if num_calibration_texts is None else num_calibration_texts
+        report["activation_ranges"] = f"calibrated on {count} texts, {ends}"
         report["calibration_percentile"] = percentile
         report["smoothing_alpha"] = smoothing_alpha or None
         if smoothing_alpha:
@@ -324,7 +338,9 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
             constant kernels asked for past `inference.plan.MAX_CONSTANT_BYTES`,
             int8 kernels neither packed nor constants,
             empty `calibration_texts`, a calibration percentile outside
-            (50, 100], a smoothing alpha outside [0, 1].
+            (50, 100], a smoothing alpha outside [0, 1]; an int8 version
+            that agrees with float32 below `min_int8_agreement` on texts
+            the calibration did not see (not published).
     """
     options = options or ExportOptions()
     if task not in exported_task_names():
@@ -336,12 +352,15 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
         what = "max_position_embeddings" if not model.bert_config.position_offset else "longest sequence"
         raise ExportError(f"--max_seq_length {options.max_seq_length}: must be at least 3 ([CLS] and two [SEP]s) "
                           f"and at most the model's {what} {positions}")
+    if options.precision is not None and options.precision not in inference_plan.EXPORT_PRECISION_CHOICES:
+        raise ExportError(f"precision {options.precision!r} is not one of "
+                          f"{', '.join(inference_plan.EXPORT_PRECISION_CHOICES)}")  # int8 too, where predict has none
     try:
         plan = inference_plan.export_plan(model, options.precision, options.skip_padding, options.constant_kernels,
                                           packed_kernels=options.packed_kernels)
     except ValueError as error:
         raise ExportError(str(error)) from None
-    calibration = options.calibration_texts
+    calibration = int8_gate.calibration_text_tuple(options.calibration_texts)
     if calibration is not None and plan.precision != inference_plan.INT8:
         raise ExportError("calibration texts are for an int8 export (--precision=int8)")
     if calibration is not None and not [text for text in calibration if text.strip()]:
@@ -349,6 +368,8 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
     if not 50.0 < options.calibration_percentile <= 100.0:
         raise ExportError(f"--calibration_percentile {options.calibration_percentile:g}: must be in (50, 100] "
                           "(100: from the smallest to the largest value seen)")
+    if options.min_int8_agreement is not None and not 0.0 <= options.min_int8_agreement <= 1.0:
+        raise ExportError(f"min_int8_agreement {options.min_int8_agreement:g}: must be in [0, 1] (0: publish any)")
     if options.smoothing_alpha is not None and not 0.0 <= options.smoothing_alpha <= 1.0:
         raise ExportError(f"--smoothing_alpha {options.smoothing_alpha:g}: must be in [0, 1] (0: no smoothing)")
     export_dir = os.fspath(export_dir).rstrip("/")
@@ -400,12 +421,19 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
                                                      options.calibration_percentile, options.smoothing_alpha)
             module = serving_module(int8.Int8Kernels(served, ranges, smoothing,
                                                      kernels_as_variables=plan.packed_kernels))
-            int8_report = int8_agreement(module, served, texts, ranges, percentile=options.calibration_percentile,
-                                         smoothing_alpha=options.smoothing_alpha)
+            # Measured on texts the calibration did not see, and refused below the threshold (`int8_gate`).
+            held_out = int8_gate.held_out_texts(texts if calibration else (), options.warmup_texts)
+            int8_report = int8_agreement(module, served, held_out,
+                                         ranges, percentile=options.calibration_percentile,
+                                         smoothing_alpha=options.smoothing_alpha,
+                                         num_calibration_texts=len(texts) if calibration else None)
             if log:
-                where = ("" if calibration
-                         else "; on the warmup texts only: a calibration file measures it on the task's")
-                log(int8_report["summary"] + f" (activation ranges {int8_report['activation_ranges']}{where})")
+                log(int8_report["summary"] + f" on texts the calibration did not see (activation ranges "
+                    f"{int8_report['activation_ranges']})")
+                warning = int8_gate.calibration_warning(texts if calibration else None)
+                if warning:
+                    log(warning)
+            int8_gate.check_agreement(int8_report, options.min_int8_agreement)
         else:
             kernels = (ConstantKernels(served) if plan.constant_kernels
                        else PackedKernels(served) if plan.packed_kernels else None)

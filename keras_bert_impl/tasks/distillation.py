@@ -33,6 +33,7 @@ Example:
 
 import dataclasses
 import math
+import os
 import re
 
 import numpy as np
@@ -185,6 +186,10 @@ class DistillationOptions:
 
     def check(self):
         """Raises `DistillationError` naming the first value it cannot train with."""
+        for name in ("num_hidden_layers", "batch_size", "epochs", "seed"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
+                raise DistillationError(f"{name} must be a whole number, got {value!r}")
         for name in ("temperature", "batch_size", "epochs"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
@@ -319,8 +324,9 @@ def distill(teacher, texts, labels=None, unlabeled_texts=None, options=Distillat
     hard = labels is not None and options.hard_weight > 0
     if labels is not None:
         labels = np.asarray(labels)
-        if labels.shape[:1] != (count,):
-            raise DistillationError(f"labels must be one per text: {count} texts, labels of shape {labels.shape}")
+        if labels.shape != (count,):
+            raise DistillationError(f"labels must be one per text, of shape [{count}] for {count} texts; got labels "
+                                    f"of shape {list(labels.shape)}")
         if count and teacher.num_classes > 1 and not (np.issubdtype(labels.dtype, np.integer)
                                            and labels.min() >= 0 and labels.max() < teacher.num_classes):
             raise DistillationError(f"labels must be class ids in [0, {teacher.num_classes}), got "
@@ -415,6 +421,58 @@ def read_text_lines(path):
 
 # Where a distillation run writes the teacher's own evaluation and predictions.
 TEACHER_DIR = "teacher"
+# The recorded setting (`training_settings.json`) that marks a directory as a distillation run's.
+_DISTILLATION_TASK_SETTING = "distillation_task"
+
+
+def distillation_settings(task, num_hidden_layers, options):
+    """What a `bert-distill` run records beside the fine-tuning settings (`FineTuningSpec.run_settings`).
+
+    Example:
+    >>> sorted(distillation_settings("general", 3, DistillationOptions()))[:3]
+    ['distillation_task', 'hard_weight', 'hidden_weight']
+    """
+    return {_DISTILLATION_TASK_SETTING: task, "student_num_hidden_layers": num_hidden_layers,
+            "temperature": options.temperature, "soft_weight": options.soft_weight,
+            "hard_weight": options.hard_weight, "hidden_weight": options.hidden_weight}
+
+
+def check_student_directory(output_dir, teacher_config_file):
+    """Refuses an output directory that would overwrite the teacher or another release.
+
+    The student's release is written as `model.ckpt` and `bert_config.json`:
+    in the teacher's own directory (however named: links are resolved)
+    they replace the teacher; in a directory holding another release they
+    replace its config and orphan its weights. A directory that holds an
+    earlier run of `bert-distill` (its recorded settings say so) is taken:
+    the rerun resumes it.
+
+    Args:
+        output_dir: Where the student goes.
+        teacher_config_file: The teacher release's `bert_config.json`.
+
+    Raises:
+        OutputPathError: naming the directory and what it holds.
+    """
+    from keras_bert_impl import filesystem
+    from keras_bert_impl.errors import OutputPathError
+    from keras_bert_impl.training.run_settings import RUN_SETTINGS_FILE, read_run_settings
+
+    teacher_dir = filesystem.dirname(teacher_config_file) or "."
+    if "://" not in output_dir and "://" not in teacher_dir:
+        if os.path.realpath(output_dir) == os.path.realpath(teacher_dir):
+            raise OutputPathError(f"{output_dir}: the teacher's own directory ({teacher_dir}); the student's release "
+                                  "would replace the teacher: give another --output_dir")
+    elif output_dir.rstrip("/") == teacher_dir.rstrip("/"):
+        raise OutputPathError(f"{output_dir}: the teacher's own directory; give another --output_dir")
+    if not filesystem.exists(filesystem.join(output_dir, "bert_config.json")):
+        return
+    settings = read_run_settings(output_dir) or {}
+    if _DISTILLATION_TASK_SETTING not in settings:
+        raise OutputPathError(
+            f"{output_dir}: holds another release (bert_config.json, and no {RUN_SETTINGS_FILE} of a bert-distill "
+            "run); the student's would replace its config and orphan its weights: give another --output_dir"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -486,6 +544,10 @@ class DistillationSpec:
             raise CheckpointError(f"{directory or run.init_checkpoint}: no {LABEL_LIST_FILE}, so not a fine-tuned "
                                   f"{self.head_description} model (its fine-tuning writes one beside the release)")
         return labels, path
+
+    def run_settings(self, release):
+        """The student's depth, the temperature and the loss weights: a rerun that changes one is refused by name."""
+        return distillation_settings(self.task, self.num_hidden_layers(release), self.options)
 
     def num_hidden_layers(self, release):
         depth = self.options.num_hidden_layers

@@ -143,6 +143,12 @@ class FineTuningSpec:
         """The encoded training set: a `training.fine_tuning.TrainingData`."""
         raise NotImplementedError
 
+    def run_settings(self, release):
+        """`{name: JSON value}` of the task's own options that decide the training's
+        course, recorded with the run's settings: a rerun with other ones is
+        refused by name (`training.run_settings`). Default: none."""
+        return {}
+
     def training_model(self, model, inputs):
         """The Keras model `fit` trains (default: `model`; another must share its
         weights and expose them as `model` does, `bert` and the head)."""

@@ -156,7 +156,7 @@ class TextClassifier(BertClassifier):
                              write_more=labels)
 
     def export(self, export_base, label_names=None, version=None, precision=None, verify=True,
-               calibration_texts=None):
+               calibration_texts=None, min_int8_agreement=None):
         """Exports for TF Serving under `export_base/<version>/`; returns that directory.
 
         The SavedModel tokenizes raw text in-graph with this model's
@@ -167,9 +167,12 @@ class TextClassifier(BertClassifier):
         default to `self.label_names` (a fine-tuned release's, from
         `from_release`), else "0".."n-1". For "int8",
         `calibration_texts` (your task's texts, as `bert-export
-        --calibration_file` reads them) fix each product's input range and
-        measure int8's agreement with float32 (`export_metadata.json`);
-        None finds the ranges per batch. With `verify` (as `bert-export`)
+        --calibration_file` reads them; one string is one text) fix each
+        product's input range (None: ranges per batch); int8's agreement
+        with float32, measured on texts the calibration did not see
+        (`export_metadata.json`), must reach `min_int8_agreement` (default
+        `serving.int8_gate.DEFAULT_MIN_AGREEMENT`) for the version to be
+        published. With `verify` (as `bert-export`)
         the version is published only once it loads as TF Serving loads it
         and answers its warmup requests as this model does
         (`serving.verification`).
@@ -181,7 +184,8 @@ class TextClassifier(BertClassifier):
         options = ExportOptions(do_lower_case=self.preprocessor.do_lower_case,
                                 max_seq_length=self.preprocessor.max_seq_length, label_names=label_names,
                                 version=version, tables=shared_tables(), precision=precision, verify=verify,
-                                calibration_texts=None if calibration_texts is None else tuple(calibration_texts))
+                                calibration_texts=calibration_texts,  # one string: one text (the export's check)
+                                min_int8_agreement=min_int8_agreement)
         with tempfile.TemporaryDirectory(prefix="vocab-") as work:
             vocab_file = os.path.join(work, "vocab.txt")
             if hasattr(self.preprocessor, "write_tokenizer_files"):  # a variant's `TextPreprocessor`

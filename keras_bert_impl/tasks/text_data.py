@@ -36,7 +36,8 @@ def text_tensor(texts):
         TypeError: naming the first value that is not a string (a `None` or a
             number would otherwise be read as the text "None" or "3"), or an
             array of another shape.
-        ValueError: the two sides of a pair differ in length.
+        ValueError: the two sides of a pair differ in length, or a text
+            holds a lone surrogate (no UTF-8 for it), named.
     """
     if isinstance(texts, tf.Tensor) and texts.dtype == tf.string and texts.shape.rank == 1:
         return texts  # Already [n] strings (this function's own result, or a part of one).
@@ -60,6 +61,12 @@ def text_tensor(texts):
     for index, value in enumerate(values):
         if not isinstance(value, (str, bytes)):
             raise TypeError(f"text {index} is {value!r} ({type(value).__name__}), not a string")
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as error:  # a lone surrogate ("\ud800"): no UTF-8 for it
+                raise ValueError(f"text {index} ({value[:40]!r}) cannot be written as UTF-8: {error.reason} at "
+                                 f"character {error.start}") from None
     return tf.constant(values.tolist(), tf.string, shape=[len(values)])
 
 

@@ -155,8 +155,9 @@ def load_vocab_json(vocab_file):
         dict token -> int id.
 
     Raises:
-        VocabError: unreadable, not JSON, or not an object of integer ids
-            (naming the file, and the line of a JSON error).
+        VocabError: unreadable, not JSON, or not an object of distinct,
+            non-negative integer ids (naming the file, and the line of a
+            JSON error).
 
     Example:
     >>> import pathlib, tempfile
@@ -172,6 +173,14 @@ def load_vocab_json(vocab_file):
         raise VocabError(f"{vocab_file}:{error.lineno}: not JSON ({error.msg})") from None
     if not isinstance(vocab, dict) or not all(isinstance(i, int) and not isinstance(i, bool) for i in vocab.values()):
         raise VocabError(f"{vocab_file}: expected a JSON object of token -> integer id")
+    # Two tokens of one id would read as one (the later wins), and a negative id has no embedding.
+    tokens_of = {}
+    for token, index in vocab.items():
+        if index < 0:
+            raise VocabError(f"{vocab_file}: token {token!r} has the negative id {index}")
+        if index in tokens_of:
+            raise VocabError(f"{vocab_file}: tokens {tokens_of[index]!r} and {token!r} both have id {index}")
+        tokens_of[index] = token
     return vocab
 
 

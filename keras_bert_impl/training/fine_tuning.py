@@ -372,13 +372,15 @@ def data_sha256(data):
     return digest.hexdigest()
 
 
-def run_settings(settings, num_train_steps, num_warmup_steps, num_examples, max_seq_length, train_data=None):
+def run_settings(settings, num_train_steps, num_warmup_steps, num_examples, max_seq_length, train_data=None,
+                 task_settings=None):
     """What decides a fine-tuning run's course, as `fit_for_steps` records it.
 
     Not the strategy, checkpoint frequency or `real_tokens_only`: they leave
     the trained weights as they are. `train_data` (the encoded training
     inputs and labels) is recorded as its `data_sha256`: windows, casing,
-    truncation and label order all change it.
+    truncation and label order all change it. `task_settings` (a
+    distillation's depth, temperature and loss weights) are added as given.
 
     Example:
     >>> sorted(run_settings(FineTuningSettings(), 93, 9, 1000, 128))[:4]
@@ -395,6 +397,7 @@ def run_settings(settings, num_train_steps, num_warmup_steps, num_examples, max_
         "num_train_examples": num_examples,
         "max_seq_length": max_seq_length,
         **({"train_data_sha256": data_sha256(train_data)} if train_data is not None else {}),
+        **(task_settings or {}),
     }
 
 
@@ -487,7 +490,7 @@ def training_dataset(data, settings, cut_padding=True, reshuffle_each_iteration=
     return without_autotune_thread(dataset.prefetch(tf.data.AUTOTUNE))
 
 
-def fine_tune(model, data, compile_options, settings, output_dir, cut_padding=True, log=print):
+def fine_tune(model, data, compile_options, settings, output_dir, cut_padding=True, log=print, task_settings=None):
     """Trains `model` on `data` as the original scripts do; returns the global step.
 
     The original optimizer (AdamW, warmup, linear decay) over
@@ -506,6 +509,8 @@ def fine_tune(model, data, compile_options, settings, output_dir, cut_padding=Tr
         cut_padding: Whether the task's loss allows cutting the padding
             (not SQuAD's, a softmax over every position).
         log: `log(message)`.
+        task_settings: The task's own settings recorded with the run's
+            (`FineTuningSpec.run_settings`).
 
     Raises:
         InputFileError: the data make 0 training steps.
@@ -531,7 +536,7 @@ def fine_tune(model, data, compile_options, settings, output_dir, cut_padding=Tr
         model, training_dataset(data, settings, cut_padding), num_train_steps, settings.num_train_epochs, output_dir,
         settings.save_checkpoints_steps, log,
         settings=run_settings(settings, num_train_steps, num_warmup_steps, data.num_examples, data.max_seq_length,
-                              train_data=fingerprint),
+                              train_data=fingerprint, task_settings=task_settings),
         allow_changed_settings=settings.allow_changed_settings,
     )
 
@@ -628,8 +633,16 @@ def check_labels(labels, recorded, path, flag="--labels"):
 
 
 def write_label_list(output_dir, labels):
-    """Writes `labels`, one per line in class-id order, as `output_dir/label_list.txt`."""
-    write_text_atomically(filesystem.join(output_dir, LABEL_LIST_FILE), "".join(f"{label}\n" for label in labels))
+    """Writes `labels`, one per line in class-id order, as `output_dir/label_list.txt`.
+
+    `labels` None (a release without classes) removes the one an earlier
+    release left there, so that it never names another model's classes.
+    """
+    path = filesystem.join(output_dir, LABEL_LIST_FILE)
+    if labels is None:
+        filesystem.remove(path, missing_ok=True)
+    else:
+        write_text_atomically(path, "".join(f"{label}\n" for label in labels))
 
 
 def tokenizer_files_to_copy(vocab_file):

@@ -20,13 +20,12 @@ import math
 import sys
 
 from keras_bert_impl import filesystem
+from keras_bert_impl.checkpoints.release import LABEL_LIST_FILE, write_release_labels
 from keras_bert_impl.data.pipeline_options import without_autotune_thread
 from keras_bert_impl.errors import CheckpointError, InputFileError
 from keras_bert_impl.io import check_max_seq_length, copy_atomically, write_text_atomically
 
 FINE_TUNED_CHECKPOINT = "model.ckpt"
-# Beside a fine-tuned classifier's or tagger's release: its labels in class-id order.
-LABEL_LIST_FILE = "label_list.txt"
 
 
 def log_to_stderr(prog):
@@ -629,7 +628,7 @@ def check_labels(labels, recorded, path, flag="--labels"):
 
 def write_label_list(output_dir, labels):
     """Writes `labels`, one per line in class-id order, as `output_dir/label_list.txt`."""
-    write_text_atomically(filesystem.join(output_dir, LABEL_LIST_FILE), "".join(f"{label}\n" for label in labels))
+    write_release_labels(output_dir, labels)
 
 
 def tokenizer_files_to_copy(vocab_file):

@@ -19,6 +19,11 @@ RUNTIME = [
     "absl-py>=1.0",  # the tools' flags
     "protobuf>=5.28",  # tf.train.Example parsing errors
     "grpcio>=1.24.3,<2",  # the TF Serving gRPC client
+    # hf://ORG/NAME sources (checkpoints/sources.py): a runtime requirement, not
+    # an extra, so that from_release("hf://...") and every tool's --model_dir
+    # take a Hub id as installed; a small pure-Python client (transformers' own).
+    # 2.4 is the version its endpoints were read from and tested against.
+    "huggingface_hub>=2.4,<3",
 ]
 
 EXTRAS = {
@@ -118,6 +123,7 @@ setup(
             "bert-tfidf-baseline=keras_bert_impl_tools.tfidf_baseline:console_main",
             "bert-figures=keras_bert_impl_tools.make_figures:console_main",
             "bert-predict-saved-model=keras_bert_impl_tools.predict_saved_model:console_main",
+            "bert-cache=keras_bert_impl_tools.cache:console_main",
         ],
     },
 )

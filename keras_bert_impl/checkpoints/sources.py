@@ -337,6 +337,13 @@ def _hub_error(error, hub, endpoint):
 
 
 def _first_line(error):
+    """What went wrong, in a line: the HTTP status and URL where a response (or one it was caused by) says it."""
+    cause = error
+    while cause is not None:
+        response = getattr(cause, "response", None)
+        if getattr(response, "status_code", None):
+            return f"HTTP {response.status_code} from {getattr(response, 'url', '')}".strip()
+        cause = cause.__cause__ or cause.__context__
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 

@@ -531,7 +531,8 @@ def load_from_release(cls, path, max_seq_length, do_lower_case, fresh=(), **kwar
     pooler = variant_fresh_variables(config)
     model.load_report = load_original_checkpoint(model, files.checkpoint, allow_fresh=tuple(fresh) + pooler)
     logger.info("%s: %s", files.checkpoint, model.load_report.summary())
-    started = [name for name in model.load_report.fresh if name.startswith(pooler) and not name.startswith(tuple(fresh))]
+    started = sorted(name for name in model.load_report.fresh
+                     if name.startswith(pooler) and not name.startswith(tuple(fresh)))
     if started:
         logger.warning("%s: the release has no pooler (%s): it starts fresh, so fine-tune before reading the "
                        "pooled output", files.checkpoint, ", ".join(started))

@@ -272,7 +272,7 @@ def _resolve_in_a_process(source):
                             text=True, env=dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3"))
 
 
-def test_a_download_killed_midway_leaves_nothing_complete_and_the_next_one_resumes(hub, tmp_path):
+def test_a_download_killed_midway_leaves_nothing_complete_and_the_next_load_completes(hub, tmp_path):
     from keras_bert_impl.checkpoints.release import find_release
 
     files, _ = bert_repository(tmp_path)

@@ -128,10 +128,12 @@ class TextEmbedder(BertConfigModel):
         """
         from keras_bert_impl.checkpoints.original import list_original_variables
         from keras_bert_impl.checkpoints.release import find_release
+        from keras_bert_impl.config import BertConfig
         from keras_bert_impl.errors import CheckpointError
 
         files = find_release(path)
-        if pooling == "pooled" and POOLER_KERNEL not in list_original_variables(files.checkpoint):
+        has_pooler = BertConfig.from_json_file(files.bert_config_file).use_pooler  # else the constructor says so
+        if pooling == "pooled" and has_pooler and POOLER_KERNEL not in list_original_variables(files.checkpoint):
             raise CheckpointError(f"{files.checkpoint}: has no pooler ({POOLER_KERNEL}; a *ForMaskedLM saves none), "
                                   "which pooling 'pooled' reads: take pooling 'mean' or 'cls'")
         unread = () if pooling == "pooled" else ("bert/pooler/",)

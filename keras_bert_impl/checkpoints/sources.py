@@ -37,7 +37,6 @@ HubSource(repo_id='google-bert/bert-base-uncased', revision='v1.0')
 """
 
 import dataclasses
-import hashlib
 import json
 import os
 import re
@@ -45,6 +44,7 @@ import shutil
 import sys
 import time
 
+from keras_bert_impl.checkpoints.pip_assets import default_cache_dir, file_sha256
 from keras_bert_impl.errors import CheckpointError, ConfigError
 from keras_bert_impl.io import exclusive_output, write_text_atomically
 
@@ -129,8 +129,6 @@ def parse_hub_source(source):
 
 def default_releases_dir():
     """`<cache>/releases`: where named sources are kept (`pip_assets.default_cache_dir()`'s `releases/`)."""
-    from keras_bert_impl.checkpoints.pip_assets import default_cache_dir
-
     return os.path.join(default_cache_dir(), "releases")
 
 
@@ -164,14 +162,6 @@ def _ref_path(repo_dir, revision):
     return os.path.join(repo_dir, "refs", revision.replace("/", "%2F"))
 
 
-def _file_sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _read_manifest(directory):
     try:
         with open(os.path.join(directory, MANIFEST_FILE), encoding="utf-8") as f:
@@ -190,13 +180,13 @@ def corrupt_files(directory):
     corrupt = []
     for name, digest in sorted(manifest["files"].items()):
         path = os.path.join(directory, name)
-        if not os.path.isfile(path) or _file_sha256(path) != digest:
+        if not os.path.isfile(path) or file_sha256(path) != digest:
             corrupt.append(name)
     return corrupt
 
 
 def _write_manifest(directory, fields):
-    files = {name: _file_sha256(os.path.join(directory, name))
+    files = {name: file_sha256(os.path.join(directory, name))
              for name in sorted(os.listdir(directory)) if os.path.isfile(os.path.join(directory, name))}
     write_text_atomically(os.path.join(directory, MANIFEST_FILE),
                           json.dumps(dict(fields, files=files), indent=2, sort_keys=True) + "\n")
@@ -386,7 +376,7 @@ def _check_digests(hub, directory, digests):
     """Refuses a downloaded file whose sha256 is not the one the Hub lists (and removes it)."""
     for name, expected in digests.items():
         path = os.path.join(directory, name)
-        actual = _file_sha256(path)
+        actual = file_sha256(path)
         if actual != expected:
             os.remove(path)
             raise SourceError(f"{hub}: the downloaded {name} has sha256 {actual}, not the {expected} the Hub lists; "

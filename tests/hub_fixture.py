@@ -63,6 +63,8 @@ class HubServer:
         self.repos = {}
         self.faults = {}  # file name -> ("status", code) | ("truncate", times) | ("corrupt",) | ("stall", seconds)
         self.requests = []
+        self.static = {}  # path -> bytes: plain files (release archives)
+        self.ranges = []  # (file name, first byte) of each request that resumes a download
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -161,6 +163,9 @@ def _handler(hub):
                                             "oid": git_blob_sha1(data), **({"lfs": lfs} if lfs else {})})
                         self._json(entries)
                 return
+            if path in hub.static:  # a plain file (a release archive), no Hub headers
+                self._send_file(path.rsplit("/", 1)[-1], hub.static[path], None, None)
+                return
             resolve = re.fullmatch(r"/(.+)/resolve/([^/]+)/(.+)", path)
             if not resolve:
                 self._error(404)
@@ -173,19 +178,26 @@ def _handler(hub):
             if name not in repo.files:
                 self._error(404, "EntryNotFound")
                 return
+            data, lfs = repo.entry(name)
+            self._send_file(name, data, lfs["oid"] if lfs else git_blob_sha1(data), commit)
+
+        def _send_file(self, name, data, etag, commit):
+            """`data`, from a `Range: bytes=N-`'s N where asked, with the fault injected for `name`."""
             fault = hub.faults.get(name)
             if fault and fault[0] == "status" and self.command == "GET":  # the body fails, after its metadata
                 self._error(fault[1])
                 return
-            data, lfs = repo.entry(name)
             start = 0
             ranged = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range", ""))
             if ranged and self.command == "GET":
                 start = int(ranged.group(1))
+                hub.ranges.append((name, start))
             body = data[start:]
             self.send_response(206 if start else 200)
-            self.send_header("ETag", f'"{lfs["oid"] if lfs else git_blob_sha1(data)}"')
-            self.send_header("X-Repo-Commit", commit)
+            if etag:
+                self.send_header("ETag", f'"{etag}"')
+            if commit:
+                self.send_header("X-Repo-Commit", commit)
             self.send_header("Content-Length", str(len(body)))
             if start:
                 self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")

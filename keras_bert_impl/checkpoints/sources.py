@@ -10,7 +10,9 @@ caller takes every form):
 * `hf://ORG/NAME[@REVISION]`, `hf://NAME[@REVISION]` (the Hub's legacy ids
   such as `bert-base-uncased`): a Hugging Face Hub repository at a branch,
   tag or commit (default `main`), fetched through `huggingface_hub`
-  (`HF_ENDPOINT`, `HF_TOKEN`) and converted once by `checkpoints.hf`.
+  (`HF_ENDPOINT`, `HF_TOKEN`) and converted once by `checkpoints.hf`;
+* `google:NAME` (google-research/bert's archives) and `https://.../NAME.zip`
+  or `.tar.gz` (`#sha256=HEX` checked where given): `checkpoints.archives`.
 
 Only `config.json`, `model.safetensors` (or its shards and their index) and
 the tokenizer's files are fetched: never a pickle (`pytorch_model.bin`), never
@@ -98,13 +100,16 @@ class CachedRelease:
 
 
 def is_named_source(path):
-    """True for a source that names a release elsewhere (`hf://...`), False for a path.
+    """True for a source that names a release elsewhere (`hf://...`, `google:...`, an archive's URL), False
+    for a path.
 
     Example:
     >>> is_named_source("gs://bucket/release"), is_named_source("hf://roberta-base")
     (False, True)
     """
-    return isinstance(path, str) and path.startswith(HF_SCHEME)
+    from keras_bert_impl.checkpoints.archives import is_archive_source
+
+    return isinstance(path, str) and (path.startswith(HF_SCHEME) or is_archive_source(path))
 
 
 def parse_hub_source(source):
@@ -148,6 +153,10 @@ def resolve_source(path, cache_dir=None, log=None):
     """
     if not is_named_source(path):
         return path
+    if not path.startswith(HF_SCHEME):
+        from keras_bert_impl.checkpoints.archives import fetch_archive_release
+
+        return fetch_archive_release(path, os.fspath(cache_dir or default_releases_dir()), log or _stderr_log)
     return fetch_hub_release(parse_hub_source(path), cache_dir, log)
 
 
@@ -185,7 +194,8 @@ def corrupt_files(directory):
     return corrupt
 
 
-def _write_manifest(directory, fields):
+def write_manifest(directory, fields):
+    """Writes `MANIFEST_FILE` into a release about to be published: `fields` and the sha256 of every file."""
     files = {name: file_sha256(os.path.join(directory, name))
              for name in sorted(os.listdir(directory)) if os.path.isfile(os.path.join(directory, name))}
     write_text_atomically(os.path.join(directory, MANIFEST_FILE),
@@ -204,7 +214,7 @@ def _cached_commit(repo_dir, revision):
     return commit if _COMMIT.match(commit) else None
 
 
-def _checked_copy(directory, log):
+def checked_copy(directory, log):
     """`directory` where it is a complete, unchanged release; None where it is absent or changed."""
     if not os.path.isdir(directory):
         return None
@@ -237,11 +247,21 @@ def list_cached_releases(cache_dir=None):
             manifest = _read_manifest(directory) if _COMMIT.match(commit) else None
             if manifest is None:
                 continue
-            size = sum(os.path.getsize(os.path.join(directory, name)) for name in os.listdir(directory)
-                       if os.path.isfile(os.path.join(directory, name)))
+            size = _size(directory)
             source = f"{HF_SCHEME}{manifest.get('repository', repo_name.replace('--', '/'))}@{commit}"
             found.append(CachedRelease(source, directory, tuple(refs.get(commit, ())), size))
+    archives_root = os.path.join(root, "archives")
+    for name in sorted(os.listdir(archives_root)) if os.path.isdir(archives_root) else ():
+        directory = os.path.join(archives_root, name)
+        manifest = None if name.startswith(".") else _read_manifest(directory)
+        if manifest is not None:
+            found.append(CachedRelease(manifest.get("source", name), directory, (), _size(directory)))
     return sorted(found, key=lambda release: release.source)
+
+
+def _size(directory):
+    return sum(os.path.getsize(os.path.join(directory, name)) for name in os.listdir(directory)
+               if os.path.isfile(os.path.join(directory, name)))
 
 
 def remove_cached_release(source, cache_dir=None):
@@ -259,7 +279,12 @@ def remove_cached_release(source, cache_dir=None):
     []
     """
     if not is_named_source(source):
-        raise SourceError(f"{source}: not a named source (hf://ORG/NAME[@REVISION])")
+        raise SourceError(f"{source}: not a named source (hf://ORG/NAME[@REVISION], google:NAME, an archive's URL)")
+    if not source.startswith(HF_SCHEME):
+        removed = [release.directory for release in list_cached_releases(cache_dir) if release.source == source]
+        for directory in removed:
+            shutil.rmtree(directory)
+        return removed
     hub = parse_hub_source(source)
     repo_dir = _repo_dir(os.fspath(cache_dir or default_releases_dir()), hub.repo_id)
     if not os.path.isdir(repo_dir):
@@ -493,10 +518,10 @@ def fetch_hub_release(hub, cache_dir=None, log=None):
     repo_dir = _repo_dir(root, hub.repo_id)
     endpoint = _endpoint()
     commit = _cached_commit(repo_dir, hub.revision)
-    if _COMMIT.match(hub.revision) and _checked_copy(os.path.join(repo_dir, commit), log):
+    if _COMMIT.match(hub.revision) and checked_copy(os.path.join(repo_dir, commit), log):
         return os.path.join(repo_dir, commit)  # A commit never changes: no need to ask the Hub.
     if _offline():
-        cached = commit and _checked_copy(os.path.join(repo_dir, commit), log)
+        cached = commit and checked_copy(os.path.join(repo_dir, commit), log)
         if not cached:
             raise SourceError(f"{hub}: HF_HUB_OFFLINE is set and the cache ({root}) holds no good copy of it; "
                               "load it once online")
@@ -511,7 +536,7 @@ def fetch_hub_release(hub, cache_dir=None, log=None):
         message = _hub_error(error, hub, endpoint)
         if message is not None:
             raise SourceError(message) from None
-        cached = commit and _checked_copy(os.path.join(repo_dir, commit), log)
+        cached = commit and checked_copy(os.path.join(repo_dir, commit), log)
         if not cached:
             raise SourceError(f"{hub}: cannot reach {endpoint} ({_first_line(error)}) and the cache ({root}) holds "
                               "no copy of it") from None
@@ -521,7 +546,7 @@ def fetch_hub_release(hub, cache_dir=None, log=None):
     release_dir = os.path.join(repo_dir, commit)
     os.makedirs(os.path.join(repo_dir, "refs"), exist_ok=True)
     with exclusive_output(release_dir, wait=True):  # One process fetches a commit; the others then take its copy.
-        if not _checked_copy(release_dir, log):
+        if not checked_copy(release_dir, log):
             _fetch(hub, commit, info, repo_dir, release_dir, endpoint, token, log)
         if not _COMMIT.match(hub.revision):
             write_text_atomically(_ref_path(repo_dir, hub.revision), commit + "\n")
@@ -546,7 +571,7 @@ def _fetch(hub, commit, info, repo_dir, release_dir, endpoint, token, log):
         message = _hub_error(error, hub, endpoint) or f"{hub}: download from {endpoint} failed ({_first_line(error)})"
         raise SourceError(f"{message}; nothing was cached") from None
     config = _convert(hub, download_dir, convert_dir, log)
-    _write_manifest(convert_dir, {"source": str(hub), "repository": hub.repo_id, "revision": hub.revision,
+    write_manifest(convert_dir, {"source": str(hub), "repository": hub.repo_id, "revision": hub.revision,
                                   "commit": commit, "endpoint": endpoint})
     shutil.rmtree(release_dir, ignore_errors=True)  # A corrupt copy, found under the lock.
     os.replace(convert_dir, release_dir)  # Published whole, or not at all.

@@ -384,3 +384,29 @@ def test_bert_export_and_run_classifier_take_a_hub_id(hub, tmp_path):
     assert (output_dir / "model.ckpt.index").exists() and "eval_accuracy" in (output_dir / "eval_results.txt").read_text()
     # The pooler that BertForMaskedLM lacks started fresh with the head, and the load report said so.
     assert re.search(r"bert_model\.ckpt: \d+ loaded, 4 missing \(e\.g\. [^)]*bert/pooler/dense/kernel", fine_tune.stderr)
+
+
+def test_bert_extract_features_takes_a_hub_id_as_init_checkpoint(hub, tmp_path):
+    from tools.extract_features import main as extract_features_main
+
+    files, _ = bert_repository(tmp_path)
+    hub.add("tiny/bert", files)
+    (tmp_path / "in.txt").write_text("the film was good\na very bad film\n")
+    extract_features_main([f"--input_file={tmp_path}/in.txt", f"--output_file={tmp_path}/out.jsonl",
+                           "--init_checkpoint=hf://tiny/bert", "--layers=-1", "--max_seq_length=16"])
+    lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [[token["token"] for token in line["features"]] for line in lines] == [
+        ["[CLS]", "the", "film", "was", "good", "[SEP]"], ["[CLS]", "a", "very", "bad", "film", "[SEP]"]]
+
+
+def test_progress_bars_are_drawn_only_on_a_terminal(monkeypatch):
+    from huggingface_hub.utils import are_progress_bars_disabled, enable_progress_bars
+
+    from keras_bert_impl.checkpoints.sources import _ProgressBars
+
+    enable_progress_bars()
+    for tty in (False, True):
+        monkeypatch.setattr(sys.stderr, "isatty", lambda tty=tty: tty)
+        with _ProgressBars():
+            assert are_progress_bars_disabled() == (not tty)
+        assert not are_progress_bars_disabled()  # as it was before

@@ -28,7 +28,7 @@ from keras_bert_impl.checkpoints.sources import (
     parse_hub_source,
     remove_cached_release,
 )
-from tests.hub_fixture import HubServer, bert_repository, directory_files, safetensors_bytes
+from tests.hub_fixture import HubServer, bert_repository, directory_files, safetensors_bytes, wordpiece_vocab
 from tests.test_transformers_oracle import ORACLE, _with_tokenizer_files
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -170,18 +170,25 @@ def test_bad_sources_are_one_line_each(hub, tmp_path, monkeypatch):
     hub.add("tiny/bert-pickled", dict(pickles, **{"pytorch_model.bin": b"\x80\x02pickle", "tf_model.h5": b"h5"}))
     gpt2 = dict(files, **{"config.json": json.dumps({"model_type": "gpt2", "n_layer": 2}).encode()})
     hub.add("tiny/gpt2", gpt2)
+    gpt2_preset = {"config.json": json.dumps({"module": "keras_hub.src.models.gpt2.gpt2_backbone",
+                                              "class_name": "GPT2Backbone", "config": {}}).encode(),
+                   "model.weights.h5": b"h5", "metadata.json": b"{}"}
+    hub.add("keras/gpt2-preset", gpt2_preset)
     cases = {
         "hf://tiny/none": r"^hf://tiny/none: no repository tiny/none on http://127\.0\.0\.1:\d+ \(a private one needs HF_TOKEN\)$",
         "hf://tiny/bert@v9": r"^hf://tiny/bert@v9: tiny/bert has no revision 'v9' on http://127\.0\.0\.1:\d+$",
         "hf://tiny/bert-pickled": r"^hf://tiny/bert-pickled: has no model\.safetensors \(its weights: pytorch_model\.bin, "
                                   r"tf_model\.h5\); pickled weights such as pytorch_model\.bin are not loaded$",
         "hf://tiny/gpt2": r"^hf://tiny/gpt2: model_type 'gpt2' is not one we compute \(bert, roberta, albert, distilbert\)$",
+        "hf://keras/gpt2-preset": r"^hf://keras/gpt2-preset: a keras-hub preset of a 'GPT2Backbone', not one we "
+                                  r"compute \(BertBackbone, .*\)$",
         "hf://a/b/c": r"^hf://a/b/c: not a Hub repository id; write hf://ORG/NAME\[@REVISION\] or hf://NAME\[@REVISION\]$",
     }
     for source, message in cases.items():
         with pytest.raises(SourceError, match=message):
             find_release(source)
     assert _gets(hub, "pytorch_model.bin") == [] and _gets(hub, "model.safetensors") == []
+    assert _gets(hub, "model.weights.h5") == []
     assert list_cached_releases() == []
     hub.stop()
     with pytest.raises(SourceError, match=r"^hf://tiny/bert: cannot reach http://127\.0\.0\.1:\d+ \(\w+: .*\) and the "
@@ -410,3 +417,30 @@ def test_progress_bars_are_drawn_only_on_a_terminal(monkeypatch):
         with _ProgressBars():
             assert are_progress_bars_disabled() == (not tty)
         assert not are_progress_bars_disabled()  # as it was before
+
+
+def test_a_keras_hub_preset_on_the_hub_converts_through_keras_hubs_loader(hub, tmp_path):
+    """A keras-hub preset kept on the Hub (config.json names its backbone; model.weights.h5, assets/)."""
+    import keras
+    import keras_hub
+
+    from keras_bert_impl.tasks.text_embedder import TextEmbedder
+
+    keras.utils.set_random_seed(4)
+    vocabulary = wordpiece_vocab().decode().split()
+    backbone = keras_hub.models.BertBackbone(vocabulary_size=len(vocabulary), num_layers=2, num_heads=2,
+                                             hidden_dim=16, intermediate_dim=24, dropout=0.0, max_sequence_length=32)
+    for variable in backbone.weights:  # not LayerNorm's ones and zeros
+        variable.assign(np.random.default_rng(len(variable.path)).normal(0.5, 0.3, variable.shape))
+    preset = tmp_path / "preset"
+    backbone.save_to_preset(str(preset))
+    keras_hub.models.BertTokenizer(vocabulary=vocabulary, lowercase=True).save_to_preset(str(preset))
+    files = {path.relative_to(preset).as_posix(): path.read_bytes() for path in preset.rglob("*") if path.is_file()}
+    hub.add("keras/tiny-bert-preset", dict(files, **{"extra.py": b"import os\n"}))
+    embedder = TextEmbedder.from_release("hf://keras/tiny-bert-preset", pooling="mean", max_seq_length=32)
+    inputs = {key: np.asarray(value) for key, value in embedder.preprocessor(TEXTS).items()}
+    sequence = backbone({"token_ids": inputs["input_ids"], "segment_ids": inputs["segment_ids"],
+                         "padding_mask": inputs["input_mask"]})["sequence_output"]
+    reference = _masked_mean(np.asarray(sequence), inputs["input_mask"])
+    assert np.max(np.abs(embedder.predict(TEXTS, verbose=0) - reference)) < TOLERANCE
+    assert _gets(hub, "extra.py") == []  # no code fetched

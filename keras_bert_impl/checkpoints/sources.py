@@ -10,7 +10,8 @@ caller takes every form):
 * `hf://ORG/NAME[@REVISION]`, `hf://NAME[@REVISION]` (the Hub's legacy ids
   such as `bert-base-uncased`): a Hugging Face Hub repository at a branch,
   tag or commit (default `main`), fetched through `huggingface_hub`
-  (`HF_ENDPOINT`, `HF_TOKEN`) and converted once by `checkpoints.hf`;
+  (`HF_ENDPOINT`, `HF_TOKEN`) and converted once by `checkpoints.hf` (a
+  keras-hub preset kept on the Hub by `checkpoints.keras_hub`);
 * `google:NAME` (google-research/bert's archives) and `https://.../NAME.zip`
   or `.tar.gz` (`#sha256=HEX` checked where given): `checkpoints.archives`.
 
@@ -57,6 +58,8 @@ DEFAULT_ENDPOINT = "https://huggingface.co"
 HUB_MODEL_TYPES = ("bert", "roberta", "albert", "distilbert")
 # What a repository's weights may be besides safetensors, named when it has only those.
 _OTHER_WEIGHTS = re.compile(r"(\.bin|\.pt|\.pth|\.ckpt\.index|\.h5|\.msgpack|\.onnx|\.gguf|\.pkl|\.keras)$")
+# Never fetched from a keras-hub preset's repository: code and pickles.
+_NOT_FETCHED = re.compile(r"(\.py|\.pyc|\.bin|\.pt|\.pth|\.pkl|\.pickle|\.msgpack)$")
 _REPO_PART = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 _HUB_ID = re.compile(rf"^({_REPO_PART}(?:/{_REPO_PART})?)(?:@([^\s@]+))?$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -369,6 +372,10 @@ def _repository_files(hub, info):
     if "config.json" not in names:
         raise SourceError(f"{hub}: has no config.json, so it is no transformers model "
                           f"(it has {', '.join(sorted(names)) or 'no files'})")
+    if "model.weights.h5" in names and "model.safetensors" not in names:
+        # A keras-hub preset (config.json names its backbone class): its files but code and pickles.
+        wanted = sorted(name for name in names if not _NOT_FETCHED.search(name))
+        return wanted, {name: names[name].lfs.sha256 for name in wanted if names[name].lfs is not None}
     if "model.safetensors" in names:
         weights = ["model.safetensors"]
     elif "model.safetensors.index.json" in names:
@@ -386,12 +393,28 @@ def _repository_files(hub, info):
     return wanted, digests
 
 
+def _is_keras_hub_preset(config_path):
+    """Whether `config.json` is a keras-hub preset's (a backbone class and its module), not transformers'."""
+    with open(config_path, encoding="utf-8") as f:
+        values = json.load(f)
+    return isinstance(values, dict) and "keras_hub" in str(values.get("module", ""))
+
+
 def _check_model_type(hub, config_path):
     try:
         with open(config_path, encoding="utf-8") as f:
-            model_type = json.load(f).get("model_type", "bert")
+            values = json.load(f)
+        model_type = values.get("model_type", "bert")
     except (OSError, ValueError, AttributeError) as e:
         raise SourceError(f"{hub}: its config.json cannot be read ({e})") from None
+    if _is_keras_hub_preset(config_path):
+        from keras_bert_impl.checkpoints.keras_hub_variants import VARIANTS_BY_BACKBONE
+
+        backbones = ("BertBackbone",) + tuple(sorted(VARIANTS_BY_BACKBONE))
+        if values.get("class_name") not in backbones:
+            raise SourceError(f"{hub}: a keras-hub preset of a {values.get('class_name')!r}, not one we compute "
+                              f"({', '.join(backbones)})")
+        return
     if model_type not in HUB_MODEL_TYPES:
         raise SourceError(f"{hub}: model_type {model_type!r} is not one we compute "
                           f"({', '.join(HUB_MODEL_TYPES)})")
@@ -464,6 +487,16 @@ def _convert(hub, download_dir, release_dir, log):
     from keras_bert_impl.checkpoints.hf import load_hf_model, write_converted_release
     from keras_bert_impl.checkpoints.release import write_release_labels
 
+    if _is_keras_hub_preset(os.path.join(download_dir, "config.json")):
+        from keras_bert_impl.checkpoints.keras_hub import preset_to_release
+
+        try:
+            conversion = preset_to_release(download_dir, release_dir)  # keras-hub's loader: the [keras-hub] extra
+        except (ConfigError, CheckpointError) as e:
+            raise SourceError(f"{hub}: {str(e).replace(download_dir, 'the preset')}") from None
+        for note in conversion.notes:
+            log(f"{hub}: {note}")
+        return conversion.config
     try:
         loaded = load_hf_model(download_dir)
     except (ConfigError, CheckpointError) as e:

@@ -444,3 +444,22 @@ def test_a_keras_hub_preset_on_the_hub_converts_through_keras_hubs_loader(hub, t
     reference = _masked_mean(np.asarray(sequence), inputs["input_mask"])
     assert np.max(np.abs(embedder.predict(TEXTS, verbose=0) - reference)) < TOLERANCE
     assert _gets(hub, "extra.py") == []  # no code fetched
+
+
+def test_bert_distill_takes_a_hub_classifier_as_its_teacher(hub, tmp_path):
+    """A `*ForSequenceClassification` on the Hub is a fine-tuned teacher: its head and its labels."""
+    from tools.distill import main as distill_main
+
+    files, _ = bert_repository(tmp_path, labels=("neg", "pos"))
+    hub.add("tiny/bert-sentiment", files)
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    rows = [("the film was good", "pos"), ("a very bad film", "neg"), ("great and very good", "pos"), ("not good", "neg")]
+    for split in ("train", "dev"):
+        (data_dir / f"{split}.csv").write_text("text,label\n" + "".join(f"{t},{l}\n" for t, l in rows * 2))
+    output_dir = tmp_path / "student"
+    distill_main(["--teacher_dir=hf://tiny/bert-sentiment", "--task_name=csv", f"--data_dir={data_dir}",
+                  "--text_a_column=text", "--label_column=label", "--num_hidden_layers=1", "--max_seq_length=16",
+                  "--train_batch_size=4", "--num_train_epochs=1", "--do_eval", f"--output_dir={output_dir}"])
+    assert (output_dir / "label_list.txt").read_text() == "neg\npos\n"
+    assert json.loads((output_dir / "bert_config.json").read_text())["num_hidden_layers"] == 1

@@ -463,3 +463,20 @@ def test_bert_distill_takes_a_hub_classifier_as_its_teacher(hub, tmp_path):
                   "--train_batch_size=4", "--num_train_epochs=1", "--do_eval", f"--output_dir={output_dir}"])
     assert (output_dir / "label_list.txt").read_text() == "neg\npos\n"
     assert json.loads((output_dir / "bert_config.json").read_text())["num_hidden_layers"] == 1
+
+
+def test_masked_lm_from_a_hub_bert_for_masked_lm_reads_its_head(hub, tmp_path):
+    import tensorflow as tf
+
+    from keras_bert_impl.tasks.masked_lm import MaskedLM
+
+    files, tensors = bert_repository(tmp_path, architecture="BertForMaskedLM", pooler=False, masked_lm=True)
+    hub.add("tiny/bert-mlm", files)
+    model = MaskedLM.from_release("hf://tiny/bert-mlm", max_seq_length=16)
+    assert sorted(model.load_report.missing) == ["bert/pooler/dense/bias", "bert/pooler/dense/kernel",
+                                                 "cls/seq_relationship/output_bias", "cls/seq_relationship/output_weights"]
+    from keras_bert_impl.checkpoints.release import find_release
+
+    checkpoint = tf.train.load_checkpoint(find_release("hf://tiny/bert-mlm").checkpoint)
+    assert np.array_equal(checkpoint.get_tensor("cls/predictions/output_bias"), tensors["cls.predictions.bias"])
+    assert len(_gets(hub, "model.safetensors")) == 1

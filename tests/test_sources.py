@@ -355,6 +355,16 @@ def test_bert_cache_lists_and_removes(hub, tmp_path):
     assert parse_hub_source(cached.source).revision == commit
 
 
+def _reviews(tmp_path, copies):
+    """`data/{train,dev}.csv` (`text,label`) of four labelled reviews, each `copies` times."""
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    rows = [("the film was good", "pos"), ("a very bad film", "neg"), ("great and very good", "pos"), ("not good", "neg")]
+    for split in ("train", "dev"):
+        (data_dir / f"{split}.csv").write_text("text,label\n" + "".join(f"{t},{l}\n" for t, l in rows * copies))
+    return data_dir
+
+
 def test_bert_export_and_run_classifier_take_a_hub_id(hub, tmp_path):
     import tensorflow as tf
 
@@ -375,11 +385,7 @@ def test_bert_export_and_run_classifier_take_a_hub_id(hub, tmp_path):
     embedder = TextEmbedder.from_release("hf://tiny/bert", pooling="mean", max_seq_length=64)
     assert np.max(np.abs(mean - embedder.predict(TEXTS, verbose=0))) < TOLERANCE
 
-    data_dir = tmp_path / "data"
-    data_dir.mkdir()
-    rows = [("the film was good", "pos"), ("a very bad film", "neg"), ("great and very good", "pos"), ("not good", "neg")]
-    for split in ("train", "dev"):
-        (data_dir / f"{split}.csv").write_text("text,label\n" + "".join(f"{t},{l}\n" for t, l in rows * 4))
+    data_dir = _reviews(tmp_path, copies=4)
     output_dir = tmp_path / "out"
     fine_tune = subprocess.run(
         [sys.executable, "-m", "tools.run_classifier", "--init_checkpoint=hf://tiny/bert-mlm", "--task_name=csv",
@@ -452,11 +458,7 @@ def test_bert_distill_takes_a_hub_classifier_as_its_teacher(hub, tmp_path):
 
     files, _ = bert_repository(tmp_path, labels=("neg", "pos"))
     hub.add("tiny/bert-sentiment", files)
-    data_dir = tmp_path / "data"
-    data_dir.mkdir()
-    rows = [("the film was good", "pos"), ("a very bad film", "neg"), ("great and very good", "pos"), ("not good", "neg")]
-    for split in ("train", "dev"):
-        (data_dir / f"{split}.csv").write_text("text,label\n" + "".join(f"{t},{l}\n" for t, l in rows * 2))
+    data_dir = _reviews(tmp_path, copies=2)
     output_dir = tmp_path / "student"
     distill_main(["--teacher_dir=hf://tiny/bert-sentiment", "--task_name=csv", f"--data_dir={data_dir}",
                   "--text_a_column=text", "--label_column=label", "--num_hidden_layers=1", "--max_seq_length=16",

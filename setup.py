@@ -19,6 +19,13 @@ RUNTIME = [
     "absl-py>=1.0",  # the tools' flags
     "protobuf>=5.28",  # tf.train.Example parsing errors
     "grpcio>=1.24.3,<2",  # the TF Serving gRPC client
+    # hf://ORG/NAME sources (checkpoints/sources.py): a runtime requirement, not
+    # an extra, so that from_release("hf://...") and every tool's --model_dir
+    # take a Hub id as installed: a small client (transformers' own; it brings
+    # httpx2, filelock, fsspec, pyyaml, tqdm and the hf-xet wheel: 25 MB
+    # installed, beside TensorFlow's 1.8 GB). 2.4 is the
+    # version whose requests tests/hub_fixture.py answers.
+    "huggingface_hub>=2.4,<3",
 ]
 
 EXTRAS = {
@@ -118,6 +125,7 @@ setup(
             "bert-tfidf-baseline=keras_bert_impl_tools.tfidf_baseline:console_main",
             "bert-figures=keras_bert_impl_tools.make_figures:console_main",
             "bert-predict-saved-model=keras_bert_impl_tools.predict_saved_model:console_main",
+            "bert-cache=keras_bert_impl_tools.cache:console_main",
         ],
     },
 )

@@ -178,11 +178,13 @@ def define_fine_tuning_flags(fv, default_max_seq_length=128):
     flags.DEFINE_string("bert_config_file", None, "The original bert_config.json.", **define)
     flags.DEFINE_string("vocab_file", None, "vocab.txt the model was trained on.", **define)
     flags.DEFINE_string("output_dir", None, "Where checkpoints, logs and results are written.", **define)
-    flags.DEFINE_string("model_dir", None, "A release directory (a variant's from bert-convert-hf too): fills in "
+    flags.DEFINE_string("model_dir", None, "A release directory (a variant's from bert-convert-hf too), or a named "
+        "release such as hf://ORG/NAME[@REVISION] (docs/SOURCES.md): fills in "
         "--bert_config_file, --vocab_file (its tokenizer's first file: vocab.txt, vocab.json or spiece.model) and "
         "--init_checkpoint where not given.", **define)
     flags.DEFINE_string("init_checkpoint", None, "Original-format checkpoint to start from (e.g. bert_model.ckpt), or a .keras model file holding our "
-        "BertModel (loaded in safe_mode).", **define)
+        "BertModel (loaded in safe_mode), or a named release such as hf://ORG/NAME (docs/SOURCES.md), which fills in "
+        "--bert_config_file and --vocab_file too.", **define)
     flags.DEFINE_boolean("do_lower_case", True, "Lower-case the input; must match the checkpoint.", **define)
     flags.DEFINE_integer("max_seq_length", default_max_seq_length, "Sequence length after WordPiece.", **define)
     flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.", **define)
@@ -229,16 +231,30 @@ def require_finite_positive(fv, *names):
             raise FlagError(f"--{name} must be a finite number above 0, got {value}")
 
 
+def fill_release_flags(fv, source=None):
+    """Fills in `--bert_config_file`, `--vocab_file` and `--init_checkpoint`, where not given, from the
+    release `source` names (a directory, or a named source such as `hf://ORG/NAME`, fetched into the cache).
+
+    Without `source`, an `--init_checkpoint` that is a named source names the release.
+    """
+    from keras_bert_impl.checkpoints.sources import is_named_source
+
+    if not source:
+        if not is_named_source(fv.init_checkpoint):
+            return
+        source, fv.init_checkpoint = fv.init_checkpoint, None
+    from keras_bert_impl.checkpoints.release import find_release
+
+    files = find_release(source)
+    fv.bert_config_file = fv.bert_config_file or files.bert_config_file
+    fv.vocab_file = fv.vocab_file or files.vocab_file
+    fv.init_checkpoint = fv.init_checkpoint or files.checkpoint
+
+
 def check_fine_tuning_flags(fv):
     """Values the original would only trip over later; `--use_tpu` selects the TPU strategy;
     `--model_dir` fills in the release's files."""
-    if fv.model_dir:
-        from keras_bert_impl.checkpoints.release import find_release
-
-        files = find_release(fv.model_dir)
-        fv.bert_config_file = fv.bert_config_file or files.bert_config_file
-        fv.vocab_file = fv.vocab_file or files.vocab_file
-        fv.init_checkpoint = fv.init_checkpoint or files.checkpoint
+    fill_release_flags(fv, fv.model_dir)
     require(fv, "vocab_file", "bert_config_file", "output_dir")
     check_output_dir(fv.output_dir, "--output_dir")
     require_positive(fv, "train_batch_size", "save_checkpoints_steps")

@@ -56,15 +56,22 @@ def lock_path(path):
 
 
 @contextlib.contextmanager
-def exclusive_output(path):
+def exclusive_output(path, wait=False):
     """Runs the block as the only writer of `path` (and the files named after it).
 
     The lock is an advisory `flock` on `lock_path(path)`, which the kernel
     releases when its holder exits, however it exits: a run killed with -9
     leaves no stale lock. Remote outputs (gs://...) are not locked.
 
+    Args:
+        path: The output.
+        wait: Wait for another holder to leave (a cache entry that one
+            process writes while the others wait to read it) instead of
+            refusing.
+
     Raises:
-        OutputPathError: another live process holds the lock (its pid named).
+        OutputPathError: another live process holds the lock (its pid named)
+            and `wait` is false.
 
     Example:
     >>> import tempfile
@@ -84,7 +91,7 @@ def exclusive_output(path):
     while True:
         fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.read(fd, 32).decode("ascii", "replace").strip() or "unknown"
             os.close(fd)

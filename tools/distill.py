@@ -94,7 +94,7 @@ def define_flags(fv):
                         "general: a student of any release, from raw text.", **define)
     flags.DEFINE_string("teacher_dir", None, "The teacher: a release directory (what bert-run-classifier, "
                         "bert-run-squad or bert-run-ner --do_train writes; any release for --task=general), or a "
-                        "checkpoint prefix in one.", **define)
+                        "checkpoint prefix in one, or a named release such as hf://ORG/NAME (docs/SOURCES.md).", **define)
     flags.DEFINE_string("task_name", None, "As run_classifier's: the dataset whose train split the student learns "
                         "from (cola, mrpc, ..., csv, tsv, jsonl, glue/<name>, a TFDS dataset).", **define)
     flags.DEFINE_string("data_dir", None, "The dataset's directory (the TFDS data directory for TFDS datasets).",

@@ -39,7 +39,8 @@ def define_flags(fv):
         "loaded in safe_mode (or give --model_dir).", **define,
     )
     flags.DEFINE_string("vocab_file", None, "vocab.txt (or give --model_dir).", **define)
-    flags.DEFINE_string("model_dir", None, "A directory written by our tools: bert_config.json, vocab.txt and its latest checkpoint.", **define)
+    flags.DEFINE_string("model_dir", None, "A directory written by our tools: bert_config.json, vocab.txt and its latest checkpoint; or a named "
+                        "release such as hf://ORG/NAME[@REVISION] (docs/SOURCES.md).", **define)
     flags.DEFINE_boolean("do_lower_case", True, "Lower-case in the in-graph tokenizer; must match the model.", **define)
     flags.DEFINE_integer("max_seq_length", 128, "Padded length of every request.", **define)
     tasks = "; ".join(f"{name}: {description}" for name, description in EXPORTED_TASKS.items())

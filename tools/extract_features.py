@@ -22,6 +22,7 @@ from absl import flags
 from keras_bert_impl.cli import (
     TPU_FLAG_HELP,
     define_tpu_flags,
+    fill_release_flags,
     flag_values,
     parse_flags,
     quiet_tensorflow,
@@ -42,7 +43,9 @@ def define_flags(fv):
     flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma list of encoder layer indexes.", **define)
     flags.DEFINE_string("bert_config_file", None, "The original bert_config.json.", **define)
     flags.DEFINE_integer("max_seq_length", 128, "Padded sequence length after WordPiece.", **define)
-    flags.DEFINE_string("init_checkpoint", None, "Original-format checkpoint prefix (bert_model.ckpt).", **define)
+    flags.DEFINE_string("init_checkpoint", None, "Original-format checkpoint prefix (bert_model.ckpt), or a named "
+                        "release such as hf://ORG/NAME (docs/SOURCES.md), which fills in --bert_config_file and "
+                        "--vocab_file too.", **define)
     flags.DEFINE_string("vocab_file", None, "vocab.txt the model was trained on.", **define)
     flags.DEFINE_boolean("do_lower_case", True, "Lower-case the input; must match the checkpoint.", **define)
     flags.DEFINE_integer("batch_size", 32, "Batch size for inference.", **define)
@@ -60,6 +63,7 @@ def define_flags(fv):
 
 def main(argv=None):
     fv = parse_flags(define_flags, argv, prog="extract_features", description=__doc__)
+    fill_release_flags(fv)
     require(fv, *REQUIRED)
     require_positive(fv, "batch_size")
     quiet_tensorflow()

@@ -35,6 +35,8 @@ TOKENIZER_FILES = {
 # Copied into a converted release too where the source has them (special
 # tokens, the fast tokenizer's own file).
 TOKENIZER_EXTRAS = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+# A fine-tuned classifier's (or tagger's) label names, one a line in class-id order.
+LABEL_LIST_FILE = "label_list.txt"
 
 
 def tokenizer_files_of(model_type):
@@ -61,7 +63,8 @@ class ReleaseFiles:
 
 
 def find_release(path):
-    """The files of the release at `path` (a directory, or a checkpoint prefix in one).
+    """The files of the release at `path` (a directory, or a checkpoint prefix in one, or a named
+    source such as `hf://ORG/NAME`, fetched into the cache once: `checkpoints.sources`).
 
     The checkpoint is the prefix given, else the directory's fine-tuned
     `model.ckpt` or its `bert_model.ckpt` (where it has both, the one its
@@ -70,9 +73,12 @@ def find_release(path):
     the latest training checkpoint that file names.
 
     Raises:
-        CheckpointError: no config, vocabulary or checkpoint there.
+        CheckpointError: no config, vocabulary or checkpoint there; a
+            named source that cannot be had (`sources.SourceError`).
     """
-    path = os.fspath(path)
+    from keras_bert_impl.checkpoints.sources import resolve_source
+
+    path = os.fspath(resolve_source(path))
     if filesystem.isdir(path):
         directory, prefix = path, None
     elif not filesystem.exists(path + ".index"):
@@ -99,6 +105,11 @@ def find_release(path):
     if prefix is None or not filesystem.exists(prefix + ".index"):
         raise CheckpointError(f"{directory}: not a release, it has no checkpoint ({' or '.join(_PREFIXES)})")
     return ReleaseFiles(config_file, vocab_file, prefix)
+
+
+def write_release_labels(directory, labels):
+    """Writes `labels`, one a line in class-id order, as the release's `LABEL_LIST_FILE`."""
+    write_text_atomically(filesystem.join(directory, LABEL_LIST_FILE), "".join(f"{label}\n" for label in labels))
 
 
 def release_model_type(config_file):

@@ -516,9 +516,12 @@ def _lacks_pooler(config, init_checkpoint):
 def release_files(model_dir, bert_config_file=None, vocab_file=None, init_checkpoint=None):
     """`(bert_config_file, vocab_file, init_checkpoint)`, filled in from a
     release directory written by our tools (its latest checkpoint, else
-    `bert_model.ckpt`) where not given."""
+    `bert_model.ckpt`) where not given; a named `model_dir` (`hf://ORG/NAME`) is fetched into the cache first."""
     if model_dir:
         from keras_bert_impl.checkpoints.release import TOKENIZER_FILES, release_model_type
+        from keras_bert_impl.checkpoints.sources import resolve_source
+
+        model_dir = resolve_source(model_dir)
 
         bert_config_file = bert_config_file or filesystem.join(model_dir, "bert_config.json")
         # A variant's release: its first tokenizer file (vocab.json, spiece.model).

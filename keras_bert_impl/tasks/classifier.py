@@ -51,18 +51,20 @@ def classifier_config(config):
 
 
 def variant_fresh_variables(config):
-    """Original names a variant release may lack where a task model has them: its pooler.
+    """Original names a release may lack where a task model has them: its pooler.
 
-    Hugging Face's `RobertaForMaskedLM` (and keras-hub's RoBERTa) have no
-    pooler, DistilBERT none at all; a model that reads the pooled output
-    starts it fresh. A BERT release must hold every variable, as before.
+    Hugging Face's `BertForMaskedLM` and `RobertaForMaskedLM` (and
+    keras-hub's RoBERTa) save no pooler, DistilBERT has none at all; a model
+    that reads the pooled output starts it fresh, as transformers does, and
+    says so (the load report's `fresh`).
 
     Example:
     >>> from keras_bert_impl.config import BertConfig
     >>> variant_fresh_variables(BertConfig(vocab_size=10, hidden_size=8, num_attention_heads=2))
-    ()
+    ('bert/pooler/',)
     """
-    return () if config.model_type == "bert" else ("bert/pooler/",)
+    del config  # Every model type's releases come with and without one.
+    return ("bert/pooler/",)
 
 
 def _build_classifier(config, num_labels, dtype=None):

@@ -105,7 +105,8 @@ class TextClassifier(BertClassifier):
 
         Args:
             path: A release directory (`bert_config.json`, `vocab.txt`,
-                `bert_model.ckpt` or `model.ckpt`), or a checkpoint prefix in one.
+                `bert_model.ckpt` or `model.ckpt`), or a checkpoint prefix in one,
+                or a named source (`hf://ORG/NAME[@REVISION]`: docs/SOURCES.md).
             num_classes: Classes (1: regression). None: as many as the
                 release's fine-tuned head (`output_weights`, as
                 `run_classifier` and `save_release` write it) has.
@@ -125,8 +126,10 @@ class TextClassifier(BertClassifier):
                 fine-tuned head.
         """
         from keras_bert_impl.checkpoints.release import find_release
+        from keras_bert_impl.checkpoints.sources import resolve_source
         from keras_bert_impl.training.fine_tuning import recorded_labels
 
+        path = resolve_source(path)  # A named source fetched (or checked in the cache) once, not per read below.
         if num_classes is None:
             num_classes = release_head_classes(path)
         if "label_names" not in kwargs:
@@ -486,17 +489,18 @@ def load_from_release(cls, path, max_seq_length, do_lower_case, fresh=(), **kwar
     `vocab.txt` (BERT, DistilBERT) `BertPreprocessor`, exactly as before the
     variants; RoBERTa's `vocab.json` + `merges.txt` or ALBERT's
     `spiece.model` a `TextPreprocessor`, which packs with the variant's
-    special tokens. A variant release may lack the pooler (RoBERTa's
-    `*ForMaskedLM`): a task that has one starts it fresh
-    (`tasks.classifier.variant_fresh_variables`).
+    special tokens. A release may lack the pooler (Hugging Face's
+    `*ForMaskedLM`): a task that has one starts it fresh, with a warning
+    where the task reads it (`tasks.classifier.variant_fresh_variables`).
 
     Args:
         cls: A Python task model class.
-        path: A release directory or checkpoint prefix.
+        path: A release directory or checkpoint prefix, or a named source.
         max_seq_length: Of the preprocessor; at most the config's
             `max_sequence_length` (RoBERTa: its position rows less 2).
         do_lower_case: None follows the release.
-        fresh: Variable names the release may lack (a new head).
+        fresh: Variable names the release may lack (a new head, or a
+            part the task does not read).
         **kwargs: Passed to `cls`.
     """
     from keras_bert_impl.checkpoints.original import load_original_checkpoint
@@ -528,9 +532,14 @@ def load_from_release(cls, path, max_seq_length, do_lower_case, fresh=(), **kwar
     preprocessor = release_preprocessor(files.vocab_file, do_lower_case=do_lower_case, max_seq_length=max_seq_length,
                                         masks_in_text=kwargs.pop("masks_in_text", False))
     model = cls(config, preprocessor=preprocessor, **kwargs)
-    fresh = tuple(fresh) + variant_fresh_variables(config)
-    model.load_report = load_original_checkpoint(model, files.checkpoint, allow_fresh=fresh)
+    pooler = variant_fresh_variables(config)
+    model.load_report = load_original_checkpoint(model, files.checkpoint, allow_fresh=tuple(fresh) + pooler)
     logger.info("%s: %s", files.checkpoint, model.load_report.summary())
+    started = sorted(name for name in model.load_report.fresh
+                     if name.startswith(pooler) and not name.startswith(tuple(fresh)))
+    if started:
+        logger.warning("%s: the release has no pooler (%s): it starts fresh, so fine-tune before reading the "
+                       "pooled output", files.checkpoint, ", ".join(started))
     return model
 
 

@@ -20,6 +20,7 @@ from keras_bert_impl.tasks.text_data import num_texts, predict_token_ids, text_t
 
 _PACKAGE = "keras_bert_impl"
 POOLINGS = ("mean", "pooled", "cls")
+POOLER_KERNEL = "bert/pooler/dense/kernel"
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -105,10 +106,14 @@ class TextEmbedder(BertConfigModel):
     def from_release(cls, path, pooling="mean", max_seq_length=128, do_lower_case=None, **kwargs):
         """An embedder on the encoder of a release (its `cls/` heads, if any, are left out).
 
+        A release without the pooler (Hugging Face's `BertForMaskedLM`
+        saves none) loads for `"mean"` and `"cls"`, which never read it.
+
         Args:
             path: A release directory (`bert_config.json`, the tokenizer's
                 files, `bert_model.ckpt` or `model.ckpt`), or a checkpoint
-                prefix in one; a variant's (RoBERTa, ALBERT, DistilBERT)
+                prefix in one, or a named source (`hf://ORG/NAME[@REVISION]`:
+                docs/SOURCES.md); a variant's (RoBERTa, ALBERT, DistilBERT)
                 tokenizes with its own tokenizer.
             pooling: `"mean"`, `"pooled"` or `"cls"`.
             max_seq_length: Padded length of the inputs; longer texts are cut.
@@ -117,8 +122,23 @@ class TextEmbedder(BertConfigModel):
 
         Returns:
             The model; `model.load_report` says what was loaded.
+
+        Raises:
+            CheckpointError: `pooling="pooled"` and the release has no pooler.
         """
-        return load_from_release(cls, path, max_seq_length, do_lower_case, pooling=pooling, **kwargs)
+        from keras_bert_impl.checkpoints.original import list_original_variables
+        from keras_bert_impl.checkpoints.release import find_release
+        from keras_bert_impl.config import BertConfig
+        from keras_bert_impl.errors import CheckpointError
+
+        files = find_release(path)
+        has_pooler = BertConfig.from_json_file(files.bert_config_file).use_pooler  # else the constructor says so
+        if pooling == "pooled" and has_pooler and POOLER_KERNEL not in list_original_variables(files.checkpoint):
+            raise CheckpointError(f"{files.checkpoint}: has no pooler ({POOLER_KERNEL}; a *ForMaskedLM saves none), "
+                                  "which pooling 'pooled' reads: take pooling 'mean' or 'cls'")
+        unread = () if pooling == "pooled" else ("bert/pooler/",)
+        return load_from_release(cls, files.checkpoint, max_seq_length, do_lower_case, fresh=unread, pooling=pooling,
+                                 **kwargs)
 
     def predict(self, x, batch_size=None, **kwargs):
         """Embeddings float32 [num_texts, hidden_size].

@@ -20,13 +20,12 @@ import math
 import sys
 
 from keras_bert_impl import filesystem
+from keras_bert_impl.checkpoints.release import LABEL_LIST_FILE, write_release_labels
 from keras_bert_impl.data.pipeline_options import without_autotune_thread
 from keras_bert_impl.errors import CheckpointError, InputFileError
 from keras_bert_impl.io import check_max_seq_length, copy_atomically, write_text_atomically
 
 FINE_TUNED_CHECKPOINT = "model.ckpt"
-# Beside a fine-tuned classifier's or tagger's release: its labels in class-id order.
-LABEL_LIST_FILE = "label_list.txt"
 
 
 def log_to_stderr(prog):
@@ -638,11 +637,10 @@ def write_label_list(output_dir, labels):
     `labels` None (a release without classes) removes the one an earlier
     release left there, so that it never names another model's classes.
     """
-    path = filesystem.join(output_dir, LABEL_LIST_FILE)
     if labels is None:
-        filesystem.remove(path, missing_ok=True)
+        filesystem.remove(filesystem.join(output_dir, LABEL_LIST_FILE), missing_ok=True)
     else:
-        write_text_atomically(path, "".join(f"{label}\n" for label in labels))
+        write_release_labels(output_dir, labels)
 
 
 def tokenizer_files_to_copy(vocab_file):

@@ -63,7 +63,7 @@ def google_release_stand_in(tmp_path_factory):
 
 
 def test_every_section_with_code_is_tested():
-    tested = {"Fill-mask", "Next-sentence prediction", "BERT as a frozen feature extractor"}
+    tested = {"Fill-mask", "Next-sentence prediction", "BERT as a frozen feature extractor", "Multiple choice"}
     assert {heading for heading, blocks in SECTIONS.items() if blocks} == tested
 
 
@@ -95,3 +95,12 @@ def test_frozen_feature_extractor(in_tmp_dir, capsys):
     assert namespace["accuracy"] > namespace["majority"] + 0.15
     # The output the tutorial quotes.
     assert capsys.readouterr().out.strip() == "test accuracy 0.680, majority class 0.433"
+
+
+def test_multiple_choice(in_tmp_dir, google_release_stand_in, capsys):
+    namespace = run_section("Multiple choice", google_release_stand_in)
+    probabilities = namespace["probabilities"]
+    assert probabilities.shape == (2, 3)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
+    assert capsys.readouterr().out.strip() == str(probabilities.argmax(axis=1))
+    assert (in_tmp_dir / "coffee_choices" / "bert_config.json").exists()

@@ -20,6 +20,7 @@ from keras_bert_impl.tasks import (
     embeddings,
     fill_mask,
     general_distillation,
+    multi_label,
     multiple_choice,
     pretraining,
     span_qa,
@@ -37,11 +38,13 @@ TASKS = {
         fill_mask.FILL_MASK,
         pretraining.PRETRAINING,
         multiple_choice.MULTIPLE_CHOICE,
+        multi_label.MULTI_LABEL,
     )
 }
 
 # The fine-tuning specs, by the name of the tool that runs them
-# (bert-run-classifier, bert-run-squad, bert-run-ner, bert-distill, bert-run-multiple-choice).
+# (bert-run-classifier, bert-run-squad, bert-run-ner, bert-distill, bert-run-multiple-choice;
+# `multi_label.MultiLabelFineTuning` is bert-run-classifier's with --multi_label).
 FINE_TUNING = {
     spec.name: spec
     for spec in (classifier.ClassifierFineTuning, span_qa.SquadFineTuning, token_tagging.TaggingFineTuning,

@@ -325,3 +325,51 @@ def test_tool_bad_row_is_one_line(release, tmp_path):
     assert len(lines) == 1, result.stderr
     assert f"{data_dir / 'train.csv'}:3: label: '7' is not the index of one of the 4 choices" in lines[0]
     assert not (tmp_path / "out" / "model.ckpt.index").exists()
+
+
+# -- Hugging Face's BertForMultipleChoice ------------------------------------------
+
+
+def test_hf_bert_for_multiple_choice_converts_and_gives_its_logits(tmp_path, capsys):
+    """A `BertForMultipleChoice` directory as transformers saves it (`classifier` [1, H] on the pooler,
+    `id2label` its default two labels), converted; our MultipleChoice's logits against Hugging Face's
+    head formula in float64 NumPy on `tests/numpy_bert.py`'s pooled output."""
+    from safetensors.numpy import load_file, save_file
+
+    from tests.test_faults_assets import write_tiny_hf_dir
+    from tests.test_hf_classifier_heads import convert
+
+    hf_dir = tmp_path / "hf"
+    weights = write_tiny_hf_dir(hf_dir, seed=5)
+    rng = np.random.default_rng(1)
+    hidden = weights["bert/pooler/dense/kernel"].shape[0]
+    tensors = dict(load_file(str(hf_dir / "model.safetensors")))
+    tensors["classifier.weight"] = rng.normal(0, 0.5, (1, hidden)).astype(np.float32)  # nn.Linear: [out, in]
+    tensors["classifier.bias"] = rng.normal(0, 0.1, (1,)).astype(np.float32)
+    save_file(tensors, str(hf_dir / "model.safetensors"), metadata={"format": "pt"})
+    config = json.loads((hf_dir / "config.json").read_text())
+    config.update(architectures=["BertForMultipleChoice"], id2label={"0": "LABEL_0", "1": "LABEL_1"},
+                  label2id={"LABEL_0": 0, "LABEL_1": 1})
+    (hf_dir / "config.json").write_text(json.dumps(config))
+    code, lines = convert(capsys, hf_dir, tmp_path / "release")
+    assert code == 0, lines
+    from keras_bert_impl.checkpoints.release import find_release
+    from keras_bert_impl.config import BertConfig
+
+    files = find_release(str(tmp_path / "release"))
+    model = BertMultipleChoice(BertConfig.from_json_file(files.bert_config_file))
+    report = load_original_checkpoint(model, files.checkpoint)  # every variable, none fresh
+    assert not report.fresh and not report.unexpected
+    flat = random_inputs(model.bert_config, batch=6, seq=10, seed=2)
+    flat["input_ids"] %= 40
+    ours = np.asarray(model({k: v.reshape(2, 3, 10) for k, v in flat.items()}, training=False), np.float64)
+    _, pooled, _ = bert_forward(weights, dict(config, hidden_act="gelu_exact"), flat["input_ids"], flat["input_mask"],
+                                flat["segment_ids"])
+    expected = (pooled @ tensors["classifier.weight"].astype(np.float64).T + tensors["classifier.bias"]).reshape(2, 3)
+    assert np.max(np.abs(ours - expected)) < 1e-4, np.max(np.abs(ours - expected))
+    # A head of two rows is not a multiple-choice head.
+    tensors["classifier.weight"] = np.zeros((2, hidden), np.float32)
+    tensors["classifier.bias"] = np.zeros((2,), np.float32)
+    save_file(tensors, str(hf_dir / "model.safetensors"), metadata={"format": "pt"})
+    code, lines = convert(capsys, hf_dir, tmp_path / "release2")
+    assert code == 1 and len(lines) == 1 and "has 2 rows; the head of BertForMultipleChoice scores each choice" in lines[0]

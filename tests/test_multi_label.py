@@ -255,3 +255,28 @@ def test_run_classifier_multi_label_flags_are_checked(release, tmp_path):
         run_classifier.main(base + ["--multi_label"])
     with pytest.raises(FlagError, match="--threshold applies with --multi_label only"):
         run_classifier.main(base + ["--threshold=0.3"])
+
+
+def test_export_answers_predicts_probabilities_and_its_threshold(tmp_path):
+    """The raw-text SavedModel of a multi-label classifier (verified as TF Serving loads it): each label's
+    probability as `predict` gives it, and the labels at or over the model's threshold."""
+    import tensorflow as tf
+
+    from keras_bert_impl.tasks.text_classifier import TextClassifier
+    from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
+    from tests.helpers import randomize
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "goal", "vote", "theory", "news", "today"]
+    model = TextClassifier(tiny_config(vocab_size=len(vocab)), num_classes=3, multi_label=True,
+                           threshold=(0.5, 0.3, 0.7), label_names=("sports", "politics", "science"),
+                           preprocessor=BertPreprocessor(vocab, max_seq_length=10))
+    randomize(model, seed=2, scale=0.4)
+    texts = ["goal news today", "vote theory", "news", "theory theory goal vote today"]
+    probabilities = model.predict(texts, verbose=0)
+    version = model.export(tmp_path / "saved_models" / "tags")
+    assert (tmp_path / "saved_models" / "tags" / version.split("/")[-1] / "assets" / "labels.txt").read_text().split() \
+        == ["sports", "politics", "science"]
+    served = tf.saved_model.load(version).signatures["serving_default"]
+    outputs = served(tf.constant(texts))
+    np.testing.assert_allclose(outputs["probabilities"].numpy(), probabilities, atol=1e-4)
+    assert outputs["label_mask"].numpy().tolist() == (probabilities >= np.array([0.5, 0.3, 0.7])).tolist()

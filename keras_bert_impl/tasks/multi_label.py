@@ -22,14 +22,25 @@ from keras_bert_impl.checkpoints.name_map import CLASSIFIER_VARIABLES
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.io import write_text_atomically
 from keras_bert_impl.tasks.classifier import _build_classifier, encode, format_eval_results, variant_fresh_variables
-from keras_bert_impl.tasks.spec import FineTuningSpec, TaskInputs, TaskSpec
+from keras_bert_impl.tasks.spec import EXPORTED_TASKS, FineTuningSpec, TaskInputs, TaskSpec
 from keras_bert_impl.training.fine_tuning import TrainingData, check_labels, predict_batches, recorded_labels
+
+def multi_label_serving_outputs(serving, inputs, padded_length):
+    """`probabilities` [batch, num_labels] (a sigmoid each) and `label_mask` [batch, num_labels]: the
+    labels at or over the model's `threshold` (a `TextClassifier`'s; 0.5 for a model without one)."""
+    import tensorflow as tf
+
+    probabilities = tf.sigmoid(tf.cast(serving.forward(inputs), tf.float32))
+    threshold = tf.constant(getattr(serving.model, "threshold", 0.5), tf.float32)
+    return {"probabilities": probabilities, "label_mask": probabilities >= threshold}
+
 
 MULTI_LABEL = TaskSpec(
     name="multi_label",
-    description="Multi-label classification: a sigmoid probability per label from the pooled output.",
+    description=EXPORTED_TASKS["multi_label"],
     build_model=_build_classifier,
     head_variables=tuple(CLASSIFIER_VARIABLES),
+    serving_outputs=multi_label_serving_outputs,
     uses_labels=True,
 )
 

@@ -6,7 +6,7 @@ Adding a task is one new module with its `TaskSpec` and one entry below in
 
 Example:
 >>> exported_task_names()
-('classifier', 'regression', 'span_qa', 'token_tagging', 'embeddings', 'fill_mask')
+('classifier', 'regression', 'span_qa', 'token_tagging', 'embeddings', 'fill_mask', 'multi_label')
 >>> tuple(FINE_TUNING)
 ('classifier', 'squad', 'ner', 'distill', 'multiple_choice')
 >>> tuple(DISTILLATION)

@@ -11,7 +11,6 @@ import random
 import numpy as np
 import pytest
 
-from keras_bert_impl.checkpoints.original import save_original_checkpoint
 from keras_bert_impl.data.multi_label import (
     MultiLabelDataset,
     multi_hot,
@@ -19,8 +18,8 @@ from keras_bert_impl.data.multi_label import (
     per_example_binary_cross_entropy,
 )
 from keras_bert_impl.errors import InputFileError
-from keras_bert_impl.models.bert_model import BertModel
 from tests.helpers import tiny_config
+from tests.test_multiple_choice import release  # noqa: F401 (a fixture: a small release, the real vocab)
 from tools import run_classifier
 
 TOPICS = {
@@ -163,20 +162,6 @@ def test_an_empty_label_set_is_refused():
 
 
 # -- learning ----------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def release(tmp_path_factory, bert_vocab_file):
-    import keras
-
-    directory = tmp_path_factory.mktemp("release")
-    keras.utils.set_random_seed(0)
-    config = tiny_config(vocab_size=30522, hidden_size=64, num_hidden_layers=1, num_attention_heads=4,
-                         intermediate_size=128, max_position_embeddings=64)
-    save_original_checkpoint(BertModel(config), str(directory / "bert_model.ckpt"))
-    config.to_json_file(directory / "bert_config.json")
-    (directory / "vocab.txt").write_bytes(bert_vocab_file.read_bytes())
-    return directory
 
 
 def test_text_classifier_learns_several_labels(release):

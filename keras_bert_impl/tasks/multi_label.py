@@ -21,7 +21,7 @@ from keras_bert_impl import filesystem
 from keras_bert_impl.checkpoints.name_map import CLASSIFIER_VARIABLES
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.io import write_text_atomically
-from keras_bert_impl.tasks.classifier import _build_classifier, encode, format_eval_results, variant_fresh_variables
+from keras_bert_impl.tasks.classifier import ClassifierFineTuning, _build_classifier, encode, format_eval_results
 from keras_bert_impl.tasks.spec import EXPORTED_TASKS, FineTuningSpec, TaskInputs, TaskSpec
 from keras_bert_impl.training.fine_tuning import TrainingData, check_labels, predict_batches, recorded_labels
 
@@ -163,11 +163,8 @@ class MultiLabelFineTuning(FineTuningSpec):
         return TaskInputs(MULTI_LABEL, splits, num_labels=len(dataset.labels), labels=tuple(dataset.labels),
                           extra=dataset)
 
-    def initialise(self, model, inputs, release, run, log):
-        from keras_bert_impl.training.fine_tuning import load_initial_weights
-
-        fresh = inputs.model_spec.head_variables + variant_fresh_variables(release.config)
-        load_initial_weights(model, run.init_checkpoint, fresh, log)
+    # The release's encoder, a fresh head (and a fresh pooler for a variant without one), as the classifier's.
+    initialise = ClassifierFineTuning.initialise
 
     def training_data(self, inputs, release, run, log):
         from keras_bert_impl.data.multi_label import multi_hot

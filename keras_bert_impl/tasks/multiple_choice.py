@@ -22,10 +22,10 @@ from keras_bert_impl.checkpoints.name_map import CLASSIFIER_VARIABLES
 from keras_bert_impl.io import write_text_atomically
 from keras_bert_impl.tasks.classifier import (
     SEQUENCE_INPUTS,
+    ClassifierFineTuning,
     classifier_config,
     compile_options,
     format_eval_results,
-    variant_fresh_variables,
 )
 from keras_bert_impl.tasks.spec import FineTuningSpec, TaskInputs, TaskSpec
 from keras_bert_impl.training.fine_tuning import TrainingData
@@ -145,11 +145,8 @@ class MultipleChoiceFineTuning(FineTuningSpec):
                                  + ", ".join(f"{paths[s]}: {len(e[0].choices)}" for s, e in splits.items()))
         return TaskInputs(MULTIPLE_CHOICE, splits, extra=paths)
 
-    def initialise(self, model, inputs, release, run, log):
-        from keras_bert_impl.training.fine_tuning import load_initial_weights
-
-        fresh = inputs.model_spec.head_variables + variant_fresh_variables(release.config)
-        load_initial_weights(model, run.init_checkpoint, fresh, log)
+    # The release's encoder, a fresh head (and a fresh pooler for a variant without one), as the classifier's.
+    initialise = ClassifierFineTuning.initialise
 
     def training_data(self, inputs, release, run, log):
         import numpy as np

@@ -23,7 +23,7 @@ import numpy as np
 
 from keras_bert_impl import filesystem
 from keras_bert_impl.data.classification_examples import SPLITS
-from keras_bert_impl.data.column_files import _jsonl_rows, _text, delimited_rows
+from keras_bert_impl.data.column_files import _text, table_rows
 from keras_bert_impl.errors import InputFileError
 
 
@@ -86,9 +86,8 @@ class MultiLabelDataset:
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         path = filesystem.join(data_dir, f"{split}.{self.name}")
-        rows = _jsonl_rows(path) if self.name == "jsonl" else delimited_rows(path, self.name)
         examples = []
-        for line_number, row in rows:
+        for line_number, row in table_rows(path, self.name):
             source = f"{path}:{line_number}"
             for column in (self.text_a_column, self.text_b_column):
                 if column is not None and column not in row:

@@ -18,7 +18,7 @@ Example:
 import dataclasses
 
 from keras_bert_impl import filesystem
-from keras_bert_impl.data.column_files import _jsonl_rows, _text, delimited_rows
+from keras_bert_impl.data.column_files import _text, table_rows
 from keras_bert_impl.errors import InputFileError
 
 
@@ -98,10 +98,8 @@ def read_multiple_choice_file(path, columns=SWAG, labelled=True):
     >>> read_multiple_choice_file(path)[0].choices
     ('She walked in.', 'She ate it.', 'She flew.', 'She sang.')
     """
-    kind = file_format(path)
-    rows = _jsonl_rows(path) if kind == "jsonl" else delimited_rows(path, kind)
     examples = []
-    for line_number, row in rows:
+    for line_number, row in table_rows(path, file_format(path)):
         source = f"{path}:{line_number}"
         context = _field(row, columns.context_column, source)
         choices = _choices(row, columns, source)

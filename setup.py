@@ -120,6 +120,7 @@ setup(
             "bert-export=keras_bert_impl_tools.export_saved_model:console_main",
             "bert-create-pretraining-data=keras_bert_impl_tools.create_pretraining_data:console_main",
             "bert-run-classifier=keras_bert_impl_tools.run_classifier:console_main",
+            "bert-run-multiple-choice=keras_bert_impl_tools.run_multiple_choice:console_main",
             "bert-distill=keras_bert_impl_tools.distill:console_main",
             "bert-prepare-data=keras_bert_impl_tools.prepare_data:console_main",
             "bert-tfidf-baseline=keras_bert_impl_tools.tfidf_baseline:console_main",

@@ -63,7 +63,8 @@ def google_release_stand_in(tmp_path_factory):
 
 
 def test_every_section_with_code_is_tested():
-    tested = {"Fill-mask", "Next-sentence prediction", "BERT as a frozen feature extractor"}
+    tested = {"Fill-mask", "Next-sentence prediction", "BERT as a frozen feature extractor", "Multiple choice",
+              "Multi-label classification"}
     assert {heading for heading, blocks in SECTIONS.items() if blocks} == tested
 
 
@@ -95,3 +96,22 @@ def test_frozen_feature_extractor(in_tmp_dir, capsys):
     assert namespace["accuracy"] > namespace["majority"] + 0.15
     # The output the tutorial quotes.
     assert capsys.readouterr().out.strip() == "test accuracy 0.680, majority class 0.433"
+
+
+def test_multiple_choice(in_tmp_dir, google_release_stand_in, capsys):
+    namespace = run_section("Multiple choice", google_release_stand_in)
+    probabilities = namespace["probabilities"]
+    assert probabilities.shape == (2, 3)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
+    assert capsys.readouterr().out.strip() == str(probabilities.argmax(axis=1))
+    assert (in_tmp_dir / "coffee_choices" / "bert_config.json").exists()
+
+
+def test_multi_label_classification(in_tmp_dir, google_release_stand_in, capsys):
+    namespace = run_section("Multi-label classification", google_release_stand_in)
+    probabilities, chosen = namespace["probabilities"], namespace["chosen"]
+    assert probabilities.shape == (3, 3) and ((probabilities > 0) & (probabilities < 1)).all()
+    assert not np.allclose(probabilities.sum(axis=1), 1.0)  # sigmoids, not a softmax
+    assert (chosen == (probabilities >= 0.5)).all()
+    labels = namespace["labels"]
+    assert capsys.readouterr().out.strip() == str([[n for n, on in zip(labels, row) if on] for row in chosen])

@@ -29,6 +29,15 @@ qnli, rte, wnli, sts-b (GLUE TSV files), and `csv`/`tsv`/`jsonl`: `train`,
 `--text_b_column` and `--label_column`, the labels given by `--labels` or
 inferred from train.
 
+`--multi_label` (csv/tsv/jsonl tasks) gives each text any number of labels:
+named in one column, joined by `--label_delimiter` (`--label_column`,
+default `labels`; a JSON list in jsonl; empty for none), or one 0/1 column
+per label (`--label_columns=toxic,insult,...`). Each label gets a sigmoid and
+binary cross-entropy; `eval_results.txt` holds `micro_f1`, `macro_f1`,
+`micro_precision`, `micro_recall`, `exact_match` and per label
+`<label>_precision/_recall/_f1/_support` at `--threshold` (0.5), and
+`test_results.tsv` each label's probability.
+
 TensorFlow Datasets are read only when already prepared in `--data_dir`
 (e.g. `tfds build glue/mrpc --data_dir=$TFDS_DIR`), never downloaded:
 `--task_name=glue/<name>` as the GLUE task of that name, or any TFDS text
@@ -84,6 +93,31 @@ def define_flags(fv):
     flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.", **define)
     flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.", **define)
     define_classification_data_flags(fv)
+    flags.DEFINE_boolean("multi_label", False, "csv/tsv/jsonl tasks: each text has any number of labels (a sigmoid per label, binary cross-entropy, micro/macro F1).", **define)
+    flags.DEFINE_list("label_columns", None, "With --multi_label: one 0/1 column per label, named as the labels (instead of --label_column).", **define)
+    flags.DEFINE_string("label_delimiter", ",", "With --multi_label: between the label names in --label_column (default: labels; a JSON list in jsonl).", **define)
+    flags.DEFINE_float("threshold", 0.5, "With --multi_label: a label is predicted where its probability is at least this.", **define)
+
+
+def multi_label_dataset(fv, options):
+    """The `MultiLabelDataset` of `--multi_label`'s flags (a csv/tsv/jsonl task)."""
+    from keras_bert_impl.data.classification_datasets import COLUMN_FORMATS
+    from keras_bert_impl.data.multi_label import MultiLabelDataset
+
+    name = fv.task_name.strip().lower()
+    if name not in COLUMN_FORMATS:
+        raise FlagError(f"--multi_label reads csv, tsv or jsonl files; --task_name is {fv.task_name}")
+    if fv.label_columns and fv.label_column:
+        raise FlagError("--label_columns (0/1 columns) and --label_column (delimited names) name the labels two "
+                        "ways: give one")
+    if not 0.0 < fv.threshold < 1.0:
+        raise FlagError(f"--threshold must lie in (0, 1), got {fv.threshold}")
+    if not fv.label_delimiter:
+        raise FlagError("--label_delimiter must not be empty")
+    columns = {key: value for key, value in options.items()
+               if key in ("text_a_column", "text_b_column", "label_column", "labels")}
+    return MultiLabelDataset(name, label_columns=tuple(fv.label_columns or ()), delimiter=fv.label_delimiter,
+                             **columns)
 
 
 def main(argv=None):
@@ -96,15 +130,22 @@ def main(argv=None):
     if fv.max_seq_length < 3:
         raise FlagError("--max_seq_length must be at least 3 ([CLS] a [SEP])")
     options = classification_dataset_options(fv)
+    if not fv.multi_label:
+        changed = [f"--{name}" for name in ("label_columns", "label_delimiter", "threshold") if fv[name].present]
+        if changed:
+            raise FlagError(f"{changed[0]} applies with --multi_label only")
+    dataset = multi_label_dataset(fv, options) if fv.multi_label else None
     quiet_tensorflow()
 
     from keras_bert_impl.data.classification_datasets import get_dataset
     from keras_bert_impl.jobs.run_fine_tuning import run_fine_tuning
     from keras_bert_impl.tasks.classifier import ClassifierFineTuning
+    from keras_bert_impl.tasks.multi_label import MultiLabelFineTuning
     from keras_bert_impl.training.fine_tuning import log_to_stderr
 
     run_fine_tuning(
-        ClassifierFineTuning(get_dataset(fv.task_name, **options), fv.data_dir),
+        MultiLabelFineTuning(dataset, fv.data_dir, fv.threshold) if fv.multi_label
+        else ClassifierFineTuning(get_dataset(fv.task_name, **options), fv.data_dir),
         fine_tuning_run(fv),
         log=log_to_stderr("run_classifier"),
     )

@@ -667,7 +667,7 @@ def sequence_classifier_head(hf_dir, values, model_type, hidden_size, shapes):
     dense, activation, output = HF_SEQUENCE_CLASSIFIER_HEADS[model_type]
     names = {_strip_prefix(name, model_type): name for name in shapes}
     declared = [name for name in values.get("architectures") or () if isinstance(name, str)
-                and name.endswith("ForSequenceClassification")]
+                and name.endswith(("ForSequenceClassification", "ForMultipleChoice"))]
     if not declared and not (f"{dense}.weight" in names and f"{output}.weight" in names):
         return None
     weights_path = filesystem.join(hf_dir, "model.safetensors")
@@ -688,6 +688,13 @@ def sequence_classifier_head(hf_dir, values, model_type, hidden_size, shapes):
             wanted = "[num_labels, hidden_size]" if part == f"{output}.weight" else list(shape)
             raise CheckpointError(f"{weights_path}: tensor {names[part]} has shape {list(actual)}, not {wanted} "
                                   f"(hidden_size {hidden_size}): not the head of {what}")
+    if declared and declared[0].endswith("ForMultipleChoice"):
+        # One score per (context, choice) pair, softmaxed over the choices (`models.multiple_choice`): the
+        # config's `id2label` (transformers' default two labels) names no classes of this head.
+        if rows != 1:
+            raise CheckpointError(f"{weights_path}: tensor {names[f'{output}.weight']} has {rows} rows; the head "
+                                  f"of {what} scores each choice with one")
+        return SequenceClassifierHead(1, None, activation)
     problem = values.get("problem_type")
     if problem == "multi_label_classification":
         raise ConfigError(f"{config_path}: problem_type is 'multi_label_classification' (a sigmoid per label); "

@@ -70,6 +70,11 @@ def _jsonl_rows(path):
         yield line_number, row
 
 
+def table_rows(path, file_format):
+    """Yields `(line_number, {column: value})` of a `csv`, `tsv` (header line) or `jsonl` file."""
+    return _jsonl_rows(path) if file_format == "jsonl" else delimited_rows(path, file_format)
+
+
 def _text(value, source):
     """A column value as text: strings as they are, JSON numbers and booleans as written."""
     if isinstance(value, str):
@@ -116,9 +121,8 @@ class ColumnDataset:
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         path = filesystem.join(data_dir, f"{split}.{self.name}")
-        rows = _jsonl_rows(path) if self.name == "jsonl" else delimited_rows(path, self.name)
         examples = []
-        for line_number, row in rows:
+        for line_number, row in table_rows(path, self.name):
             source = f"{path}:{line_number}"
             needed = [self.text_a_column] + [self.text_b_column] * (self.text_b_column is not None)
             if split != "test":

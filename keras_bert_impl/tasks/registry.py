@@ -6,9 +6,9 @@ Adding a task is one new module with its `TaskSpec` and one entry below in
 
 Example:
 >>> exported_task_names()
-('classifier', 'regression', 'span_qa', 'token_tagging', 'embeddings', 'fill_mask')
+('classifier', 'regression', 'span_qa', 'token_tagging', 'embeddings', 'fill_mask', 'multi_label')
 >>> tuple(FINE_TUNING)
-('classifier', 'squad', 'ner', 'distill')
+('classifier', 'squad', 'ner', 'distill', 'multiple_choice')
 >>> tuple(DISTILLATION)
 ('classifier', 'squad', 'ner', 'general')
 """
@@ -20,6 +20,8 @@ from keras_bert_impl.tasks import (
     embeddings,
     fill_mask,
     general_distillation,
+    multi_label,
+    multiple_choice,
     pretraining,
     span_qa,
     token_tagging,
@@ -35,15 +37,18 @@ TASKS = {
         embeddings.EMBEDDINGS,
         fill_mask.FILL_MASK,
         pretraining.PRETRAINING,
+        multiple_choice.MULTIPLE_CHOICE,
+        multi_label.MULTI_LABEL,
     )
 }
 
 # The fine-tuning specs, by the name of the tool that runs them
-# (bert-run-classifier, bert-run-squad, bert-run-ner, bert-distill).
+# (bert-run-classifier, bert-run-squad, bert-run-ner, bert-distill, bert-run-multiple-choice;
+# `multi_label.MultiLabelFineTuning` is bert-run-classifier's with --multi_label).
 FINE_TUNING = {
     spec.name: spec
     for spec in (classifier.ClassifierFineTuning, span_qa.SquadFineTuning, token_tagging.TaggingFineTuning,
-                 distillation.ClassifierDistillation)
+                 distillation.ClassifierDistillation, multiple_choice.MultipleChoiceFineTuning)
 }
 
 # The students bert-distill makes, by its --task: each a `DistillationSpec`

@@ -26,6 +26,7 @@ EXPORTED_TASKS = {
     "token_tagging": "Token tagging (NER): a label for every word piece.",
     "embeddings": "Text embeddings: the pooled output and the mean over real tokens.",
     "fill_mask": "Fill-mask: the top-k word pieces for each [MASK], from cls/predictions.",
+    "multi_label": "Multi-label classification: a sigmoid probability per label, and the labels over threshold.",
 }
 
 

@@ -57,6 +57,13 @@ class TextClassifier(BertClassifier):
         label_names: The classes' names in class-id order (a fine-tuned
             release's `label_list.txt`, which `from_release` reads), which
             `export` answers with and `save_release` writes; None: none.
+        multi_label: Each text has any number of the `num_classes` labels:
+            a sigmoid per label and binary cross-entropy
+            (`tasks.multi_label`); `y` is 0/1 [n, num_classes], `predict`
+            each label's probability, `predict_labels` the labels at or
+            over `threshold`.
+        threshold: With `multi_label`, the probability at or over which a
+            label is predicted: one number, or one per label.
         dtype: Keras dtype policy.
 
     Example:
@@ -73,8 +80,8 @@ class TextClassifier(BertClassifier):
     """
 
     def __init__(self, bert_config, num_classes, preprocessor, dropout_rate=0.1, learning_rate=5e-5,
-                 warmup_proportion=0.1, seed=None, real_tokens_only=True, label_names=None, dtype=None,
-                 name="text_classifier", **kwargs):
+                 warmup_proportion=0.1, seed=None, real_tokens_only=True, label_names=None, multi_label=False,
+                 threshold=0.5, dtype=None, name="text_classifier", **kwargs):
         check_count(num_classes, "num_classes")  # 0 classes aborted the interpreter in oneDNN at predict
         if isinstance(preprocessor, dict):
             preprocessor = keras.layers.deserialize(preprocessor)
@@ -87,6 +94,11 @@ class TextClassifier(BertClassifier):
         self.seed = seed
         self.real_tokens_only = real_tokens_only
         self.label_names = None if label_names is None else tuple(label_names)
+        self.multi_label = bool(multi_label)
+        self.threshold = threshold if np.ndim(threshold) == 0 else tuple(float(t) for t in threshold)
+        if multi_label and (np.ndim(threshold) not in (0, 1) or np.size(threshold) not in (1, num_classes)
+                            or not np.all((np.asarray(threshold) > 0) & (np.asarray(threshold) < 1))):
+            raise ValueError(f"threshold must be a number in (0, 1) or one per label ({num_classes}), got {threshold}")
         self._original_recipe = None
         from keras_bert_impl.training.fine_tuning import FineTuningSettings, compute_on_real_tokens
 
@@ -94,7 +106,11 @@ class TextClassifier(BertClassifier):
 
     @property
     def spec(self):
-        """The task spec: `classifier`, or `regression` for one class."""
+        """The task spec: `classifier`, `multi_label`, or `regression` for one class."""
+        from keras_bert_impl.tasks.multi_label import MULTI_LABEL
+
+        if self.multi_label:
+            return MULTI_LABEL
         return REGRESSION if self.num_classes == 1 else CLASSIFIER
 
     # -- from and to releases ---------------------------------------------
@@ -229,6 +245,8 @@ class TextClassifier(BertClassifier):
         """
         from keras_bert_impl.tasks.distillation import DistillationOptions, distill
 
+        if self.multi_label:
+            raise ValueError("distill makes students of single-label classifiers; this one is multi_label")
         return distill(self, texts, labels, unlabeled_texts,
                        DistillationOptions(num_hidden_layers=num_hidden_layers, batch_size=batch_size, epochs=epochs,
                                            **options),
@@ -251,6 +269,12 @@ class TextClassifier(BertClassifier):
         """
         if num_train_steps is not None and optimizer is not None:
             raise ValueError("num_train_steps sizes the original optimizer: give it without an optimizer")
+        if self.multi_label:
+            from keras_bert_impl.tasks.multi_label import multi_label_compile_options
+
+            defaults = multi_label_compile_options()
+            loss = defaults["loss"] if loss is None else loss
+            metrics = defaults["metrics"] if metrics is None else metrics
         if loss is None:
             loss = (keras.losses.MeanSquaredError() if self.num_classes == 1
                     else keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -329,7 +353,11 @@ class TextClassifier(BertClassifier):
                 count = num_texts(texts)
             if count == 0:
                 raise ValueError("fit needs at least one text")
-            if y is not None and self.num_classes > 1:  # Checked before any step: out of range fails after one.
+            if y is not None and self.multi_label:
+                from keras_bert_impl.tasks.multi_label import check_multi_hot
+
+                check_multi_hot(label_array(y, count), self.num_classes)
+            elif y is not None and self.num_classes > 1:  # Checked before any step: out of range fails after one.
                 check_class_ids(label_array(y, count), self.num_classes)
             batch_size = batch_size or 32
             steps_per_epoch = steps_per_epoch or max(1, count // batch_size)
@@ -381,7 +409,8 @@ class TextClassifier(BertClassifier):
 
     def predict(self, x, batch_size=None, **kwargs):
         """Class probabilities, float32 [num_texts, num_classes] (the score
-        [num_texts] for regression). `x`: a list of texts, one text, a tuple
+        [num_texts] for regression; each label's own probability with
+        `multi_label`). `x`: a list of texts, one text, a tuple
         `(texts_a, texts_b)` of pairs, or a dataset."""
         from keras_bert_impl.probabilities import softmax
 
@@ -398,9 +427,23 @@ class TextClassifier(BertClassifier):
                 # by batch, each cut after its longest row with real_tokens_only.
                 logits = predict_token_ids(self, tokenized(self.preprocessor, texts), batch_size,
                                            cut=self.real_tokens_only, **kwargs)
+        if self.multi_label:
+            from keras_bert_impl.tasks.multi_label import sigmoid
+
+            return sigmoid(logits).astype(np.float32)
         if self.num_classes == 1:
             return np.asarray(logits, np.float32)[:, 0]
         return softmax(logits).astype(np.float32)
+
+    def predict_labels(self, x, batch_size=None, **kwargs):
+        """With `multi_label`: bool [num_texts, num_classes], each label's probability at or over `threshold`.
+
+        Raises:
+            ValueError: the model is not `multi_label` (`predict`'s argmax is its answer).
+        """
+        if not self.multi_label:
+            raise ValueError("predict_labels is for a multi_label classifier; take predict(x).argmax(-1)")
+        return self.predict(x, batch_size=batch_size, **kwargs) >= np.asarray(self.threshold, np.float32)
 
     def get_config(self):
         config = super().get_config()
@@ -417,6 +460,8 @@ class TextClassifier(BertClassifier):
             "seed": self.seed,
             "real_tokens_only": self.real_tokens_only,
             "label_names": None if self.label_names is None else list(self.label_names),
+            "multi_label": self.multi_label,
+            "threshold": self.threshold if np.ndim(self.threshold) == 0 else list(self.threshold),
         }
 
 

@@ -112,6 +112,7 @@ setup(
             "bert-run-pretraining=keras_bert_impl_tools.run_pretraining:console_main",
             "bert-export=keras_bert_impl_tools.export_saved_model:console_main",
             "bert-create-pretraining-data=keras_bert_impl_tools.create_pretraining_data:console_main",
+            "bert-build-vocab=keras_bert_impl_tools.build_vocab:console_main",
             "bert-run-classifier=keras_bert_impl_tools.run_classifier:console_main",
             "bert-distill=keras_bert_impl_tools.distill:console_main",
             "bert-prepare-data=keras_bert_impl_tools.prepare_data:console_main",

@@ -42,6 +42,7 @@ Example:
 
 import collections
 import dataclasses
+import gc
 import heapq
 
 from keras_bert_impl.tokenization.full_tokenizer import BasicTokenizer, is_cjk_char, is_punctuation
@@ -130,20 +131,6 @@ def alphabet(words):
     return starts, [CONTINUATION + char for char in starts if takes_continuation(char)]
 
 
-def _merged(sequence, left, right, new):
-    """`sequence` with each non-overlapping `left, right` (from the left) replaced by `new`."""
-    out = []
-    index, last = 0, len(sequence) - 1
-    while index <= last:
-        if index < last and sequence[index] == left and sequence[index + 1] == right:
-            out.append(new)
-            index += 2
-        else:
-            out.append(sequence[index])
-            index += 1
-    return out
-
-
 def learn_pieces(word_counts, num_pieces, min_frequency=2):
     """Multi-character pieces learned by merging the most frequent adjacent pair.
 
@@ -160,6 +147,18 @@ def learn_pieces(word_counts, num_pieces, min_frequency=2):
     >>> learn_pieces({"hug": 10, "pug": 5, "hugs": 5}, 3)
     ['##ug', 'hug', 'hugs']
     """
+    # Millions of small lists and tuples, none in a cycle: the cyclic
+    # collector's passes over them would cost more than the merging itself.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _learn_pieces(word_counts, num_pieces, min_frequency)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _learn_pieces(word_counts, num_pieces, min_frequency):
     symbol_ids, symbols = {}, []
 
     def symbol(token):
@@ -216,21 +215,45 @@ def learn_pieces(word_counts, num_pieces, min_frequency=2):
             known.add(token)
             learned.append(token)
         grown = set()
+
+        def add(new_pair, index, count):
+            pair_counts[new_pair] += count
+            holders[new_pair].append(index)
+            grown.add(new_pair)
+
         for index in holders.pop(pair):
             sequence = sequences[index]
-            merged = _merged(sequence, left, right, new)
-            if len(merged) == len(sequence):
-                continue  # Listed twice, already merged.
             count = counts[index]
-            for old_pair in zip(sequence, sequence[1:]):
-                pair_counts[old_pair] -= count
-            for new_pair in zip(merged, merged[1:]):
-                pair_counts[new_pair] += count
-                if new in new_pair:
-                    holders[new_pair].append(index)
-                    grown.add(new_pair)
-            sequences[index] = merged
-        del pair_counts[pair]
+            # Each occurrence (left to right, not overlapping) changes only the
+            # pairs it shares with its neighbours in the word as merged so far.
+            last = len(sequence) - 1
+            merged, copied, position = None, 0, -1
+            while True:
+                try:
+                    position = sequence.index(left, position + 1)
+                except ValueError:
+                    break
+                if position >= last:
+                    break
+                if sequence[position + 1] != right:
+                    continue
+                if merged is None:
+                    merged = sequence[:position]
+                else:
+                    merged.extend(sequence[copied:position])
+                if merged:
+                    pair_counts[merged[-1], left] -= count
+                    add((merged[-1], new), index, count)
+                if position + 2 <= last:
+                    pair_counts[right, sequence[position + 2]] -= count
+                    add((new, sequence[position + 2]), index, count)
+                merged.append(new)
+                copied = position + 2
+                position += 1  # The next occurrence starts after this one.
+            if merged is not None:  # None: listed twice, already merged.
+                merged.extend(sequence[copied:])
+                sequences[index] = merged
+        del pair_counts[pair]  # Every occurrence is merged (the neighbours' updates may have counted it down).
         for new_pair in grown:
             if pair_counts[new_pair] >= min_frequency:
                 heapq.heappush(heap, entry(new_pair, pair_counts[new_pair]))

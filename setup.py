@@ -79,6 +79,8 @@ EXTRAS["bench"] = EXTRAS["demo"] + EXTRAS["tfds"] + EXTRAS["keras-hub"] + [
     "onnxruntime>=1.32",
     "sympy",
     "openvino>=2026.4",
+    # bench_vocab's peer: Hugging Face's WordPieceTrainer (also a test oracle).
+    "tokenizers>=0.22",
 ]
 
 setup(

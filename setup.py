@@ -86,6 +86,8 @@ EXTRAS["bench"] = EXTRAS["demo"] + EXTRAS["tfds"] + EXTRAS["keras-hub"] + [
     "onnxruntime>=1.32",
     "sympy",
     "openvino>=2026.4",
+    # bench_vocab's peer: Hugging Face's WordPieceTrainer (also a test oracle).
+    "tokenizers>=0.22",
 ]
 
 setup(
@@ -119,6 +121,7 @@ setup(
             "bert-run-pretraining=keras_bert_impl_tools.run_pretraining:console_main",
             "bert-export=keras_bert_impl_tools.export_saved_model:console_main",
             "bert-create-pretraining-data=keras_bert_impl_tools.create_pretraining_data:console_main",
+            "bert-build-vocab=keras_bert_impl_tools.build_vocab:console_main",
             "bert-run-classifier=keras_bert_impl_tools.run_classifier:console_main",
             "bert-run-multiple-choice=keras_bert_impl_tools.run_multiple_choice:console_main",
             "bert-distill=keras_bert_impl_tools.distill:console_main",

@@ -5,7 +5,8 @@
   style (`<path>.partial-<pid>-<hex>`), unique per writer, which a reader
   never mistakes for a finished file and `remove_partials` can clean up
   after a killed writer.
-* UTF-8 line reading whose errors name `file:line`.
+* UTF-8 line reading whose errors name `file:line` (line by line, or in
+  blocks of whole lines for corpora).
 * `key = value` result files (the original's `eval_results.txt`).
 * The check that a sequence length fits the model's position embeddings.
 * The check that an output directory flag names a place a directory can be.
@@ -192,6 +193,67 @@ def read_utf8_lines(path, kind="input file"):
         raise InputFileError(f"{path}: is a directory, expected a {kind}") from None
 
 
+def read_utf8_blocks(path, block_bytes=1 << 22, kind="input file"):
+    """Yields `(first_line_number, text)` of a UTF-8 file in blocks of whole lines.
+
+    For corpora read at speed: each block of about `block_bytes` (more where
+    a line is longer) is decoded at once, with the errors of `read_utf8_lines`.
+
+    Args:
+        path: The file (local, or a `tf.io.gfile` URL).
+        block_bytes: Bytes read at a time.
+        kind: What the file is, for the not-found message.
+
+    Raises:
+        InputFileError: missing file, a directory, or invalid UTF-8; the
+            message names `path:line` and the offending byte.
+
+    Example:
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "corpus.txt")
+    >>> _ = open(path, "wb").write("\\ufeffone\\ntwo\\nthree".encode("utf-8"))
+    >>> list(read_utf8_blocks(path, block_bytes=5))
+    [(1, 'one\\n'), (2, 'two\\n'), (3, 'three')]
+    >>> _ = open(path, "wb").write(b"fine\\nbad \\xff here\\n")
+    >>> list(read_utf8_blocks(path))
+    Traceback (most recent call last):
+    ...
+    keras_bert_impl.errors.InputFileError: ...corpus.txt:2: not valid UTF-8 (byte 4: b'\\xff')
+    """
+    line_number, carry = 1, b""
+    try:
+        with filesystem.open_file(path, "rb") as f:
+            while True:
+                chunk = f.read(block_bytes)
+                data = carry + chunk
+                if chunk:
+                    cut = data.rfind(b"\n") + 1
+                    if cut == 0:  # No line ends yet: read on.
+                        carry = data
+                        continue
+                    data, carry = data[:cut], data[cut:]
+                elif not data:
+                    return
+                try:
+                    text = data.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    bad_line = line_number + data.count(b"\n", 0, e.start)
+                    line_start = data.rfind(b"\n", 0, e.start) + 1
+                    raise InputFileError(
+                        f"{path}:{bad_line}: not valid UTF-8 (byte {e.start - line_start}: {data[e.start:e.start + 1]!r})"
+                    ) from None
+                if line_number == 1 and text.startswith("\ufeff"):
+                    text = text[1:]
+                yield line_number, text
+                line_number += data.count(b"\n")
+                if not chunk:
+                    return
+    except FileNotFoundError:
+        raise InputFileError(f"{path}: {kind} not found") from None
+    except IsADirectoryError:
+        raise InputFileError(f"{path}: is a directory, expected a {kind}") from None
+
+
 def format_results(results, format_value=str):
     """`key = value` lines sorted by key, as the original's `eval_results.txt`."""
     return "".join(f"{key} = {format_value(results[key])}\n" for key in sorted(results))
@@ -268,6 +330,7 @@ __all__ = [
     "check_output_dir",
     "copy_atomically",
     "format_results",
+    "read_utf8_blocks",
     "read_utf8_lines",
     "remove_partials",
     "temporary_path",

@@ -118,6 +118,7 @@ setup(
             "bert-tfidf-baseline=keras_bert_impl_tools.tfidf_baseline:console_main",
             "bert-figures=keras_bert_impl_tools.make_figures:console_main",
             "bert-predict-saved-model=keras_bert_impl_tools.predict_saved_model:console_main",
+            "bert-predict=keras_bert_impl_tools.predict:console_main",
         ],
     },
 )

@@ -56,7 +56,7 @@ def delimited_rows(path, file_format):
         raise InputFileError(f"{path}: empty file, expected a header line")
 
 
-def _jsonl_rows(path):
+def jsonl_rows(path):
     """Yields `(line_number, object)` of a JSON-lines file (blank lines skipped)."""
     for line_number, text in _open_lines(path):
         if not text.strip():
@@ -116,7 +116,7 @@ class ColumnDataset:
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         path = filesystem.join(data_dir, f"{split}.{self.name}")
-        rows = _jsonl_rows(path) if self.name == "jsonl" else delimited_rows(path, self.name)
+        rows = jsonl_rows(path) if self.name == "jsonl" else delimited_rows(path, self.name)
         examples = []
         for line_number, row in rows:
             source = f"{path}:{line_number}"

@@ -243,11 +243,40 @@ def _output_row(keyed_result):
 
 def _predict_on_beam(input_files, output_prefix, num_shards, saved_model_dir, signature_name, output_names,
                      batch_size, read_options, output_format, manifest_path, description, pipeline_args):
+    handler = beam_model_handler(saved_model_dir, signature_name, output_names, batch_size)
+    try:
+        _run_pipeline(pipeline_args, input_files, output_prefix, num_shards, handler, read_options, output_format,
+                      manifest_path, description)
+    except Exception as error:  # noqa: BLE001: a runner reports a worker's error as its own type, with the text
+        ours = worker_error(error)
+        if ours is None:
+            raise
+        raise ours from None
+
+
+def worker_error(error):
+    """Our typed error that a Beam worker raised, as the runner reports it in `error`'s text; or None.
+
+    Example:
+    >>> worker_error(RuntimeError("Traceback ...\\nkeras_bert_impl.errors.InputFileError: a.txt:2: not valid UTF-8 "
+    ...                           "[while running 'Read']"))
+    InputFileError('a.txt:2: not valid UTF-8')
+    """
+    from keras_bert_impl import errors
+
+    match = re.search(r"keras_bert_impl\.errors\.(\w+): ([^\n]*?)(?: \[while running '[^']*'\])*(?:\\n|\n|$)", str(error))
+    kind = getattr(errors, match.group(1), None) if match else None
+    if not (isinstance(kind, type) and issubclass(kind, errors.BertError)):
+        return None
+    return kind(match.group(2))
+
+
+def _run_pipeline(pipeline_args, input_files, output_prefix, num_shards, handler, read_options, output_format,
+                  manifest_path, description):
     beam = extras.import_extra("apache_beam", "beam", "--beam")
     from apache_beam.ml.inference.base import RunInference
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    handler = beam_model_handler(saved_model_dir, signature_name, output_names, batch_size)
     sink_options = dict(file_name_suffix=f".{output_format}", num_shards=num_shards,
                         shard_name_template="-SSSSS-of-NNNNN")
     with beam.Pipeline(options=PipelineOptions(list(pipeline_args))) as pipeline:
@@ -332,13 +361,17 @@ def predict_corpus(
                    "format": output_format}
     with exclusive_output(output_prefix):
         prepare_output(output_prefix, overwrite)
-        if beam:
-            _predict_on_beam(input_files, output_prefix, num_shards, saved_model_dir, signature_name, output_names,
-                             batch_size, read_options, output_format, manifest_path, description, pipeline_args)
-            with filesystem.open_file(manifest_path) as f:
-                records = json.load(f)["records"]
-        else:
-            records = _predict_in_process(input_files, paths, saved_model_dir, signature_name, output_names,
-                                          batch_size, read_options, output_format)
-            write_manifest(paths, records, manifest_path, description)
+        try:
+            if beam:
+                _predict_on_beam(input_files, output_prefix, num_shards, saved_model_dir, signature_name, output_names,
+                                 batch_size, read_options, output_format, manifest_path, description, pipeline_args)
+                with filesystem.open_file(manifest_path) as f:
+                    records = json.load(f)["records"]
+            else:
+                records = _predict_in_process(input_files, paths, saved_model_dir, signature_name, output_names,
+                                              batch_size, read_options, output_format)
+                write_manifest(paths, records, manifest_path, description)
+        except BaseException:
+            prepare_output(output_prefix, overwrite=False)  # a failed run leaves nothing (a killed one: the next run clears)
+            raise
     return PredictionRun(records, paths, manifest_path)

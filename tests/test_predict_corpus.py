@@ -248,3 +248,23 @@ def test_a_complete_result_is_refused_unless_overwrite(exported, tmp_path, capsy
     (tmp_path / "in.txt").write_text("a film\n")
     assert tool(argv + ["--overwrite"], capsys)[0] == 0
     assert [row["key"] for row in read_rows(tmp_path / "out" / "p")] == [f"{tmp_path / 'in.txt'}:1"]
+
+
+def test_a_new_run_removes_what_a_killed_one_left_and_nothing_else(tmp_path):
+    """Shards of any count and format, their temporary names (one process) and Beam's temporary
+    directories of this prefix go; another prefix's files, and the manifest check, stay."""
+    from keras_bert_impl.data.pretraining_pipeline import OutputConflictError
+    from keras_bert_impl.jobs.predict_corpus import prepare_output
+
+    left = ["rows-00000-of-00002.jsonl", "rows-00001-of-00003.tfrecord.partial-41-0a1b2c3d",
+            "rows-00001-of-00002.jsonl.partial-7-deadbeef", "beam-temp-rows-" + "0f" * 16]
+    kept = ["rowsy-00000-of-00001.jsonl", "beam-temp-rowsy-" + "0f" * 16, "rows.txt", "notes-00000-of-00001.jsonl"]
+    for name in left + kept:
+        (tmp_path / name).mkdir() if name.startswith("beam-temp") else (tmp_path / name).write_text("x")
+    prepare_output(str(tmp_path / "rows"), overwrite=False)
+    assert sorted(os.listdir(tmp_path)) == sorted(kept)
+    (tmp_path / "rows.manifest.json").write_text("{}")
+    with pytest.raises(OutputConflictError, match="give --overwrite"):
+        prepare_output(str(tmp_path / "rows"), overwrite=False)
+    prepare_output(str(tmp_path / "rows"), overwrite=True)
+    assert sorted(os.listdir(tmp_path)) == sorted(kept)

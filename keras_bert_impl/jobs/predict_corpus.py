@@ -34,7 +34,7 @@ from keras_bert_impl.data.beam_pipeline import match_input_files
 from keras_bert_impl.data.pretraining_pipeline import OutputConflictError
 from keras_bert_impl.data.text_inputs import read_keyed_texts
 from keras_bert_impl.data.tfrecord_files import MANIFEST_SUFFIX, TFRecordFileWriter
-from keras_bert_impl.io import exclusive_output, remove_partials, temporary_path, write_text_atomically
+from keras_bert_impl.io import PARTIAL_MARK, exclusive_output, temporary_path, write_text_atomically
 from keras_bert_impl.serving.raw_text_inference import (
     PAIR_SIGNATURE,
     TEXT_SIGNATURE,
@@ -120,13 +120,15 @@ def _output_names(saved_model_dir, signature_name, outputs):
 
 
 def _existing_outputs(output_prefix):
-    """The shards (of any count and format) and Beam temporary directories of `output_prefix`."""
+    """The shards (of any count and format, finished or under their temporary names) and Beam temporary
+    directories of `output_prefix`."""
     directory, name = os.path.split(output_prefix)
     directory = directory or "."
-    pattern = re.compile(re.escape(name) + r"-\d{5}-of-\d{5}\.(?:" + "|".join(OUTPUT_FORMATS) + ")$")
+    pattern = re.compile(re.escape(name) + r"-\d{5}-of-\d{5}\.(?:" + "|".join(OUTPUT_FORMATS) + ")(?:" + re.escape(PARTIAL_MARK) + r"[\w-]+)?$")
+    beam_temporary = re.compile(f"beam-temp-{re.escape(name)}-[0-9a-f]{{32}}$")  # Beam's file sinks' (uuid1().hex)
     names = filesystem.listdir(directory) if filesystem.isdir(directory) else []
     return [filesystem.join(directory, n) for n in names
-            if pattern.match(n) or n.startswith(f"beam-temp-{name}")]
+            if pattern.match(n) or beam_temporary.match(n)]
 
 
 def prepare_output(output_prefix, overwrite):
@@ -143,16 +145,19 @@ def prepare_output(output_prefix, overwrite):
                 f"{manifest}: a complete result is there already; give --overwrite to write it again, or another --output_prefix"
             )
         filesystem.remove(manifest)  # first: from here on the output does not look complete
+    remove_unfinished(output_prefix)
+    directory = os.path.dirname(output_prefix)
+    if directory:
+        filesystem.makedirs(directory)
+
+
+def remove_unfinished(output_prefix):
+    """Removes the shards, temporary files and Beam temporary directories of `output_prefix` (not its manifest)."""
     for path in _existing_outputs(output_prefix):
         if filesystem.isdir(path):
             filesystem.rmtree(path)
         else:
             filesystem.remove(path, missing_ok=True)
-    for path in shard_paths(output_prefix, 1, "jsonl"):
-        remove_partials(path)
-    directory = os.path.dirname(output_prefix)
-    if directory:
-        filesystem.makedirs(directory)
 
 
 def write_manifest(shards, records, manifest_path, description):
@@ -372,6 +377,6 @@ def predict_corpus(
                                               batch_size, read_options, output_format)
                 write_manifest(paths, records, manifest_path, description)
         except BaseException:
-            prepare_output(output_prefix, overwrite=False)  # a failed run leaves nothing (a killed one: the next run clears)
+            remove_unfinished(output_prefix)  # a failed run leaves nothing (what a killed one leaves, the next run removes)
             raise
     return PredictionRun(records, paths, manifest_path)

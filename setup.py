@@ -44,7 +44,7 @@ EXTRAS = {
     # create_pretraining_data --beam (DirectRunner here; Dataflow/Flink/Spark by
     # options). It caps protobuf below 7 and pyarrow below 26, which TensorFlow
     # 2.20 and the rest accept (measured in docs/PACKAGING.md).
-    "beam": ["apache-beam>=2.77"],
+    "beam": ["apache-beam>=2.77", "pyarrow>=14"],  # pyarrow: bert-predict --output_format=parquet
 }
 # The oracles the tests compare against (tf-models-official: the original's
 # tokenizer, processors, squad_lib and encoder; keras-hub's BertBackbone;

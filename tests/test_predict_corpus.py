@@ -127,6 +127,27 @@ def test_pairs_and_tfrecord_outputs(exported, tmp_path, capsys):  # noqa: F811
         np.testing.assert_allclose(probabilities, expected, atol=1e-6, rtol=0)
 
 
+def test_parquet_rows_in_one_process_and_on_beam(exported, tmp_path, capsys):  # noqa: F811
+    """Parquet shards (typed columns: the key a string, probabilities a list of float32) hold the export's answers."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path, loaded = exported
+    corpus = tmp_path / "in.txt"
+    corpus.write_text("".join(f"{t}\n" for t in TEXTS), encoding="utf-8")
+    texts = {f"{corpus}:{i + 1}": t for i, t in enumerate(TEXTS)}
+    for mode, extra in (("one", []), ("beam", ["--beam", "--runner=DirectRunner"])):
+        prefix = tmp_path / mode / "rows"
+        assert tool([f"--input_file={corpus}", f"--saved_model_dir={path}", f"--output_prefix={prefix}",
+                     "--output_format=parquet", "--num_shards=2", "--batch_size=3", *extra], capsys)[0] == 0
+        manifest = json.loads((tmp_path / mode / "rows.manifest.json").read_text())
+        assert manifest["shards"] == ["rows-00000-of-00002.parquet", "rows-00001-of-00002.parquet"]
+        tables = [pq.read_table(tmp_path / mode / name) for name in manifest["shards"]]
+        assert tables[0].schema.field("probabilities").type == pa.list_(pa.float32())
+        assert tables[0].schema.field("key").type == pa.string()
+        assert_answers_as_alone([row for table in tables for row in table.to_pylist()], texts, loaded)
+
+
 def test_the_model_handler_runs_where_keras_bert_impl_cannot_be_imported(exported, tmp_path):  # noqa: F811
     """What Beam sends a worker: the handler pickled as Beam pickles it, unpickled, loaded and run in a
     process where keras_bert_impl (and tests) cannot be imported, as on a worker with TensorFlow and TF Text only."""

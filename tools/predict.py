@@ -5,7 +5,7 @@ Reads txt files (one text per line), csv/tsv/jsonl files (named columns) or
 TFRecords of tf.Example (a bytes feature per text), local or on any
 TensorFlow file system, globs and comma lists; runs the export's raw-text
 signature (`serve_text_pair` with --text_b_column) in batches; writes
-`{output_prefix}-00000-of-NNNNN.jsonl` (or .tfrecord) shards, one row per
+`{output_prefix}-00000-of-NNNNN.jsonl` (or .tfrecord, .parquet) shards, one row per
 text with its key (`file:line`, or --key_column's value), and
 `{output_prefix}.manifest.json` last, which marks the result complete.
 
@@ -48,10 +48,10 @@ def define_flags(fv):
     flags.DEFINE_string("input_format", None, "txt, csv, tsv, jsonl or tfrecord (default: from each file's name).", **define)
     flags.DEFINE_string("text_column", "text", "csv/tsv/jsonl column, or tf.Example bytes feature, of the text.", **define)
     flags.DEFINE_string("text_b_column", None, "Column of a pair's second text: the export's serve_text_pair runs.", **define)
-    flags.DEFINE_string("key_column", None, "Column of each text's key (default: file:line, file:record for TFRecords).", **define)
+    flags.DEFINE_string("key_column", None, "Column of each text's key, unique per text (default: file:line, file:record for TFRecords).", **define)
     flags.DEFINE_string("saved_model_dir", None, "An export of bert-export: a version directory, or the model's directory (its highest version).", **define)
     flags.DEFINE_string("output_prefix", None, "Shards are {output_prefix}-00000-of-NNNNN.{format}; the manifest {output_prefix}.manifest.json.", **define)
-    flags.DEFINE_enum("output_format", "jsonl", ["jsonl", "tfrecord"], "Rows as JSON lines, or as tf.Examples (each output flattened into one feature).", **define)
+    flags.DEFINE_enum("output_format", "jsonl", ["jsonl", "tfrecord", "parquet"], "Rows as JSON lines, as tf.Examples (each output flattened into one feature), or as Parquet (pyarrow: the [beam] extra).", **define)
     flags.DEFINE_string("outputs", None, "Comma list of the signature's outputs to write (default: all).", **define)
     flags.DEFINE_integer("num_shards", 4, "Output files.", **define)
     flags.DEFINE_integer("batch_size", 32, "Texts per call of the export (with --beam, Beam's min and max batch size).", **define)

@@ -6,7 +6,7 @@ Inputs: txt/csv/tsv/jsonl/TFRecord files (`data/text_inputs.py`), each text
 keyed by `file:line` or a key column. The model: an export of `bert-export`,
 run through its raw-text signature (`serving/raw_text_inference.py`), so
 that Beam's workers load it with TensorFlow and TF Text alone. Outputs:
-`{output_prefix}-00000-of-NNNNN.jsonl` (or `.tfrecord`) shards, one row per
+`{output_prefix}-00000-of-NNNNN.jsonl` (or `.tfrecord`, `.parquet`) shards, one row per
 text, `{"key": ..., <output>: ...}`, and `{output_prefix}.manifest.json`
 written last: until the manifest is there, nothing says the output is
 complete. Shards are written under temporary names and renamed when complete
@@ -45,7 +45,7 @@ from keras_bert_impl.serving.raw_text_inference import (
     resolve_saved_model_dir,
 )
 
-OUTPUT_FORMATS = ("jsonl", "tfrecord")
+OUTPUT_FORMATS = ("jsonl", "tfrecord", "parquet")
 KEY = "key"
 
 
@@ -107,8 +107,27 @@ def _flatten(value):
     return [value]
 
 
-def _output_names(saved_model_dir, signature_name, outputs):
-    available = raw_text_outputs(saved_model_dir, signature_name)
+_ARROW_TYPES = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64", "string": "string",
+                "bool": "bool_"}
+
+
+def parquet_schema(output_types):
+    """The Arrow schema of the rows: `key` a string, each output its dtype, as lists for each axis past the batch.
+
+    Args:
+        output_types: `{output name: (dtype name, rank)}`, as `raw_text_outputs` gives.
+    """
+    pa = extras.import_extra("pyarrow", "beam", "--output_format=parquet")
+    fields = [pa.field(KEY, pa.string())]
+    for name, (dtype, rank) in output_types.items():
+        arrow_type = getattr(pa, _ARROW_TYPES[dtype])()
+        for _ in range(rank - 1):
+            arrow_type = pa.list_(arrow_type)
+        fields.append(pa.field(name, arrow_type))
+    return pa.schema(fields)
+
+
+def _output_names(saved_model_dir, signature_name, available, outputs):
     if not outputs:
         return list(available)
     unknown = [name for name in outputs if name not in available]
@@ -181,18 +200,39 @@ def _batches(input_files, batch_size, read_options):
 class _ShardFiles:
     """The shards of one process, each under a temporary name until all are complete."""
 
-    def __init__(self, paths, output_format):
+    def __init__(self, paths, output_format, schema=None):
         self.paths = paths
         self.output_format = output_format
         if output_format == "tfrecord":
             self._writers = [TFRecordFileWriter(path) for path in paths]
+            return
+        self._temporary = [temporary_path(path) for path in paths]
+        if output_format == "parquet":
+            import pyarrow.parquet
+
+            self._files = [filesystem.open_file(path, "wb") for path in self._temporary]
+            self._writers = [pyarrow.parquet.ParquetWriter(f, schema) for f in self._files]
         else:
-            self._temporary = [temporary_path(path) for path in paths]
             self._writers = [filesystem.open_file(path, "w", newline="") for path in self._temporary]
 
-    def write(self, shard, row):
-        record = encode_row(row, self.output_format)
-        self._writers[shard].write(record if self.output_format == "tfrecord" else record + "\n")
+    def write(self, rows_by_shard):
+        """Writes `{shard: [row, ...]}`."""
+        for shard, rows in rows_by_shard.items():
+            if self.output_format == "parquet":
+                import pyarrow
+
+                self._writers[shard].write_table(pyarrow.Table.from_pylist(rows, schema=self._writers[shard].schema))
+            elif self.output_format == "tfrecord":
+                for row in rows:
+                    self._writers[shard].write(encode_row(row, "tfrecord"))
+            else:
+                self._writers[shard].write("".join(encode_row(row, "jsonl") + "\n" for row in rows))
+
+    def _close_files(self):
+        for writer in self._writers:
+            writer.close()
+        for f in getattr(self, "_files", ()):
+            f.close()
 
     def publish(self):
         """Closes every shard, then renames each: no shard is final before all are complete."""
@@ -202,33 +242,35 @@ class _ShardFiles:
             for writer in self._writers:
                 writer.publish()
             return
-        for f in self._writers:
-            f.close()
+        self._close_files()
         for temporary, path in zip(self._temporary, self.paths):
             filesystem.rename(temporary, path)
 
     def abort(self):
-        for index, writer in enumerate(self._writers):
-            if self.output_format == "tfrecord":
+        if self.output_format == "tfrecord":
+            for writer in self._writers:
                 writer.abort()
-            else:
-                writer.close()
-                filesystem.remove(self._temporary[index], missing_ok=True)
+            return
+        self._close_files()
+        for temporary in self._temporary:
+            filesystem.remove(temporary, missing_ok=True)
 
 
 def _predict_in_process(input_files, paths, saved_model_dir, signature_name, output_names, batch_size,
-                        read_options, output_format):
+                        read_options, output_format, schema):
     load, predict = raw_text_functions()
     model = load(saved_model_dir)
-    shards = _ShardFiles(paths, output_format)
+    shards = _ShardFiles(paths, output_format, schema)
     records = 0
     try:
         for batch in _batches(input_files, batch_size, read_options):
             texts_b = [keyed.text_b for keyed in batch] if signature_name == PAIR_SIGNATURE else None
             rows = predict(model, signature_name, [keyed.text for keyed in batch], texts_b, output_names)
+            rows_by_shard = {}
             for keyed, row in zip(batch, rows):
-                shards.write(records % len(paths), {KEY: keyed.key, **row})
+                rows_by_shard.setdefault(records % len(paths), []).append({KEY: keyed.key, **row})
                 records += 1
+            shards.write(rows_by_shard)
     except BaseException:
         shards.abort()
         raise
@@ -247,11 +289,11 @@ def _output_row(keyed_result):
 
 
 def _predict_on_beam(input_files, output_prefix, num_shards, saved_model_dir, signature_name, output_names,
-                     batch_size, read_options, output_format, manifest_path, description, pipeline_args):
+                     batch_size, read_options, output_format, schema, manifest_path, description, pipeline_args):
     handler = beam_model_handler(saved_model_dir, signature_name, output_names, batch_size)
     try:
         _run_pipeline(pipeline_args, input_files, output_prefix, num_shards, handler, read_options, output_format,
-                      manifest_path, description)
+                      schema, manifest_path, description)
     except Exception as error:  # noqa: BLE001: a runner reports a worker's error as its own type, with the text
         ours = worker_error(error)
         if ours is None:
@@ -277,7 +319,7 @@ def worker_error(error):
 
 
 def _run_pipeline(pipeline_args, input_files, output_prefix, num_shards, handler, read_options, output_format,
-                  manifest_path, description):
+                  schema, manifest_path, description):
     beam = extras.import_extra("apache_beam", "beam", "--beam")
     from apache_beam.ml.inference.base import RunInference
     from apache_beam.options.pipeline_options import PipelineOptions
@@ -293,11 +335,14 @@ def _run_pipeline(pipeline_args, input_files, output_prefix, num_shards, handler
             | "Predict" >> RunInference(handler)
             | "Rows" >> beam.Map(_output_row)
         )
-        encoded = rows | "Encode" >> beam.Map(encode_row, output_format)
-        if output_format == "tfrecord":
-            written = encoded | "Write" >> beam.io.WriteToTFRecord(output_prefix, **sink_options)
+        if output_format == "parquet":
+            written = rows | "Write" >> beam.io.WriteToParquet(output_prefix, schema, **sink_options)
+        elif output_format == "tfrecord":
+            written = rows | "Encode" >> beam.Map(encode_row, output_format) | "Write" >> beam.io.WriteToTFRecord(
+                output_prefix, **sink_options)
         else:
-            written = encoded | "Write" >> beam.io.WriteToText(output_prefix, **sink_options)
+            written = rows | "Encode" >> beam.Map(encode_row, output_format) | "Write" >> beam.io.WriteToText(
+                output_prefix, **sink_options)
         count = rows | "Count" >> beam.combiners.Count.Globally()
         (
             written
@@ -335,7 +380,8 @@ def predict_corpus(
             tf.Example features) of the text, the pair's second text (the
             export's `serve_text_pair` then runs) and the key (default `file:line`).
         outputs: The signature's outputs to write; None: all.
-        output_format: `jsonl` or `tfrecord`.
+        output_format: `jsonl`, `tfrecord` or `parquet` (pyarrow, which the
+            `[beam]` extra installs).
         num_shards: Output files.
         batch_size: Texts per call of the signature (Beam's min and max batch size).
         overwrite: Write over a complete earlier result.
@@ -356,7 +402,9 @@ def predict_corpus(
         raise ValueError("num_shards and batch_size must be positive")
     saved_model_dir = resolve_saved_model_dir(saved_model_dir)
     signature_name = PAIR_SIGNATURE if text_b_column else TEXT_SIGNATURE
-    output_names = _output_names(saved_model_dir, signature_name, outputs)
+    output_types = raw_text_outputs(saved_model_dir, signature_name)
+    output_names = _output_names(saved_model_dir, signature_name, output_types, outputs)
+    schema = parquet_schema({name: output_types[name] for name in output_names}) if output_format == "parquet" else None
     input_files = [path for path, _ in match_input_files(input_file)]
     read_options = dict(input_format=input_format, text_column=text_column, text_b_column=text_b_column,
                         key_column=key_column)
@@ -369,12 +417,13 @@ def predict_corpus(
         try:
             if beam:
                 _predict_on_beam(input_files, output_prefix, num_shards, saved_model_dir, signature_name, output_names,
-                                 batch_size, read_options, output_format, manifest_path, description, pipeline_args)
+                                 batch_size, read_options, output_format, schema, manifest_path, description,
+                                 pipeline_args)
                 with filesystem.open_file(manifest_path) as f:
                     records = json.load(f)["records"]
             else:
                 records = _predict_in_process(input_files, paths, saved_model_dir, signature_name, output_names,
-                                              batch_size, read_options, output_format)
+                                              batch_size, read_options, output_format, schema)
                 write_manifest(paths, records, manifest_path, description)
         except BaseException:
             remove_unfinished(output_prefix)  # a failed run leaves nothing (what a killed one leaves, the next run removes)

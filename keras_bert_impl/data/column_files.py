@@ -70,7 +70,7 @@ def jsonl_rows(path):
         yield line_number, row
 
 
-def _text(value, source):
+def text_value(value, source):
     """A column value as text: strings as they are, JSON numbers and booleans as written."""
     if isinstance(value, str):
         return value
@@ -126,16 +126,16 @@ class ColumnDataset:
             for column in needed:
                 if column not in row:
                     raise InputFileError(f"{source}: no column {column!r} (has {', '.join(map(repr, row))})")
-            text_b = _text(row[self.text_b_column], source) if self.text_b_column else None
+            text_b = text_value(row[self.text_b_column], source) if self.text_b_column else None
             if split == "test":
                 label = placeholder_label(self)
             elif self.labels is None:
-                label = _text(row[self.label_column], source)
+                label = text_value(row[self.label_column], source)
             else:
-                label = parse_label(self, _text(row[self.label_column], source), source)
+                label = parse_label(self, text_value(row[self.label_column], source), source)
             examples.append(
                 ClassifierExample(
-                    len(examples), _text(row[self.text_a_column], source), text_b,
+                    len(examples), text_value(row[self.text_a_column], source), text_b,
                     guid=f"{split}-{len(examples)}", label=label, source=source,
                 )
             )

@@ -18,7 +18,7 @@ Example:
 
 import collections
 
-from keras_bert_impl.data.column_files import delimited_rows, jsonl_rows
+from keras_bert_impl.data.column_files import delimited_rows, jsonl_rows, text_value
 from keras_bert_impl.data.tfrecord_files import read_records
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.io import read_utf8_lines
@@ -54,12 +54,7 @@ def input_format_of(path, input_format=None):
 def _column(row, column, source):
     if column not in row:
         raise InputFileError(f"{source}: no column {column!r} (has {', '.join(map(repr, row))})")
-    value = row[column]
-    if not isinstance(value, str):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise InputFileError(f"{source}: column {column!r}: expected text, got {type(value).__name__}")
-        value = str(value)
-    return value
+    return text_value(row[column], f"{source}: column {column!r}")
 
 
 def _feature_text(example, name, source):

@@ -33,7 +33,7 @@ def corpus(tmp_path):
     """A txt file (a blank line in it) and a jsonl file with a key column: `(input_file flag, {key: text})`."""
     txt, jsonl = tmp_path / "in" / "a.txt", tmp_path / "in" / "b.jsonl"
     txt.parent.mkdir()
-    txt.write_text("\n".join(TEXTS[:4][:2] + [""] + TEXTS[2:4]) + "\n", encoding="utf-8")
+    txt.write_text("\n".join(TEXTS[:2] + [""] + TEXTS[2:4]) + "\n", encoding="utf-8")
     jsonl.write_text("".join(json.dumps({"id": f"doc-{i}", "review": t}) + "\n" for i, t in enumerate(TEXTS[4:])),
                      encoding="utf-8")
     expected = {f"{txt}:1": TEXTS[0], f"{txt}:2": TEXTS[1], f"{txt}:4": TEXTS[2], f"{txt}:5": TEXTS[3]}

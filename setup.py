@@ -51,7 +51,7 @@ EXTRAS = {
     # create_pretraining_data --beam (DirectRunner here; Dataflow/Flink/Spark by
     # options). It caps protobuf below 7 and pyarrow below 26, which TensorFlow
     # 2.20 and the rest accept (measured in docs/PACKAGING.md).
-    "beam": ["apache-beam>=2.77"],
+    "beam": ["apache-beam>=2.77", "pyarrow>=14"],  # pyarrow: bert-predict --output_format=parquet
 }
 # The oracles the tests compare against (tf-models-official: the original's
 # tokenizer, processors, squad_lib and encoder; keras-hub's BertBackbone;
@@ -130,6 +130,7 @@ setup(
             "bert-figures=keras_bert_impl_tools.make_figures:console_main",
             "bert-predict-saved-model=keras_bert_impl_tools.predict_saved_model:console_main",
             "bert-cache=keras_bert_impl_tools.cache:console_main",
+            "bert-predict=keras_bert_impl_tools.predict:console_main",
         ],
     },
 )

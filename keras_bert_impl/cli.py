@@ -79,6 +79,28 @@ def parse_flags(define, argv=None, prog=None, description=""):
     return fv
 
 
+def parse_flags_with_pipeline_args(define, argv=None, prog=None, description=""):
+    """`parse_flags` for a tool with `--beam`: with `--beam`, the flags the tool does not define are Beam's.
+
+    Returns:
+        `(flag values, pipeline args)`: the flags the tool does not know
+        (`--runner=DataflowRunner --project=...`) as Beam pipeline options
+        with `--beam`; without it they are refused as by `parse_flags`.
+    """
+    prog = prog or os.path.basename(sys.argv[0])
+    argv = list(sys.argv[1:] if argv is None else argv)
+    probe = flags.FlagValues()
+    define(probe)
+    try:
+        rest = probe([prog] + argv, known_only=True)[1:]
+    except flags.Error as error:
+        raise FlagError(str(error).splitlines()[0]) from None
+    help_asked = any(arg.lstrip("-").split("=")[0] in (*_HELP_FLAGS, "h", "?") for arg in rest)
+    if not probe.beam or help_asked:
+        return parse_flags(define, argv, prog=prog, description=description), []
+    return probe, rest
+
+
 def require(fv, *names):
     """Raises `FlagError` naming every flag of `names` left unset or empty."""
     missing = [f"--{name}" for name in names if fv[name].value in (None, "")]

@@ -40,6 +40,7 @@ def minilm_dir():
 # collected last would run alone at the end while the other worker idles.
 LONGEST_FILES_FIRST = (
     "test_run_pretraining.py",
+    "test_predict_corpus.py",
     "test_text_classifier.py",
     "test_serving.py",
     "test_run_classifier.py",

@@ -355,7 +355,7 @@ def command_problems(words):
     known = defined_flags(script)
     unknown = [flag_name(word) for word in arguments if word.strip("[").startswith("--")]
     unknown = [name for name in unknown if name not in known]
-    if unknown and program == "bert-create-pretraining-data" and "--beam" in arguments:
+    if unknown and program in ("bert-create-pretraining-data", "bert-predict") and "--beam" in arguments:
         unknown = [name for name in unknown if name not in beam_pipeline_options()]
     return [f"{program}: --{name} is not a flag of {script}" for name in unknown]
 

@@ -27,6 +27,7 @@ OUR_PACKAGES = {"keras_bert_impl", "keras_bert_impl_tools", "tools", "tests"}
 # named here: the package imports and its other tools run without them.
 OPTIONAL_IMPORTS = {
     "apache_beam": "beam",  # create_pretraining_data --beam
+    "pyarrow": "beam",  # bert-predict --output_format=parquet (Beam installs it)
     "tensorflow_datasets": "tfds",  # run_classifier's TFDS inputs
     "matplotlib": "demo",  # bert-figures
     "sklearn": "demo",  # bert-tfidf-baseline

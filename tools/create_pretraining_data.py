@@ -33,7 +33,7 @@ import sys
 
 from absl import flags
 
-from keras_bert_impl.cli import FlagError, flag_values, parse_flags, require, run_tool
+from keras_bert_impl.cli import FlagError, flag_values, parse_flags_with_pipeline_args, require, run_tool
 from keras_bert_impl.jobs.create_pretraining_data import create_pretraining_data
 
 PROG = "create_pretraining_data"
@@ -70,23 +70,8 @@ def define_flags(fv):
     flags.DEFINE_boolean("progress", sys.stderr.isatty(), "Show a progress line on stderr.", **define)
 
 
-def parse_with_pipeline_args(argv):
-    """The parsed flags and, with --beam, the flags this tool does not know (Beam's)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    probe = flags.FlagValues()
-    define_flags(probe)
-    try:
-        rest = probe([PROG] + argv, known_only=True)[1:]
-    except flags.Error as error:
-        raise FlagError(str(error).splitlines()[0]) from None
-    help_asked = any(arg.lstrip("-").split("=")[0] in ("help", "helpshort", "helpfull", "h", "?") for arg in rest)
-    if not probe.beam or help_asked:
-        return parse_flags(define_flags, argv, prog=PROG, description=__doc__), []
-    return probe, rest
-
-
 def main(argv=None):
-    fv, pipeline_args = parse_with_pipeline_args(argv)
+    fv, pipeline_args = parse_flags_with_pipeline_args(define_flags, argv, prog=PROG, description=__doc__)
     require(fv, "input_file", "output_file", "vocab_file")
     sharded = fv.scalable or fv.beam
     for flag in SHARDING_FLAGS:

@@ -56,7 +56,7 @@ def delimited_rows(path, file_format):
         raise InputFileError(f"{path}: empty file, expected a header line")
 
 
-def _jsonl_rows(path):
+def jsonl_rows(path):
     """Yields `(line_number, object)` of a JSON-lines file (blank lines skipped)."""
     for line_number, text in _open_lines(path):
         if not text.strip():
@@ -72,10 +72,10 @@ def _jsonl_rows(path):
 
 def table_rows(path, file_format):
     """Yields `(line_number, {column: value})` of a `csv`, `tsv` (header line) or `jsonl` file."""
-    return _jsonl_rows(path) if file_format == "jsonl" else delimited_rows(path, file_format)
+    return jsonl_rows(path) if file_format == "jsonl" else delimited_rows(path, file_format)
 
 
-def _text(value, source):
+def text_value(value, source):
     """A column value as text: strings as they are, JSON numbers and booleans as written."""
     if isinstance(value, str):
         return value
@@ -130,16 +130,16 @@ class ColumnDataset:
             for column in needed:
                 if column not in row:
                     raise InputFileError(f"{source}: no column {column!r} (has {', '.join(map(repr, row))})")
-            text_b = _text(row[self.text_b_column], source) if self.text_b_column else None
+            text_b = text_value(row[self.text_b_column], source) if self.text_b_column else None
             if split == "test":
                 label = placeholder_label(self)
             elif self.labels is None:
-                label = _text(row[self.label_column], source)
+                label = text_value(row[self.label_column], source)
             else:
-                label = parse_label(self, _text(row[self.label_column], source), source)
+                label = parse_label(self, text_value(row[self.label_column], source), source)
             examples.append(
                 ClassifierExample(
-                    len(examples), _text(row[self.text_a_column], source), text_b,
+                    len(examples), text_value(row[self.text_a_column], source), text_b,
                     guid=f"{split}-{len(examples)}", label=label, source=source,
                 )
             )

@@ -23,7 +23,7 @@ import numpy as np
 
 from keras_bert_impl import filesystem
 from keras_bert_impl.data.classification_examples import SPLITS
-from keras_bert_impl.data.column_files import _text, table_rows
+from keras_bert_impl.data.column_files import table_rows, text_value
 from keras_bert_impl.errors import InputFileError
 
 
@@ -93,8 +93,8 @@ class MultiLabelDataset:
                 if column is not None and column not in row:
                     raise InputFileError(f"{source}: {column}: no such column (has {', '.join(map(repr, row))})")
             labels = () if split == "test" else self._labels(row, source)
-            text_b = _text(row[self.text_b_column], source) if self.text_b_column else None
-            examples.append(MultiLabelExample(len(examples), _text(row[self.text_a_column], source), text_b,
+            text_b = text_value(row[self.text_b_column], source) if self.text_b_column else None
+            examples.append(MultiLabelExample(len(examples), text_value(row[self.text_a_column], source), text_b,
                                               labels, source))
         return examples
 
@@ -104,7 +104,7 @@ class MultiLabelDataset:
             for column in self.label_columns:
                 if column not in row:
                     raise InputFileError(f"{source}: {column}: no such column")
-                value = _text(row[column], f"{source}: {column}").strip()
+                value = text_value(row[column], f"{source}: {column}").strip()
                 if value not in ("0", "1", "true", "false", "0.0", "1.0"):
                     raise InputFileError(f"{source}: {column}: {value!r} is not 0 or 1")
                 if value in ("1", "true", "1.0"):
@@ -114,9 +114,9 @@ class MultiLabelDataset:
             raise InputFileError(f"{source}: {self.label_column}: no such column")
         value = row[self.label_column]
         if isinstance(value, list):
-            names = [_text(name, f"{source}: {self.label_column}").strip() for name in value]
+            names = [text_value(name, f"{source}: {self.label_column}").strip() for name in value]
         else:
-            text = _text(value, f"{source}: {self.label_column}")
+            text = text_value(value, f"{source}: {self.label_column}")
             names = [name.strip() for name in text.split(self.delimiter)] if text.strip() else []
         if "" in names:
             raise InputFileError(f"{source}: {self.label_column}: an empty label name in {value!r}")

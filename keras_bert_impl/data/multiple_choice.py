@@ -18,7 +18,7 @@ Example:
 import dataclasses
 
 from keras_bert_impl import filesystem
-from keras_bert_impl.data.column_files import _text, table_rows
+from keras_bert_impl.data.column_files import table_rows, text_value
 from keras_bert_impl.errors import InputFileError
 
 
@@ -123,7 +123,7 @@ def _field(row, column, source):
     """A non-empty text field."""
     if column not in row:
         raise InputFileError(f"{source}: {column}: no such column (has {', '.join(map(repr, row))})")
-    text = _text(row[column], f"{source}: {column}")
+    text = text_value(row[column], f"{source}: {column}")
     if not text.strip():
         raise InputFileError(f"{source}: {column}: empty")
     return text
@@ -150,7 +150,7 @@ def _choices(row, columns, source):
     if columns.choice_prefix_column is not None:
         if columns.choice_prefix_column not in row:
             raise InputFileError(f"{source}: {columns.choice_prefix_column}: no such column")
-        prefix = _text(row[columns.choice_prefix_column], f"{source}: {columns.choice_prefix_column}")
+        prefix = text_value(row[columns.choice_prefix_column], f"{source}: {columns.choice_prefix_column}")
         if prefix.strip():
             choices = [f"{prefix.strip()} {choice.strip()}" for choice in choices]
     return tuple(choices)

@@ -7,11 +7,16 @@ is published whole and never overwritten) and lists the model in the export
 base's `models.config` (`serving.tf_serving_files`).
 
 How the graph computes is an `inference.plan.InferencePlan`
-(`plan.export_plan`): float32 or bfloat16 (by default the faster one on the
-exporting CPU), per-token work on real tokens only for a batch with
-padding, Dense kernels as variables that oneDNN's products pack once
-(`inference.packed_kernels`) or as graph constants; `export_metadata.json`
-says which, beside the CPU it was chosen for. TF Serving ignores that file;
+(`plan.export_plan`). By default it does not depend on the machine that
+writes it: the model's own precision (float32 from a checkpoint), per-token
+work on real tokens only for a batch with padding, the Dense kernels plain
+variables: stock TensorFlow ops that TF Serving runs on a CPU or a GPU.
+This CPU's fastest form is asked for by name (`optimize_for="this_cpu"`:
+bfloat16 where its bf16 units outrun float32, Dense kernels as variables
+that oneDNN's products pack once, `inference.packed_kernels`, or as graph
+constants), as are a precision and each kernel form; `export_metadata.json`
+says which, what the export needs to run ("needs") and the CPU it was
+written on. TF Serving ignores that file;
 the bfloat16 graph holds its weights in bfloat16 but
 for the LayerNorms' (`inference.precision`). An int8 export
 (`inference.int8`) holds the encoder's Dense kernels as int8 variables (or,
@@ -68,14 +73,30 @@ from keras_bert_impl.tokenization.in_graph import InGraphTokenizer
 from keras_bert_impl.tokenization.preprocessor import shared_tables
 
 METADATA_FILE = "export_metadata.json"
-# Said after every export (measured: docs/BENCHMARKS.md, "One intra-op thread per request", "Each request's ops
-# in the thread that sent it" and, for float32, "`make_inference_function` in the calling thread").
+# Said after every export, by the model's width (measured per form and size: docs/BENCHMARKS.md, "Portable export
+# against this CPU's form"): one intra-op thread per request paid for a MiniLM-sized model in every form and cost
+# a BERT-base-sized one a third to two thirds more time per text, whose products are worth splitting across cores.
+ONLINE_THREADS_MAX_WIDTH = 384
 ONLINE_THREADS_HINT = (
     "for online traffic on a CPU (a text or a few a request, several clients at once) start TF Serving with "
     "--tensorflow_intra_op_parallelism=1 --tensorflow_inter_op_parallelism=-1: each request keeps a core and runs "
-    "its ops in the thread that received it, with no hand-offs between threads (MiniLM, two cores: one text "
-    "4.2 against 5.6 ms with the defaults in int8, 10.7 against 12.6 in float32; two clients at once 1.4x the "
-    "texts/s in float32); a server whose requests are batches keeps both defaults")
+    "its ops in the thread that received it, with no hand-offs between threads (a model this narrow: one text "
+    "faster so in every form measured); a server whose requests are batches keeps both defaults")
+DEFAULT_THREADS_HINT = (
+    "on a CPU, keep TF Serving's default threads, online traffic included: each product of a model this wide "
+    "gains from every core, and --tensorflow_intra_op_parallelism=1 made one text of a BERT-base-sized export "
+    "slower (docs/BENCHMARKS.md, \"Portable export against this CPU's form\")")
+
+
+def threads_hint(bert_config):
+    """The TF Serving thread settings that fit an export of a model with `bert_config` (one line, measured).
+
+    Example:
+    >>> from keras_bert_impl.config import BertConfig
+    >>> threads_hint(BertConfig(vocab_size=30, hidden_size=768)) == DEFAULT_THREADS_HINT
+    True
+    """
+    return ONLINE_THREADS_HINT if bert_config.hidden_size <= ONLINE_THREADS_MAX_WIDTH else DEFAULT_THREADS_HINT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,31 +113,41 @@ class ExportOptions:
         tables: Optional precomputed `in_graph.build_tables()`.
         serving_base_path: Where TF Serving sees the export base, for
             `models.config` (see `tf_serving_files.write_models_config`).
-        precision: "float32", "bfloat16" or "auto" (`inference.plan.
-            default_precision`: bfloat16 on a CPU with AMX or AMD's AVX-512
-            bf16 that TensorFlow's oneDNN kernels run); a model in another
-            precision is rebuilt in this one (`in_precision`). Default: the
-            model's own.
+        precision: "float32", "bfloat16", "int8" or "auto" (this CPU's
+            fastest, `inference.plan.default_precision`: bfloat16 on a CPU
+            with AMX or AMD's AVX-512 bf16 that TensorFlow's oneDNN kernels
+            run); a model in another precision is rebuilt in this one
+            (`in_precision`). Default: the model's own ("auto" with
+            `optimize_for="this_cpu"`).
+        optimize_for: "portable" (the default: a graph of stock ops that
+            does not depend on the exporting machine, CPU or GPU) or
+            "this_cpu": this machine's fastest form, as
+            `inference.plan.export_plan` chooses it (its precision, packed
+            or constant kernels, oneDNN's LayerNorm and softmax forms).
+            Written to the export's metadata with what it needs to run.
         skip_padding: Whether a batch with padding runs the encoder's
             per-token work on its real tokens only (`BertServingModule`);
-            default: on a CPU, not where a GPU or TPU is visible, where the
-            gathers can cost more than the padding (docs/BENCHMARKS.md).
+            default: on (stock ops); with "this_cpu", on a CPU, not where a
+            GPU or TPU is visible, where the gathers can cost more than the
+            padding (docs/BENCHMARKS.md).
             Written to the export's metadata.
         constant_kernels: Whether the graph holds the Dense kernels as
             constants, which oneDNN packs once and multiplies with its
             blocked kernels, on AMX tiles where the CPU has them
             (`inference.constant_kernels`, docs/BENCHMARKS.md). Default:
-            where no GPU or TPU is visible and they (one copy) take at most
-            `inference.plan.MAX_CONSTANT_BYTES`, unless packed (below).
+            off; with "this_cpu", where no GPU or TPU is visible and they
+            (one copy) take at most `inference.plan.MAX_CONSTANT_BYTES`,
+            unless packed (below).
             Written to the export's metadata.
         packed_kernels: Whether the Dense kernels stay variables that
             oneDNN's products pack once, as it packs constants (as fast, in
             a fraction of the memory; `inference.packed_kernels`): the
             export then needs TensorFlow's oneDNN kernels (any stock x86
-            TensorFlow or TF Serving). Default: where TensorFlow's oneDNN
-            kernels run this machine's graphs (no GPU or TPU visible), in
-            float32 and bfloat16, and for int8 (its int8 kernels as
-            variables) everywhere, unless `constant_kernels` is on.
+            TensorFlow or TF Serving; CPU only). Default: for int8 (its int8
+            kernels as variables) unless `constant_kernels` is on; with
+            "this_cpu" also where TensorFlow's oneDNN kernels run this
+            machine's graphs (no GPU or TPU visible), in float32 and
+            bfloat16.
             Written to the export's metadata.
         calibration_texts: For precision "int8": texts of the task (one
             request each) whose activations fix each product's input range
@@ -145,6 +176,7 @@ class ExportOptions:
     tables: object = None
     serving_base_path: str = DEFAULT_SERVING_BASE_PATH
     precision: str = None
+    optimize_for: str = inference_plan.PORTABLE
     skip_padding: bool = None
     constant_kernels: bool = None
     packed_kernels: bool = None
@@ -194,7 +226,10 @@ def export_metadata(task, plan, options, int8_report=None):
         "precision": precision,
         "dtype_policy": inference_plan.DTYPE_POLICIES[compute_precision(precision)],
         "weights_dtype": weights.get(precision, "bfloat16 (LayerNorm float32)"),
+        "optimized_for": options.optimize_for,
+        "needs": inference_plan.export_needs(plan),
         "skips_padding": plan.padding_free,
+        "onednn_forms": plan.onednn_forms,
         "kernels": ("graph constants" if plan.constant_kernels
                     else "int8 variables, packed once by oneDNN's _QuantizedMatMul"
                     if plan.packed_kernels and precision == inference_plan.INT8
@@ -211,6 +246,16 @@ def export_metadata(task, plan, options, int8_report=None):
     if int8_report is not None:
         metadata["int8"] = int8_report
     return metadata
+
+
+def read_export_metadata(version_dir):
+    """The `assets.extra/export_metadata.json` of an export's version directory, as a dict.
+
+    Args:
+        version_dir: `saved_models/<name>/<version>`.
+    """
+    with filesystem.open_file(filesystem.join(version_dir, "assets.extra", METADATA_FILE)) as f:
+        return json.load(f)
 
 
 def int8_calibration(module, model, texts, percentile, smoothing_alpha=None, batch_size=32):
@@ -338,7 +383,7 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
                           f"and at most the model's {what} {positions}")
     try:
         plan = inference_plan.export_plan(model, options.precision, options.skip_padding, options.constant_kernels,
-                                          packed_kernels=options.packed_kernels)
+                                          packed_kernels=options.packed_kernels, optimize_for=options.optimize_for)
     except ValueError as error:
         raise ExportError(str(error)) from None
     calibration = options.calibration_texts
@@ -388,6 +433,7 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
             return BertServingModule(
                 served, task, tokenizer, options.max_seq_length, special_ids,
                 labels_path=labels_path, skip_padding=plan.padding_free, constant_kernels=constant_kernels,
+                onednn_forms=plan.onednn_forms,
                 special_tokens=special_tokens, vocabulary=tokens,
             )
 
@@ -414,12 +460,13 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
                 log("Dense kernels as variables that oneDNN's products pack once (_MklNativeFusedMatMul): the export "
                     "needs TensorFlow's oneDNN kernels, as every stock x86 TensorFlow and TF Serving has "
                     "(--nopacked_kernels: a graph of stock ops only)")
-            if log and kernels is None and plan.onednn_forms:
-                log(f"Dense kernels as variables: a server started with {hardware.FROZEN_WEIGHTS_ENV}=1 packs them "
+            if log and kernels is None:
+                log(f"Dense kernels as variables: on a CPU whose TensorFlow runs oneDNN's kernels, a server started "
+                    f"with {hardware.FROZEN_WEIGHTS_ENV}=1 packs them "
                     f"once, as constants are (about as fast, in less memory; never in a process that trains; "
                     f"docs/BENCHMARKS.md, 'Memory that holds')")
         if log:
-            log(ONLINE_THREADS_HINT)
+            log(threads_hint(model.bert_config))
         signatures = module.signatures()
         tf.saved_model.save(module, staging, signatures=signatures)
         if task in SIGNATURE_METHODS:
@@ -526,12 +573,13 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
             (`checkpoints.keras_file`), whose config must equal
             `bert_config_file`'s.
         export_dir: `saved_models/<model_name>`.
-        options: `ExportOptions`; default `ExportOptions(precision="auto")`.
-            Its `precision` ("auto": `inference.plan.default_precision`,
-            bfloat16 on a CPU with AMX or AMD's AVX-512 bf16 and
-            TensorFlow's oneDNN rewrites on, else float32; None: "auto";
-            "int8": built in float32, its encoder's products exported in
-            int8) is what the model is built and exported in.
+        options: `ExportOptions`; default `ExportOptions()` (portable,
+            float32). Its `precision` (None: float32, or with
+            `optimize_for="this_cpu"` "auto"; "auto":
+            `inference.plan.default_precision`, bfloat16 on a CPU with AMX or
+            AMD's AVX-512 bf16 and TensorFlow's oneDNN rewrites on, else
+            float32; "int8": built in float32, its encoder's products
+            exported in int8) is what the model is built and exported in.
         num_labels: Classes, where the task has labels (`options.label_names`
             wins, and without them the `label_list.txt` beside
             `init_checkpoint`: `release_label_names`).
@@ -550,7 +598,7 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
     from keras_bert_impl.config import BertConfig
     from keras_bert_impl.io import check_max_seq_length
 
-    options = options or ExportOptions(precision="auto")
+    options = options or ExportOptions()
     if task not in exported_task_names():
         raise ExportError(f"--task {task!r} is not one of {', '.join(exported_task_names())}")
     version = options.version
@@ -569,7 +617,8 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
     try:
         precision = options.precision
         if precision != inference_plan.INT8:
-            precision = inference_plan.resolve_precision(precision or "auto")
+            this_cpu = options.optimize_for == inference_plan.THIS_CPU
+            precision = inference_plan.resolve_precision(precision or ("auto" if this_cpu else "float32"))
     except ValueError as error:
         raise ExportError(str(error)) from None
     label_names = options.label_names

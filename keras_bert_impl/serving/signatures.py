@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from keras_bert_impl.inference.constant_kernels import reading_as_constants
 from keras_bert_impl.inference.padding_free import call_skipping_padding, drop_unused_padding, real_tokens_only_set_to
+from keras_bert_impl.layers.onednn_forms import onednn_forms_set_to
 from keras_bert_impl.tasks.registry import exported_task_names, get_task
 from keras_bert_impl.tokenization.in_graph import InGraphTokenizer
 from keras_bert_impl.tokenization.preprocessor import pack_inputs, token_ids_with_masks
@@ -73,12 +74,16 @@ class BertServingModule(tf.Module):
             Either way the forward pass is one function that every
             signature calls, so the SavedModel holds it (and its kernels)
             once.
+        onednn_forms: Trace the LayerNorms and softmax in the forms oneDNN
+            runs as one kernel (`layers.onednn_forms`); False (the default):
+            Keras' own, whatever the model's layers are set to, so the graph
+            does not depend on the machine that traced it.
     """
 
     def __init__(
         self, model, task, tokenizer, max_seq_length, special_ids, labels_path=None,
         top_k=5, max_masks=8, max_answer_length=30, skip_padding=True, constant_kernels=None,
-        special_tokens=None, vocabulary=None,
+        special_tokens=None, vocabulary=None, onednn_forms=False,
     ):
         super().__init__(name=f"bert_{task}")
         self.spec = get_task(task)
@@ -100,6 +105,7 @@ class BertServingModule(tf.Module):
         self.tf_variables += list(getattr(constant_kernels, "variables", ()))
         self.task = task
         self.skip_padding = skip_padding
+        self.onednn_forms = bool(onednn_forms)
         object.__setattr__(self, "constant_kernels", constant_kernels)
         # Made by the first `forward`; in a plain list, which the SavedModel
         # saver does not look into: as an attribute it would trace it once
@@ -224,10 +230,11 @@ class BertServingModule(tf.Module):
         return self._shared_forward[0](inputs)
 
     def _forward(self, inputs):
-        if self.skip_padding:
-            return call_skipping_padding(self.model, inputs, constant_kernels=self.constant_kernels)
-        with real_tokens_only_set_to(self.model, False), reading_as_constants(self.constant_kernels):
-            return self.model(inputs, training=False)
+        with onednn_forms_set_to(self.model, self.onednn_forms):
+            if self.skip_padding:
+                return call_skipping_padding(self.model, inputs, constant_kernels=self.constant_kernels)
+            with real_tokens_only_set_to(self.model, False), reading_as_constants(self.constant_kernels):
+                return self.model(inputs, training=False)
 
     def outputs_from_examples(self, examples):
         """Task outputs for serialized tf.Examples with tf-models' feature names.

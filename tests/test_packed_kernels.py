@@ -17,7 +17,7 @@ import tensorflow as tf
 from scipy.special import erf
 
 from keras_bert_impl.inference import plan
-from keras_bert_impl.inference.int8 import self_attention_layers
+from keras_bert_impl.inference.encoder_layers import self_attention_layers
 from keras_bert_impl.inference.packed_kernels import PackedKernels, packed_product
 from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.models.pretraining import BertPretrainingModel

@@ -160,7 +160,7 @@ def main(argv=None):
     log = log_to_stderr("export_saved_model")
     calibration_texts = None
     if fv.calibration_file:
-        from keras_bert_impl.inference.int8 import read_calibration_texts
+        from keras_bert_impl.inference.int8_files import read_calibration_texts
 
         calibration_texts = read_calibration_texts(fv.calibration_file)
     options = ExportOptions(calibration_texts=calibration_texts, calibration_percentile=fv.calibration_percentile,

@@ -66,7 +66,7 @@ def test_kernels_are_read_once_and_biases_on_every_call(bert, padding_free):
     inputs = random_inputs(bert.bert_config, batch=3, seq=10)
     kernels = ConstantKernels(bert)
     if padding_free:
-        forward = make_padding_free_function(bert, jit_compile=False, constant_kernels=kernels)
+        forward = make_padding_free_function(bert, jit_compile=False, kernels=kernels)
     else:
         @tf.function(autograph=False)
         def forward(inputs):

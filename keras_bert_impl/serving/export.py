@@ -39,16 +39,9 @@ import tensorflow as tf
 from keras_bert_impl import filesystem, hardware
 from keras_bert_impl.inference import int8
 from keras_bert_impl.inference import plan as inference_plan
-from keras_bert_impl.inference.constant_kernels import ConstantKernels
-from keras_bert_impl.inference.packed_kernels import PackedKernels
+from keras_bert_impl.inference.forward import RebuildError, apply_plan
 from keras_bert_impl.inference.padding_free import real_tokens_only_set_to
-from keras_bert_impl.inference.precision import (
-    compute_precision,
-    copy_weights,
-    holds_weights_for,
-    inference_dtype_policy,
-    same_variable_layout,
-)
+from keras_bert_impl.inference.precision import compute_precision
 from keras_bert_impl.serving.session_model import SessionModelError
 from keras_bert_impl.serving.signatures import SIGNATURE_METHODS, BertServingModule
 from keras_bert_impl.serving.tf_serving_files import (
@@ -186,25 +179,42 @@ class ExportOptions:
     verify: bool = False
 
 
-def in_precision(model, spec, precision):
-    """`model` as an export in `precision` computes: itself, or a copy built for it.
+def planned_export_model(model, spec, plan, calibration=None):
+    """`model` as the export's `plan` runs it (`inference.forward.apply_plan`): a `PlannedModel`.
 
-    The copy is `spec.build_model` with `inference.precision.inference_dtype_policy`
-    (in bfloat16, the weights held rounded: no conversion on each request)
-    and `model`'s variables, matched one to one by path and shape.
+    Where the plan holds the weights otherwise than `model` (bfloat16), the
+    copy is `spec.build_model` in the plan's precision (the weights held
+    rounded: no conversion on each request), `model`'s variables matched one
+    to one by path and shape.
+
+    Args:
+        model: The task model exported.
+        spec: Its `tasks.spec.TaskSpec`.
+        plan: The export's `InferencePlan`.
+        calibration: For int8, as `apply_plan` takes it.
 
     Raises:
         ExportError: the rebuilt model's variables do not match `model`'s.
     """
-    if holds_weights_for(model, precision):
-        return model
     num_labels = int(model.outputs[0].shape[-1]) if spec.uses_labels else None
-    copy = spec.build_model(model.bert_config, num_labels, dtype=inference_dtype_policy(model, precision))
-    if not same_variable_layout(model, copy) or not holds_weights_for(copy, precision):
+    try:
+        return apply_plan(model, plan, rebuild=lambda dtype: spec.build_model(model.bert_config, num_labels,
+                                                                              dtype=dtype),
+                          calibration=calibration)
+    except RebuildError:
+        precision = compute_precision(plan.precision)
         raise ExportError(f"cannot rebuild {model.name!r} in {precision}: its variables are not a "
-                          f"{spec.name} model's; build it with dtype={inference_plan.DTYPE_POLICIES[precision]!r}")
-    copy_weights(model, copy)
-    return copy
+                          f"{spec.name} model's; build it with dtype={inference_plan.DTYPE_POLICIES[precision]!r}"
+                          ) from None
+
+
+def in_precision(model, spec, precision):
+    """`model` as an export in `precision` computes: itself, or a copy built for it (`planned_export_model`).
+
+    Raises:
+        ExportError: the rebuilt model's variables do not match `model`'s.
+    """
+    return planned_export_model(model, spec, inference_plan.InferencePlan(precision, held_weights=True)).model
 
 
 def export_metadata(task, plan, options, int8_report=None):
@@ -427,35 +437,33 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
         else:
             tokenizer, special_ids, special_tokens, tokens = variant
             mask_token = special_tokens.mask
-        served = in_precision(model, spec, compute_precision(plan.precision))
 
-        def serving_module(constant_kernels):
+        def serving_module(planned):
             return BertServingModule(
-                served, task, tokenizer, options.max_seq_length, special_ids,
-                labels_path=labels_path, skip_padding=plan.padding_free, constant_kernels=constant_kernels,
-                onednn_forms=plan.onednn_forms,
+                planned, task, tokenizer, options.max_seq_length, special_ids,
+                labels_path=labels_path, skip_padding=plan.padding_free,
                 special_tokens=special_tokens, vocabulary=tokens,
             )
 
         int8_report = None
+        texts = [text for text in calibration if text.strip()] if calibration else list(options.warmup_texts)
+        calibrate_on_texts = None
+        if plan.precision == inference_plan.INT8 and calibration:
+            # Tokenized as the export tokenizes, run through the model that the export runs.
+            calibrate_on_texts = lambda served: int8_calibration(  # noqa: E731
+                serving_module(served), served, texts, options.calibration_percentile, options.smoothing_alpha)
+        planned = planned_export_model(model, spec, plan, calibrate_on_texts)
+        module = serving_module(planned)
+        kernels = planned.kernels
         if plan.precision == inference_plan.INT8:
-            texts = [text for text in calibration if text.strip()] if calibration else list(options.warmup_texts)
-            ranges = smoothing = None
-            if calibration:  # tokenized as the export tokenizes
-                ranges, smoothing = int8_calibration(serving_module(None), served, texts,
-                                                     options.calibration_percentile, options.smoothing_alpha)
-            module = serving_module(int8.Int8Kernels(served, ranges, smoothing,
-                                                     kernels_as_variables=plan.packed_kernels))
-            int8_report = int8_agreement(module, served, texts, ranges, percentile=options.calibration_percentile,
+            int8_report = int8_agreement(module, planned.model, texts, kernels.input_ranges,
+                                         percentile=options.calibration_percentile,
                                          smoothing_alpha=options.smoothing_alpha)
             if log:
                 where = ("" if calibration
                          else "; on the warmup texts only: a calibration file measures it on the task's")
                 log(int8_report["summary"] + f" (activation ranges {int8_report['activation_ranges']}{where})")
         else:
-            kernels = (ConstantKernels(served) if plan.constant_kernels
-                       else PackedKernels(served) if plan.packed_kernels else None)
-            module = serving_module(kernels)
             if log and plan.packed_kernels:
                 log("Dense kernels as variables that oneDNN's products pack once (_MklNativeFusedMatMul): the export "
                     "needs TensorFlow's oneDNN kernels, as every stock x86 TensorFlow and TF Serving has "

@@ -130,18 +130,21 @@ ARTIFACT_FILES = {
     "saved_model_bf16": "saved_model_bf16_path.txt",
     "saved_model_int8": "saved_model_int8_path.txt",
     "saved_model_int8_calibrated": "saved_model_int8_calibrated_path.txt",
+    "saved_model_this_cpu": "saved_model_this_cpu_path.txt",
     "saved_model_variables": "saved_model_variables_path.txt",
     "saved_model_constants": "saved_model_constants_path.txt",
 }
 # The exports' precisions, by artifact (int8: activation ranges per batch, or calibrated on `CALIBRATION_TEXTS`).
 EXPORT_PRECISIONS = {"saved_model": "float32", "saved_model_bf16": "bfloat16", "saved_model_int8": "int8",
                      "saved_model_int8_calibrated": "int8", "saved_model_variables": "float32",
-                     "saved_model_constants": "float32"}
+                     "saved_model_constants": "float32", "saved_model_this_cpu": None}
 # The exports whose Dense kernels are held otherwise than by default (where oneDNN runs the graphs: variables
 # that its products pack once): plain variables, and graph constants.
 VARIABLE_KERNELS = "saved_model_variables"
+# `saved_model_this_cpu`: `optimize_for="this_cpu"`, this CPU's fastest form (its precision, packed kernels).
 KERNEL_OPTIONS = {VARIABLE_KERNELS: dict(constant_kernels=False, packed_kernels=False),
-                  "saved_model_constants": dict(constant_kernels=True)}
+                  "saved_model_constants": dict(constant_kernels=True),
+                  "saved_model_this_cpu": dict(optimize_for="this_cpu")}
 # The calibrated int8 export's texts: the corpus' last snippets (the timed ones are its first).
 CALIBRATION_TEXTS = 256
 
@@ -396,6 +399,13 @@ OURS = {
         assuming_frozen_weights(ours_serve_ids(VARIABLE_KERNELS)), (VARIABLE_KERNELS,)),
     "ours_serve_ids_constants": Stack("ours, export serve_ids, kernels as graph constants",
                                       ours_serve_ids("saved_model_constants"), ("saved_model_constants",)),
+    "ours_serve_ids_this_cpu_session": Stack(
+        "ours, export serve_ids, optimize_for='this_cpu', TF Serving's loader",
+        ours_serve_ids_session("saved_model_this_cpu"), ("saved_model_this_cpu",), "bf16"),  # cosines: any precision
+    "ours_serve_ids_this_cpu_session_intra1_caller": Stack(
+        "ours, export serve_ids, optimize_for='this_cpu', TF Serving's loader, one intra-op thread, the caller's "
+        "thread", ours_serve_ids_session("saved_model_this_cpu", intra_op_threads=1, inter_op_threads=-1),
+        ("saved_model_this_cpu",), "bf16"),
     "ours_serve_ids_inter1": Stack("ours, export serve_ids, one inter-op thread", one_inter_op_thread(ours_serve_ids()),
                                    ("saved_model",)),
     "ours_serve_ids_int8_calibrated_inter1": Stack(

@@ -73,6 +73,82 @@ def test_the_check_sees_an_upward_import(tmp_path):
     assert sorted(imported_top_levels(module)) == [(4, "serving"), (5, "config"), (5, "io"), (6, "jobs")]
 
 
+def module_name(path, root=PACKAGE):
+    """`keras_bert_impl.inference.int8` for `keras_bert_impl/inference/int8.py` (a package for its `__init__.py`)."""
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root=PACKAGE):
+    """{module: the package's modules it imports} over every `.py` under `root`.
+
+    Every import counts, at the top of a file or inside a function: a
+    function-local import defers loading a module, not depending on it (the
+    three circles issue 60 found were each closed by one). `from package
+    import name` counts as importing the module `package.name` where there
+    is one, else `package` itself.
+    """
+    modules = {module_name(path, root): path for path in root.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    whole = f"{node.module}.{alias.name}"
+                    imported.add(whole if whole in modules else node.module)
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+        graph[name] = {module for module in imported if module in modules and module != name}
+    return graph
+
+
+def import_cycle(graph):
+    """One circle of imports in `graph` as a list of modules (its first module again at its end), or None."""
+    done, path, on_path = set(), [], set()
+
+    def visit(module):
+        path.append(module)
+        on_path.add(module)
+        for imported in sorted(graph[module]):
+            if imported in on_path:
+                return path[path.index(imported):] + [imported]
+            if imported not in done:
+                found = visit(imported)
+                if found:
+                    return found
+        on_path.discard(path.pop())
+        done.add(module)
+        return None
+
+    for module in sorted(graph):
+        if module not in done:
+            found = visit(module)
+            if found:
+                return found
+    return None
+
+
+def test_no_module_imports_itself_through_others():
+    cycle = import_cycle(import_graph())
+    assert cycle is None, " -> ".join(cycle)
+
+
+def test_the_cycle_check_sees_a_circle_closed_inside_a_function(tmp_path):
+    package = tmp_path / "keras_bert_impl"
+    (package / "inference").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "inference" / "__init__.py").write_text("")
+    (package / "inference" / "a.py").write_text("from keras_bert_impl.inference import b\n")
+    (package / "inference" / "b.py").write_text("import os\n\ndef f():\n    from keras_bert_impl.inference.a import x\n")
+    graph = import_graph(package)
+    assert graph["keras_bert_impl.inference.a"] == {"keras_bert_impl.inference.b"}
+    assert import_cycle(graph) == ["keras_bert_impl.inference.a", "keras_bert_impl.inference.b",
+                                   "keras_bert_impl.inference.a"]
+    (package / "inference" / "b.py").write_text("import os\n")
+    assert import_cycle(import_graph(package)) is None
+
+
 def test_core_layers_do_not_ask_the_machine():
     # The inference plan (inference/plan.py) reads the machine and tells the
     # layers (`layers.onednn_forms`); a layer that imported hardware would

@@ -79,7 +79,8 @@ def test_concurrent_exports_get_one_complete_version_each(release, tmp_path):
     for process in processes:
         process.stderr.close()
     assert [code for code, _ in results] == [0, 0, 0], [err for _, err in results]
-    written = sorted(err.strip().splitlines()[-1].split("wrote ")[-1] for _, err in results)
+    # Each last line: "wrote <version dir>: it needs <what the export needs to run>".
+    written = sorted(err.strip().splitlines()[-1].split("wrote ")[-1].split(": it needs ")[0] for _, err in results)
     assert written == [str(export_dir / v) for v in ("1", "2", "3")]
     assert sorted(os.listdir(export_dir)) == ["1", "2", "3"]  # no temp dirs left
     # models.config, rewritten by each export, names the model once; no partial file is left beside it.

@@ -6,6 +6,8 @@ written out again here as the choices a plan holds for each machine, given
 as facts (no machine is asked).
 """
 
+import dataclasses
+
 import pytest
 
 from keras_bert_impl.inference.plan import (
@@ -72,26 +74,33 @@ def test_export_plan_follows_the_rules_for_each_machine(facts, accelerator, rewr
                                                         constants, packed):
     model = BertModel(tiny_config())
     machine = Machine(accelerator=accelerator, onednn_rewrites=rewrites, **facts)
-    plan = export_plan(model, "auto" if rewrites else None, machine=machine)
+    # This CPU's form, asked for by name: the rules below. The default is the same plan on every machine.
+    assert export_plan(model, machine=machine) == export_plan(model, "float32", machine=machine) == InferencePlan(
+        precision="float32", padding_free=True, held_weights=True)
+    this_cpu = dict(machine=machine, optimize_for="this_cpu")
+    plan = export_plan(model, "auto" if rewrites else None, **this_cpu)
     forms = machine.onednn_runs_graphs
     assert plan == InferencePlan(precision=precision, padding_free=skip_padding, held_weights=True,
                                  constant_kernels=constants, packed_kernels=packed, onednn_forms=forms)
-    assert export_plan(model, machine=machine).precision == "float32"  # None: the model's own
+    assert export_plan(model, None if rewrites else "float32", **this_cpu).precision == precision
     # Variables asked for: packed where oneDNN runs the graph, unless that is refused too.
-    assert export_plan(model, "float32", skip_padding=False, constant_kernels=False, machine=machine) == \
+    assert export_plan(model, "float32", skip_padding=False, constant_kernels=False, **this_cpu) == \
         InferencePlan(precision="float32", held_weights=True, packed_kernels=packed, onednn_forms=forms)
     assert export_plan(model, "float32", skip_padding=False, constant_kernels=False, packed_kernels=False,
-                       machine=machine) == InferencePlan(precision="float32", held_weights=True, onednn_forms=forms)
-    constant = export_plan(model, "float32", constant_kernels=True, machine=machine)
+                       **this_cpu) == InferencePlan(precision="float32", held_weights=True, onednn_forms=forms)
+    constant = export_plan(model, "float32", constant_kernels=True, machine=machine)  # asked for: a constant graph
+    assert (constant.constant_kernels, constant.onednn_forms) == (True, False)
+    constant = export_plan(model, "float32", constant_kernels=True, **this_cpu)
     assert (constant.constant_kernels, constant.packed_kernels) == (True, False)
     # int8: its products are oneDNN's wherever they run, so its int8 kernels are variables they pack, on every
     # machine, unless constants are asked for (by either switch).
-    int8 = export_plan(model, "int8", machine=machine)
+    int8 = export_plan(model, "int8", **this_cpu)
+    assert export_plan(model, "int8", machine=machine) == dataclasses.replace(int8, padding_free=True)
     assert int8 == InferencePlan(precision="int8", padding_free=skip_padding, held_weights=True,
                                  packed_kernels=True, onednn_forms=forms)
     for asked in (dict(constant_kernels=True), dict(packed_kernels=False), dict(constant_kernels=True,
                                                                                 packed_kernels=False)):
-        int8 = export_plan(model, "int8", machine=machine, **asked)
+        int8 = export_plan(model, "int8", **this_cpu, **asked)
         assert (int8.constant_kernels, int8.packed_kernels) == (True, False), asked
 
 
@@ -102,9 +111,12 @@ def test_export_plan_refuses_what_it_cannot_honour(monkeypatch):
     machine = Machine(accelerator=False, onednn_rewrites=True, **AVX2)
     with pytest.raises(ValueError, match="precision 'float16' is not one of auto, float32, bfloat16"):
         export_plan(model, "float16", machine=machine)
+    with pytest.raises(ValueError, match="optimize_for 'gpu' is not one of portable, this_cpu"):
+        export_plan(model, optimize_for="gpu", machine=machine)
     monkeypatch.setattr(plan, "MAX_CONSTANT_BYTES", 1)
     assert MAX_CONSTANT_BYTES == 1 << 30
-    assert not export_plan(model, "float32", packed_kernels=False, machine=machine).constant_kernels  # left out
+    assert not export_plan(model, "float32", packed_kernels=False, machine=machine,
+                           optimize_for="this_cpu").constant_kernels  # left out
     with pytest.raises(ValueError, match="kernels as constants would take"):
         export_plan(model, "float32", constant_kernels=True, packed_kernels=False, machine=machine)
     with pytest.raises(ValueError, match="either graph constants or packed variables, not both"):

@@ -65,7 +65,7 @@ def test_int8_product_equals_numpy_emulation(ranges, rows, activation):
     kernel = int8.quantize_kernel(rng.normal(0, 0.05, size=(48, 96)).astype("float32"))
     bias = rng.normal(0, 0.1, size=96).astype("float32")
     if ranges == "dynamic":
-        lo, hi = min(float(x.min()), 0.0), max(float(x.max()), 0.0) + int8._MIN_RANGE
+        lo, hi = min(float(x.min()), 0.0), max(float(x.max()), 0.0) + int8.MIN_RANGE
     else:  # a calibrated range narrower than this batch: the ends are clipped
         lo, hi = -1.5, 2.0
 
@@ -195,7 +195,7 @@ def test_calibrated_ranges_end_at_the_percentile(model):
             k = int(values.size * (100 - Fraction(str(percentile))) / 100)  # floor, in exact arithmetic
             lo, hi = ranges[path]
             assert lo == min(float(values[k]), 0.0)
-            assert hi == max(float(values[-1 - k]), 0.0) + int8._MIN_RANGE
+            assert hi == max(float(values[-1 - k]), 0.0) + int8.MIN_RANGE
         if percentile == 99.0:
             assert any(ranges[path][1] < seen[path][-1] for path in seen)  # outliers really left out
     with pytest.raises(ValueError, match="percentile must be in"):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert_impl.inference import int8
+from keras_bert_impl.inference import int8, int8_smoothing
 from keras_bert_impl.inference.constant_kernels import reading_as_constants
 from tests.helpers import X86_ONLY, random_inputs, randomize, tiny_config
 from tests.test_int8 import captured_inputs
@@ -46,7 +46,7 @@ def test_a_smoothed_product_equals_its_emulation_and_is_closer_to_the_float_prod
     def int8_product(scales):
         smoothed = x / scales if scales is not None else x
         lo, hi = min(float(smoothed.min()), 0.0), float(smoothed.max())
-        kernel = int8.quantize_kernel(int8._smoothed(weights, scales))
+        kernel = int8.quantize_kernel(int8.smoothed(weights, scales))
         product = tf.function(lambda x: int8.int8_matmul(
             *int8.quantize_input(x, lo, hi, scales)[:1], lo, int8.calibrated_step(lo, hi)[2], kernel, bias))
         got = product(tf.constant(x)).numpy()
@@ -77,10 +77,10 @@ def test_a_channel_silent_in_calibration_is_not_clipped_when_serving(monkeypatch
     contribution = serving[:, 9:10].astype(np.float64) * weights[9]  # what channel 9 adds to the exact product
 
     def served_contribution(floor):
-        monkeypatch.setattr(int8, "SMOOTHING_FLOOR", floor)
+        monkeypatch.setattr(int8_smoothing, "SMOOTHING_FLOOR", floor)  # where smoothing_scales reads it
         scales = int8.smoothing_scales(np.abs(calibration).max(axis=0), weights, int8.DEFAULT_SMOOTHING_ALPHA)
         lo, hi = float((calibration / scales).min()), float((calibration / scales).max())
-        kernel = int8.quantize_kernel(int8._smoothed(weights, scales))
+        kernel = int8.quantize_kernel(int8.smoothed(weights, scales))
         product = lambda x: int8.int8_reference(x, lo, hi, kernel, channel_scales=scales)  # noqa: E731
         return product(serving) - product(without_channel)
 
@@ -116,7 +116,7 @@ def test_smoothing_factors_are_read_from_each_input_once(model):
     for path, scales in factors.items():
         divided = captured[path] / scales
         assert ranges[path][0] == pytest.approx(min(float(divided.min()), 0.0), rel=1e-6)
-        assert ranges[path][1] == pytest.approx(float(divided.max()) + int8._MIN_RANGE, rel=1e-6)
+        assert ranges[path][1] == pytest.approx(float(divided.max()) + int8.MIN_RANGE, rel=1e-6)
 
 
 def test_a_model_with_an_outlier_channel_answers_closer_to_float32_smoothed():

@@ -17,7 +17,7 @@ import tensorflow as tf
 from scipy.special import erf
 
 from keras_bert_impl.inference import plan
-from keras_bert_impl.inference.int8 import self_attention_layers
+from keras_bert_impl.inference.encoder_layers import self_attention_layers
 from keras_bert_impl.inference.packed_kernels import PackedKernels, packed_product
 from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.models.pretraining import BertPretrainingModel
@@ -132,10 +132,10 @@ def onednn_primitives_per_request(saved_model_dir):
     return [[line.split(",") for line in text.splitlines() if ",exec," in line] for text in requests_seen]
 
 
-def test_the_default_export_here_packs_variable_kernels_once_and_answers_as_constants_do(tmp_path, bert_vocab_file):
-    # On this machine (oneDNN runs the graphs) an export's kernels are variables that oneDNN's products pack
-    # once: it answers as the export of constant kernels does, under TF Serving's loader, with TensorFlow's
-    # oneDNN rewrites on or off (the op is oneDNN's own kernel either way).
+def test_this_cpus_export_here_packs_variable_kernels_once_and_answers_as_constants_do(tmp_path, bert_vocab_file):
+    # On this machine (oneDNN runs the graphs) this CPU's export (`optimize_for="this_cpu"`) holds its kernels as
+    # variables that oneDNN's products pack once: it answers as the export of constant kernels does, under TF
+    # Serving's loader, with TensorFlow's oneDNN rewrites on or off (the op is oneDNN's own kernel either way).
     config = tiny_config(vocab_size=30522, max_position_embeddings=64)
     models = {"classifier": BertClassifier(config, num_labels=3), "fill_mask": BertPretrainingModel(config)}
     requests = {"classifier": [{"signature": "serving_default", "inputs": {"text": SENTENCES}}],
@@ -145,7 +145,7 @@ def test_the_default_export_here_packs_variable_kernels_once_and_answers_as_cons
         randomize(model, seed=seed, scale=0.2)
         for kind, choice in (("packed", None), ("constants", True)):
             path = pathlib.Path(export_saved_model(model, task, bert_vocab_file, tmp_path / kind / task, ExportOptions(
-                max_seq_length=SEQ, precision="float32", constant_kernels=choice)))
+                max_seq_length=SEQ, precision="float32", constant_kernels=choice, optimize_for="this_cpu")))
             kernels = json.loads((path / "assets.extra" / METADATA_FILE).read_text())["kernels"]
             assert kernels.startswith("variables, packed once") if kind == "packed" else kernels == "graph constants"
             jobs[(task, kind)] = (path, requests[task])

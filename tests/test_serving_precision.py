@@ -258,12 +258,15 @@ def test_export_tool_precision_flag(tmp_path, bert_vocab_file, capsys):
     bf16_units = "amx_bf16" in flags or ("avx512_bf16" in flags and "AuthenticAMD" in flags)
     # TensorFlow turns its oneDNN rewrites on by default on CPUs with bf16 units; only the variable turns them off.
     onednn_off = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "").lower() in ("0", "false")
-    by_default = "bfloat16" if bf16_units and not onednn_off else "float32"
+    this_cpus = "bfloat16" if bf16_units and not onednn_off else "float32"
     release = [f"--model_dir={tmp_path}/release", "--task=classifier", "--max_seq_length=16",
                f"--export_dir={tmp_path}/saved_models/tiny"]
     # The defaults in a fresh process, as a user gets them; the flags through the tool's `main` here (no process
     # start: the same code after the parse).
-    for version, flags in (("1", []), ("2", ["--precision=bfloat16", "--noskip_padding"])):
+    # The default (float32, portable, whatever this CPU), this CPU's form and a precision named.
+    cases = (("1", [], "float32"), ("2", ["--precision=bfloat16", "--noskip_padding"], "bfloat16"),
+             ("3", ["--optimize_for=this_cpu"], this_cpus))
+    for version, flags, expected in cases:
         if flags:
             export_tool.main(release + flags)
             stderr = capsys.readouterr().err
@@ -271,17 +274,24 @@ def test_export_tool_precision_flag(tmp_path, bert_vocab_file, capsys):
             result = run()
             assert result.returncode == 0, result.stderr
             stderr = result.stderr
-        expected = "bfloat16" if flags else by_default
         assert f"computing in {expected} (CPU: " in stderr and "; oneDNN graph rewrites " in stderr
         with open(tmp_path / "saved_models" / "tiny" / version / "assets.extra" / METADATA_FILE) as f:
             metadata = json.load(f)
         assert metadata["precision"] == expected
-        # Padding is skipped by default where no GPU is visible (none in CI).
-        assert metadata["skips_padding"] is (not flags and not tf.config.list_logical_devices("GPU"))
+        # The last line says what the export needs to run.
+        assert stderr.strip().splitlines()[-1].endswith(f"/saved_models/tiny/{version}: it needs {metadata['needs']}")
+        # Padding is skipped by default (this CPU's form: where no GPU is visible, none in CI).
+        assert metadata["skips_padding"] is (flags != ["--precision=bfloat16", "--noskip_padding"])
+    assert metadata_needs_of(tmp_path, "1") == "portable: stock TensorFlow ops, CPU and GPU"
     with pytest.raises(FlagError, match="fp16") as refused:
         export_tool.main(release + ["--precision=fp16"])
     assert "--precision" in str(refused.value)
-    assert sorted(os.listdir(tmp_path / "saved_models" / "tiny")) == ["1", "2"]
+    assert sorted(os.listdir(tmp_path / "saved_models" / "tiny")) == ["1", "2", "3"]
+
+
+def metadata_needs_of(tmp_path, version):
+    with open(tmp_path / "saved_models" / "tiny" / version / "assets.extra" / METADATA_FILE) as f:
+        return json.load(f)["needs"]
 
 
 def saved_variable_dtypes(saved_model_dir):
@@ -328,8 +338,7 @@ def test_bfloat16_export_holds_its_weights_rounded_once(exports, model, tmp_path
     # it reads them; the export holds them rounded instead: every weight but
     # the LayerNorms' is stored as bfloat16 (half the bytes), and the
     # float32 export holds no bfloat16. Whether the Dense kernels are
-    # variables (here, oneDNN's products pack them once) or constants of
-    # the graph (one copy: skip_padding runs one graph).
+    # variables or constants of the graph (one copy: skip_padding runs one graph).
     from keras_bert_impl.inference.constant_kernels import dense_kernels
 
     weights = {v.path for v in model.weights if v.dtype == "float32"}
@@ -344,19 +353,19 @@ def test_bfloat16_export_holds_its_weights_rounded_once(exports, model, tmp_path
     for name, path in exports.items():
         with open(os.path.join(path, "assets.extra", METADATA_FILE)) as f:
             metadata = json.load(f)
-        packed = metadata["kernels"].startswith("variables, packed")
-        assert packed == (name != "bfloat16_constants" and plan.Machine().onednn_runs_graphs)
+        # By default (portable) plain variables; graph constants where asked for.
+        constants = metadata["kernels"] == "graph constants"
+        assert constants == (name == "bfloat16_constants") and metadata["kernels"] in ("variables", "graph constants")
         stored = saved_variable_dtypes(path)
+        held = kernels if constants else 0  # kernels held as constants are not saved as variables too
         if name == "float32":
-            # Packed: each layer's query, key and value kernels and biases held as one kernel and one bias.
-            fused = 4 * model.bert_config.num_hidden_layers if packed else 0
-            assert sorted(stored.values()) == ["float32"] * (len(weights) - (0 if packed else kernels) - fused)
-            assert matrix_constant_dtypes(path) == ({} if packed else {"float32": kernels})
+            assert sorted(stored.values()) == ["float32"] * len(weights)
+            assert matrix_constant_dtypes(path) == {}
             continue
         float32 = sorted(variable for variable, dtype in stored.items() if dtype == "float32")
         assert len(float32) == len(layer_norm) and all("LayerNorm/" in variable for variable in float32)
-        assert len(stored) == len(weights) - (0 if packed else kernels)  # bfloat16: no fused query/key/value
-        assert matrix_constant_dtypes(path) == ({} if packed else {"bfloat16": kernels})
+        assert len(stored) == len(weights) - held
+        assert matrix_constant_dtypes(path) == ({"bfloat16": kernels} if constants else {})
         # Under mixed_bfloat16, each of those is read and converted on every
         # call; no function of the export converts a weight.
         assert set(weight_casts_per_function(path).values()) == {0}

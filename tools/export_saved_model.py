@@ -8,9 +8,12 @@ and `serve_examples` (serialized tf.Example, tf-models feature names), for a
 classifier `classify` and for a regression `regress` (TF Serving's `:classify`
 and `:regress` methods), warmup requests in `assets.extra/`, and rewrites
 `models.config` in the parent of --export_dir listing every model there, each
-at `<serving_base_path>/<name>`. `--precision` (default: bfloat16 on a CPU with
-Intel AMX, or AMD's AVX-512 bf16, that TensorFlow's oneDNN kernels run, else float32) is what the
-graph computes in, recorded in `assets.extra/export_metadata.json`.
+at `<serving_base_path>/<name>`. By default the export is float32 in stock
+TensorFlow ops, which TF Serving runs on any CPU or GPU, whatever machine wrote
+it; `--precision=bfloat16|int8` and `--optimize_for=this_cpu` (this CPU's
+fastest form: bfloat16 where its bf16 units outrun float32, Dense kernels that
+oneDNN packs once) are asked for by name. `assets.extra/export_metadata.json`
+and the tool's last line say what the export needs to run well.
 
 Example:
     bert-export --bert_config_file=release/bert_config.json \
@@ -28,7 +31,7 @@ from keras_bert_impl.io import check_output_dir
 
 
 def define_flags(fv):
-    from keras_bert_impl.inference.plan import EXPORT_PRECISION_CHOICES
+    from keras_bert_impl.inference.plan import EXPORT_PRECISION_CHOICES, OPTIMIZE_FOR_CHOICES, PORTABLE
     from keras_bert_impl.tasks.spec import EXPORTED_TASKS  # not the registry: --help starts no TensorFlow
 
     define = dict(flag_values=fv)
@@ -53,15 +56,22 @@ def define_flags(fv):
     flags.DEFINE_string("export_dir", None, "saved_models/<model_name>; versions are written below it.", **define)
     flags.DEFINE_integer("version", None, "Version number (default: the next free one).", **define)
     flags.DEFINE_enum(
-        "precision", "auto", list(EXPORT_PRECISION_CHOICES),
-        "What the export computes in: bfloat16 (weights held in bfloat16 but the LayerNorms', bfloat16 "
-        "products; faster on CPUs with Intel AMX or AMD's AVX-512 bf16, slower than float32 without them, Intel's AVX-512 bf16 without AMX included) or float32. "
-        "auto: bfloat16 where this CPU has amx_bf16 (or avx512_bf16 on AMD) and TensorFlow's oneDNN rewrites are on (its "
-        "default there; "
-        "TF_ENABLE_ONEDNN_OPTS=0 turns them off), else float32; export on (or name the precision of) the CPU that "
-        "will serve. int8: the encoder's Dense kernels in int8 (a scale per output channel), products on the CPU's int8 units "
-        "through oneDNN (an op of stock x86 TensorFlow builds); prints its agreement with float32. The choice is "
-        "written to assets.extra/export_metadata.json.", **define,
+        "precision", None, list(EXPORT_PRECISION_CHOICES),
+        "What the export computes in (default float32, or with --optimize_for=this_cpu auto): float32; bfloat16 "
+        "(weights held in bfloat16 but the LayerNorms', bfloat16 products; faster on CPUs with Intel AMX or AMD's "
+        "AVX-512 bf16, slower than float32 without them, Intel's AVX-512 bf16 without AMX included); auto: "
+        "bfloat16 where this CPU has amx_bf16 (or avx512_bf16 on AMD) and TensorFlow's oneDNN rewrites are on, "
+        "else float32. int8: the encoder's Dense kernels in int8 (a scale per output channel), products on the "
+        "CPU's int8 units through oneDNN (an op of stock x86 TensorFlow builds, CPU only); prints its agreement "
+        "with float32. The choice is written to assets.extra/export_metadata.json.", **define,
+    )
+    flags.DEFINE_enum(
+        "optimize_for", PORTABLE, list(OPTIMIZE_FOR_CHOICES),
+        "portable: a graph of stock TensorFlow ops that TF Serving runs on any CPU or GPU, the same whatever "
+        "machine exports it. this_cpu: this CPU's fastest form (--precision auto, the Dense kernels packed once "
+        "by oneDNN or graph constants, LayerNorm and softmax in oneDNN's fused forms): export on the kind of CPU "
+        "that will serve; it may need TensorFlow with oneDNN on x86 and no GPU (export_metadata.json's \"needs\").",
+        **define,
     )
     flags.DEFINE_string(
         "calibration_file", None,
@@ -92,16 +102,16 @@ def define_flags(fv):
     flags.DEFINE_boolean(
         "skip_padding", None,
         "Run the encoder's per-token work on real tokens only when a batch has padding (a tf.cond per batch, "
-        "stock ops; faster batches on a CPU, the same for one request: docs/BENCHMARKS.md). Default: on where no GPU "
-        "or TPU is visible (there the gathers can cost more than the padding). Written to assets.extra/export_metadata.json.", **define,
+        "stock ops; faster batches on a CPU, the same for one request: docs/BENCHMARKS.md). Default: on; with "
+        "--optimize_for=this_cpu, on where no GPU or TPU is visible (there the gathers can cost more than the padding). Written to assets.extra/export_metadata.json.", **define,
     )
     flags.DEFINE_boolean(
         "constant_kernels", None,
         "Hold the Dense kernels as constants of the graph: oneDNN then packs them once and multiplies with its "
         "blocked kernels, on AMX tiles where the CPU has them (a larger saved_model.pb: the kernels in it; a process "
         "that loads it holds several copies of them: a float32 BERT-base 4.2 GB in TF Serving's loader, 6.8 GB in "
-        "Python). Variables packed once (--packed_kernels, the default where oneDNN runs the graphs) are as fast in "
-        "a fraction of that. Default: on where no GPU or TPU is visible, they take at most 1 GiB and they are not "
+        "Python). Variables packed once (--packed_kernels) are as fast in a fraction of that. Default: off; "
+        "with --optimize_for=this_cpu, on where no GPU or TPU is visible, they take at most 1 GiB and they are not "
         "packed. Written to assets.extra/export_metadata.json.", **define,
     )
     flags.DEFINE_boolean(
@@ -109,13 +119,13 @@ def define_flags(fv):
         "Keep the Dense kernels as variables and compute each Dense layer as oneDNN's fused product marked to pack "
         "its kernel once (_MklNativeFusedMatMul, is_filter_const): the speed of constant kernels in the memory of "
         "variables, with no server setting (docs/BENCHMARKS.md, 'Packed variables'). The export then needs "
-        "TensorFlow's oneDNN kernels, which every stock x86 TensorFlow and TF Serving has; --nopacked_kernels "
-        "--noconstant_kernels makes a graph of stock ops only, whose variables TF Serving started with "
+        "TensorFlow's oneDNN kernels, which every stock x86 TensorFlow and TF Serving has, on a CPU (no GPU "
+        "kernel); the default (plain variables) is a graph of stock ops only, whose variables TF Serving started with "
         "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 packs once (only where every model the server runs is as ours, never "
         "where one trains). With --precision=int8 the int8 kernels are variables that its products "
         "(_QuantizedMatMul) pack once (--constant_kernels: int8 graph constants, several copies in memory). "
-        "Default: on where TensorFlow's oneDNN kernels run this machine's graphs, in float32 and bfloat16, and "
-        "always for int8, unless --constant_kernels. Written to assets.extra/export_metadata.json.", **define,
+        "Default: on for int8, unless --constant_kernels; with --optimize_for=this_cpu also where TensorFlow's "
+        "oneDNN kernels run this machine's graphs, in float32 and bfloat16. Written to assets.extra/export_metadata.json.", **define,
     )
     flags.DEFINE_boolean(
         "verify", True,
@@ -151,7 +161,7 @@ def main(argv=None):
         raise FlagError(f"--min_int8_agreement={fv.min_int8_agreement:g}: must be in [0, 1]")
     quiet_tensorflow()
 
-    from keras_bert_impl.serving.export import ExportOptions, export_checkpoint, release_files
+    from keras_bert_impl.serving.export import ExportOptions, export_checkpoint, read_export_metadata, release_files
     from keras_bert_impl.training.fine_tuning import log_to_stderr
 
     fv.bert_config_file, fv.vocab_file, fv.init_checkpoint = release_files(
@@ -162,18 +172,18 @@ def main(argv=None):
     log = log_to_stderr("export_saved_model")
     calibration_texts = None
     if fv.calibration_file:
-        from keras_bert_impl.inference.int8 import read_calibration_texts
+        from keras_bert_impl.inference.int8_files import read_calibration_texts
 
         calibration_texts = read_calibration_texts(fv.calibration_file)
     options = ExportOptions(calibration_texts=calibration_texts, calibration_percentile=fv.calibration_percentile,
                             smoothing_alpha=fv.smoothing_alpha,
                             **flag_values(fv, (
         "do_lower_case", "max_seq_length", "label_names", "version", "serving_base_path", "precision", "skip_padding",
-        "constant_kernels", "packed_kernels", "verify", "min_int8_agreement",
+        "constant_kernels", "packed_kernels", "verify", "min_int8_agreement", "optimize_for",
     )))
     path = export_checkpoint(fv.task, fv.bert_config_file, fv.init_checkpoint, fv.vocab_file, fv.export_dir, options,
                              num_labels=fv.num_labels, log=log)
-    log(f"wrote {path}")
+    log(f"wrote {path}: it needs {read_export_metadata(path)['needs']}")
 
 
 def console_main():

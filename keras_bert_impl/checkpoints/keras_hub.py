@@ -589,10 +589,9 @@ def release_to_preset(bert_config_file, init_checkpoint, vocab_file, preset_dir,
     """
     config = BertConfig.from_json_file(bert_config_file)
     if config.model_type != "bert":
-        from keras_bert_impl.checkpoints.keras_hub_variants import variant_release_to_preset
-
-        return variant_release_to_preset(config, bert_config_file, init_checkpoint, vocab_file, preset_dir,
-                                         do_lower_case)
+        # The variants' conversions build on this module's (`keras_hub_variants.release_to_preset` takes both).
+        raise ConfigError(f"{bert_config_file}: a {config.model_type} release, not BERT's: "
+                          f"keras_hub_variants.release_to_preset converts it")
     if config.hidden_act not in KERAS_HUB_ACTIVATIONS:
         raise ConfigError(
             f"{bert_config_file}: 'hidden_act' {config.hidden_act!r} has no keras-hub equivalent "
@@ -709,11 +708,8 @@ def preset_to_release(preset_dir, output_dir):
     backbone_json = _read_preset_json(preset_dir, "config.json")
     if backbone_json is None:
         raise CheckpointError(f"{preset_dir}: not a keras-hub preset (it has no config.json)")
-    from keras_bert_impl.checkpoints.keras_hub_variants import VARIANTS_BY_BACKBONE, variant_preset_to_release
-
-    if backbone_json.get("class_name") in VARIANTS_BY_BACKBONE:
-        return variant_preset_to_release(preset_dir, output_dir, backbone_json)
     if backbone_json.get("class_name") != "BertBackbone":
+        # RoBERTa's, ALBERT's and DistilBERT's: `keras_hub_variants.preset_to_release` takes those and this one.
         raise ConfigError(f"{preset_dir}/config.json: a {backbone_json.get('class_name')!r}, not a BertBackbone")
     config, config_file = _release_config(preset_dir, backbone_json.get("config", {}))
     task = (_read_preset_json(preset_dir, "task.json") or {}).get("class_name")

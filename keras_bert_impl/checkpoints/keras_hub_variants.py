@@ -262,6 +262,25 @@ def _tokenizer(variant, files, do_lower_case):
     return cls(vocabulary=vocabulary, lowercase=do_lower_case)
 
 
+def release_to_preset(bert_config_file, init_checkpoint, vocab_file, preset_dir, do_lower_case=True):
+    """A release of BERT or one of its variants as a keras-hub preset: `keras_hub.release_to_preset` for BERT's,
+    `variant_release_to_preset` for the others (its Args and Raises)."""
+    config = BertConfig.from_json_file(bert_config_file)
+    if config.model_type == "bert":
+        return bert_hub.release_to_preset(bert_config_file, init_checkpoint, vocab_file, preset_dir, do_lower_case)
+    return variant_release_to_preset(config, bert_config_file, init_checkpoint, vocab_file, preset_dir,
+                                     do_lower_case)
+
+
+def preset_to_release(preset_dir, output_dir):
+    """A keras-hub preset of BERT or one of its variants as a release: `variant_preset_to_release` for a
+    RoBERTa, ALBERT or DistilBERT backbone, else `keras_hub.preset_to_release` (its Args and Raises)."""
+    backbone_json = bert_hub._read_preset_json(os.fspath(preset_dir), "config.json")
+    if backbone_json is not None and backbone_json.get("class_name") in VARIANTS_BY_BACKBONE:
+        return variant_preset_to_release(os.fspath(preset_dir), output_dir, backbone_json)
+    return bert_hub.preset_to_release(preset_dir, output_dir)
+
+
 def variant_release_to_preset(config, bert_config_file, init_checkpoint, vocab_file, preset_dir,
                               do_lower_case=True):
     """A RoBERTa, ALBERT or DistilBERT release as a keras-hub preset (`keras_hub.release_to_preset`).

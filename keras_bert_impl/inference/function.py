@@ -3,31 +3,25 @@
 import tensorflow as tf
 
 from keras_bert_impl.inference.calling_thread import SessionFunction
-from keras_bert_impl.inference.constant_kernels import ConstantKernels, reading_as_constants
+from keras_bert_impl.inference.forward import apply_plan
+from keras_bert_impl.inference.int8 import calibrate
 from keras_bert_impl.inference.padding_free import make_padding_free_function
-from keras_bert_impl.inference.int8 import Int8Kernels, calibrate
-from keras_bert_impl.inference.packed_kernels import PackedKernels
-from keras_bert_impl.inference.plan import INT8
-from keras_bert_impl.inference.precision import compute_precision, copy_weights, inference_dtype_policy
-from keras_bert_impl.layers.onednn_forms import onednn_forms_set_to
 
 
-def snapshot(bert_model, dtype):
-    """A copy of `bert_model` built with `dtype` that holds its weights as they are now.
+def rebuilt(bert_model, dtype):
+    """A new `BertModel` of `bert_model`'s layout, built with `dtype` (`apply_plan` copies the weights into it).
 
     Args:
         bert_model: A `BertModel` (its type is called as `BertModel` is).
         dtype: The copy's dtype policy.
     """
-    copy = type(bert_model)(
+    return type(bert_model)(
         bert_model.bert_config,
         output_all_encoder_layers=bert_model.output_all_encoder_layers,
         output_attention_probs=bert_model.output_attention_probs,
         dtype=dtype,
         name=bert_model.name,
     )
-    copy_weights(bert_model, copy)
-    return copy
 
 
 def make_inference_function(bert_model, plan, calibration_inputs=None):
@@ -45,33 +39,22 @@ def make_inference_function(bert_model, plan, calibration_inputs=None):
         `with_id_checks` where XLA compiles it; a `SessionFunction`
         (NumPy outputs) where the plan runs it in the calling thread.
     """
-    model = bert_model
-    if plan.held_weights:
-        # A copy: the function reads none of this model's weights later.
-        model = snapshot(bert_model, inference_dtype_policy(bert_model, compute_precision(plan.precision)))
-    elif plan.frozen_kernels:
-        # The kernels are held by `make_padding_free_function`; the rest is this copy's.
-        model = snapshot(bert_model, bert_model.built_with_dtype)
-    constants = None
-    if plan.precision == INT8:
-        # The encoder's kernels quantized: int8 variables of their own that the products pack once, or constants.
-        calibration = calibrate(model, calibration_inputs) if calibration_inputs is not None else (None, None)
-        constants = Int8Kernels(model, *calibration, kernels_as_variables=plan.packed_kernels)
-    elif plan.constant_kernels:
-        # Read as constants of the traced graph.
-        constants = ConstantKernels(model)
-    elif plan.packed_kernels:
-        # The copy's kernels, which nothing assigns: packed by oneDNN on the first call and kept.
-        constants = PackedKernels(model)
+    calibration = None
+    if calibration_inputs is not None:
+        calibration = lambda model: calibrate(model, calibration_inputs)  # noqa: E731  (on the copy that runs)
+    # Held weights: a copy, so that the function reads none of this model's weights later.
+    planned = apply_plan(bert_model, plan, rebuild=lambda dtype: rebuilt(bert_model, dtype), snapshot=True,
+                         calibration=calibration)
+    model = planned.model
     if plan.padding_free:
         function = make_padding_free_function(
             model, jit_compile=plan.jit_compile, bucket_size=plan.bucket_size, freeze_kernels=plan.frozen_kernels,
-            constant_kernels=constants, onednn_forms=plan.onednn_forms,
+            kernels=planned.kernels, onednn_forms=plan.onednn_forms,
         )
     else:
 
         def call(inputs):
-            with onednn_forms_set_to(model, plan.onednn_forms), reading_as_constants(constants):
+            with planned.tracing():
                 return model(inputs, training=False)
 
         # No autograph: nothing here needs it, and errors raised while tracing

@@ -48,7 +48,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_bert_impl.inference.int8 import self_attention_layers
+from keras_bert_impl.inference.encoder_layers import self_attention_layers
 from keras_bert_impl.inference.onednn_ops import (
     POST_OP_OF,
     POST_OPS,

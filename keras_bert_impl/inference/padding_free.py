@@ -203,7 +203,7 @@ def padding_free_forward(bert_model, inputs, bucket_size=1):
 
 
 def make_padding_free_function(bert_model, jit_compile=True, bucket_size=16, freeze_kernels=False,
-                               constant_kernels=None, onednn_forms=None):
+                               kernels=None, onednn_forms=None):
     """`padding_free_forward` as a `tf.function`, with the layers compiled by XLA.
 
     The rows are found in a plain graph; the layers run in a function
@@ -229,10 +229,12 @@ def make_padding_free_function(bert_model, jit_compile=True, bucket_size=16, fre
             are now: make a new one after the weights change (training,
             loading a checkpoint). The copies take memory as the kernels
             do (as float32 on a CPU; sizes: docs/BENCHMARKS.md).
-        constant_kernels: A `inference.constant_kernels.ConstantKernels` of
-            `bert_model`, for a plain graph: its Dense kernels are read as
-            constants of the layers' graph (traced with shapes left open
-            after the second new one, as each trace holds them again).
+        kernels: How `bert_model`'s Dense kernels are held, for a plain
+            graph (`forward.PlannedModel.kernels`): a
+            `constant_kernels.ConstantKernels` (read as constants of the
+            layers' graph, traced with shapes left open after the second new
+            one, as each trace holds them again), a
+            `packed_kernels.PackedKernels` or an `int8.Int8Kernels`.
         onednn_forms: Trace the LayerNorms and softmax in the forms oneDNN
             runs as one kernel (`layers.onednn_forms`); None: as the model's
             layers are set.
@@ -261,11 +263,11 @@ def make_padding_free_function(bert_model, jit_compile=True, bucket_size=16, fre
     def on_rows(inputs, token_positions, row_of_position):
         forms = contextlib.nullcontext() if onednn_forms is None else onednn_forms_set_to(bert_model, onednn_forms)
         # The constants are made here, in the graph that holds the products.
-        with forms, reading_as_constants(constant_kernels):
+        with forms, reading_as_constants(kernels):
             return forward_on_rows(bert_model, inputs, token_positions, row_of_position, dense=dense)
 
     layers = tf.function(on_rows, jit_compile=jit_compile, autograph=False,
-                         reduce_retracing=constant_kernels is not None)
+                         reduce_retracing=kernels is not None)
     bucket_size = bucket_size if jit_compile else 1
 
     # Shapes left open after the second new one: each trace of this function
@@ -408,7 +410,7 @@ def real_tokens_only_set_to(model, enabled):
             encoder.real_tokens_only = setting
 
 
-def call_skipping_padding(model, inputs, constant_kernels=None):
+def call_skipping_padding(model, inputs, kernels=None):
     """`model(inputs, training=False)` with the per-token work on real tokens only, as one graph.
 
     Every batch takes the real-token path (`real_tokens_only`), with padding
@@ -423,8 +425,8 @@ def call_skipping_padding(model, inputs, constant_kernels=None):
     Args:
         model: A Keras model holding `BertModel`s, called with `inputs`.
         inputs: Its inputs dict, with an `input_mask` [batch, seq].
-        constant_kernels: Optional `inference.constant_kernels.ConstantKernels` of
-            `model`, read as constants of the graph traced.
+        kernels: How `model`'s Dense kernels are held (`forward.PlannedModel.kernels`):
+            None (its variables), constants, packed or int8 kernels.
 
     Returns:
         The model's outputs.
@@ -442,5 +444,5 @@ def call_skipping_padding(model, inputs, constant_kernels=None):
     0.0
     """
 
-    with real_tokens_only_set_to(model, True), reading_as_constants(constant_kernels):
+    with real_tokens_only_set_to(model, True), reading_as_constants(kernels):
         return model(inputs, training=False)

@@ -8,7 +8,10 @@ on real tokens only, the bucket of real-token counts, weights held rounded,
 Dense kernels as graph constants, and the LayerNorm and softmax forms that
 oneDNN runs as one kernel. `make_inference_function`, `extract_features`,
 the task models' `predict` and the export take a plan (or one of the rules)
-rather than asking the machine themselves.
+rather than asking the machine themselves. An export is an artifact that
+other machines run: its plan follows the rules below only when this CPU's
+form is asked for by name (`export_plan(..., optimize_for="this_cpu")`);
+by default it is the same on every machine (stock ops, CPU and GPU).
 
 The rules, each measured (docs/BENCHMARKS.md, "Forward pass (inference),
 CPU" and "Serving"):
@@ -75,6 +78,11 @@ AVX512_BF16_VENDORS = ("AuthenticAMD",)
 MAX_CONSTANT_BYTES = 1 << 30
 # What `inference.packed_kernels` computes in.
 PACKED_PRECISIONS = ("float32", "bfloat16")
+# What an export is made for (`export_plan`): any machine that runs stock TensorFlow (its default), or the
+# CPU that writes it, in that CPU's fastest form (asked for by name).
+PORTABLE = "portable"
+THIS_CPU = "this_cpu"
+OPTIMIZE_FOR_CHOICES = (PORTABLE, THIS_CPU)
 _UNSET = object()
 
 
@@ -353,45 +361,64 @@ def function_plan(model, jit_compile="auto", padding_free=False, bucket_size=16,
     )
 
 
-def export_plan(model, precision=None, skip_padding=None, constant_kernels=None, machine=None, packed_kernels=None):
+def export_plan(model, precision=None, skip_padding=None, constant_kernels=None, machine=None, packed_kernels=None,
+                optimize_for=PORTABLE):
     """The plan of a SavedModel export of `model` (a plain graph, its weights held in its precision).
+
+    By default (`optimize_for="portable"`) the plan does not depend on the
+    machine: the model's own precision, real tokens only for a batch with
+    padding, the Dense kernels plain variables and Keras' own LayerNorm and
+    softmax: stock TensorFlow ops that TF Serving runs on a CPU or a GPU.
+    The machine's forms are asked for by name: a precision, packed or
+    constant kernels, or `optimize_for="this_cpu"`, which chooses as this
+    machine's fastest form (bfloat16 where its bf16 units outrun float32,
+    the kernels packed where oneDNN runs the graphs, oneDNN's LayerNorm and
+    softmax forms). An int8 export is oneDNN's wherever it is made.
 
     Args:
         model: The task model exported.
         precision: "float32", "bfloat16", "int8" (`inference.int8`: the
             encoder's products in int8, its kernels int8 variables that the
             products pack once, or graph constants) or "auto"
-            (`default_precision`); None: the model's own.
+            (`default_precision`, this CPU's); None: the model's own, or
+            with "this_cpu" "auto".
         skip_padding: Whether a batch with padding runs the encoder's
-            per-token work on its real tokens only; None: where no GPU or
-            TPU is visible.
+            per-token work on its real tokens only; None: portable, yes;
+            "this_cpu", where no GPU or TPU is visible.
         constant_kernels: Whether the graph holds the Dense kernels as
-            constants; None: where they are not packed (below), no GPU or
-            TPU is visible and they (one copy, whichever `skip_padding`)
-            take at most `MAX_CONSTANT_BYTES`.
+            constants; None: portable, no; "this_cpu", where they are not
+            packed (below), no GPU or TPU is visible and they (one copy,
+            whichever `skip_padding`) take at most `MAX_CONSTANT_BYTES`.
         machine: A `Machine`; default this one.
         packed_kernels: Whether the Dense kernels stay variables that
             oneDNN's products pack once (`inference.packed_kernels`; float32
             and bfloat16; for int8 the int8 kernels as variables,
-            `int8.Int8Kernels`); None: where oneDNN runs the graphs
-            (`Machine.onednn_runs_graphs`; int8: always, its products are
-            oneDNN's) and constants were not asked for.
+            `int8.Int8Kernels`); None: portable, no (int8: yes); "this_cpu",
+            where oneDNN runs the graphs (`Machine.onednn_runs_graphs`; int8:
+            always, its products are oneDNN's) and constants were not asked
+            for.
+        optimize_for: "portable" or "this_cpu" (`OPTIMIZE_FOR_CHOICES`).
 
     Returns:
         An `InferencePlan`.
 
     Raises:
-        ValueError: an unknown precision, constant kernels asked for past
-            `MAX_CONSTANT_BYTES` or together with packed ones, or int8
-            kernels neither packed nor constants.
+        ValueError: an unknown precision or `optimize_for`, constant kernels
+            asked for past `MAX_CONSTANT_BYTES` or together with packed ones,
+            or int8 kernels neither packed nor constants.
     """
     from keras_bert_impl.inference.constant_kernels import dense_kernel_bytes
     from keras_bert_impl.inference.precision import model_precision
 
+    if optimize_for not in OPTIMIZE_FOR_CHOICES:
+        raise ValueError(f"optimize_for {optimize_for!r} is not one of {', '.join(OPTIMIZE_FOR_CHOICES)}")
     machine = machine or Machine()
+    this_cpu = optimize_for == THIS_CPU
     if constant_kernels and packed_kernels:
         raise ValueError("the kernels are either graph constants or packed variables, not both")
-    skip_padding = not machine.accelerator if skip_padding is None else bool(skip_padding)
+    if skip_padding is None:
+        skip_padding = not machine.accelerator if this_cpu else True
+    skip_padding = bool(skip_padding)
     if precision == INT8:
         if constant_kernels is False and packed_kernels is False:
             raise ValueError("an int8 export holds its int8 kernels as variables that its products pack once "
@@ -401,26 +428,51 @@ def export_plan(model, precision=None, skip_padding=None, constant_kernels=None,
         return InferencePlan(precision=INT8, padding_free=skip_padding, held_weights=True,
                              constant_kernels=not packed_kernels, packed_kernels=packed_kernels,
                              onednn_forms=machine.onednn_runs_graphs)
-    if precision:
-        precision = resolve_precision(precision, machine.cpu_flags, machine.onednn_rewrites, machine.cpu_vendor)
+    if precision or this_cpu:
+        precision = resolve_precision(precision or "auto", machine.cpu_flags, machine.onednn_rewrites,
+                                      machine.cpu_vendor)
     else:
         precision = model_precision(model)
     # The kernels as the export holds them: in its precision (`inference.precision`).
     total = dense_kernel_bytes(model, precision)
     if packed_kernels is None:
-        packed_kernels = machine.onednn_runs_graphs and not constant_kernels and precision in PACKED_PRECISIONS
+        packed_kernels = (this_cpu and machine.onednn_runs_graphs and not constant_kernels
+                          and precision in PACKED_PRECISIONS)
     elif packed_kernels and precision not in PACKED_PRECISIONS:
         raise ValueError(f"packed kernels are for {' and '.join(PACKED_PRECISIONS)}, not {precision}")
     if packed_kernels:
         constant_kernels = False
     elif constant_kernels is None:
-        constant_kernels = total <= MAX_CONSTANT_BYTES and not machine.accelerator
+        constant_kernels = this_cpu and total <= MAX_CONSTANT_BYTES and not machine.accelerator
     elif constant_kernels and total > MAX_CONSTANT_BYTES:
         raise ValueError(f"the kernels as constants would take {total / 2**20:.0f} MiB of the SavedModel's graph, "
                          f"more than {MAX_CONSTANT_BYTES / 2**20:.0f} MiB: export without constant kernels")
     return InferencePlan(precision=precision, padding_free=skip_padding, held_weights=True,
                          constant_kernels=bool(constant_kernels), packed_kernels=bool(packed_kernels),
-                         onednn_forms=machine.onednn_runs_graphs)
+                         onednn_forms=this_cpu and machine.onednn_runs_graphs)
+
+
+def export_needs(plan):
+    """What an export made by `plan` needs to run well: one line, for its metadata and the tool's last line.
+
+    Example:
+    >>> export_needs(InferencePlan("float32", padding_free=True, held_weights=True))
+    'portable: stock TensorFlow ops, CPU and GPU'
+    >>> export_needs(InferencePlan("float32", held_weights=True, packed_kernels=True))
+    'TensorFlow with oneDNN on x86 (CPU only): its products are oneDNN ops'
+    """
+    if plan.precision == INT8 or plan.packed_kernels:
+        return "TensorFlow with oneDNN on x86 (CPU only): its products are oneDNN ops"
+    if plan.constant_kernels or plan.onednn_forms or plan.precision == "bfloat16":
+        made_for = []
+        if plan.precision == "bfloat16":
+            made_for.append("bfloat16 products (fast only on CPUs with AMX or AMD's AVX-512 bf16, or a GPU)")
+        if plan.constant_kernels:
+            made_for.append("the Dense kernels as graph constants (several copies in a server's memory)")
+        if plan.onednn_forms:
+            made_for.append("LayerNorm and softmax arranged for oneDNN's fused kernels")
+        return "stock TensorFlow ops, CPU and GPU; made for this CPU: " + "; ".join(made_for)
+    return "portable: stock TensorFlow ops, CPU and GPU"
 
 
 def features_plan(precision, machine=None):

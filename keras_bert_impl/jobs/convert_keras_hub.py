@@ -65,7 +65,8 @@ def convert_keras_hub(to_preset=False, from_preset=False, preset_dir=None, bert_
     """
     if bool(to_preset) == bool(from_preset):
         raise ValueError("give exactly one of to_preset or from_preset")
-    from keras_bert_impl.checkpoints.keras_hub import ORIGINAL_DIR, preset_to_release, release_to_preset
+    from keras_bert_impl.checkpoints.keras_hub import ORIGINAL_DIR
+    from keras_bert_impl.checkpoints.keras_hub_variants import preset_to_release, release_to_preset
 
     start = time.perf_counter()
     if to_preset:

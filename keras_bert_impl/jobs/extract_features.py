@@ -94,12 +94,10 @@ def extract_features(
     from keras_bert_impl.config import BertConfig
     from keras_bert_impl.data.text_pairs import convert_example_to_features, read_text_pair_examples
     from keras_bert_impl.io import atomic_output, check_max_seq_length
-    from keras_bert_impl.inference.constant_kernels import ConstantKernels, reading_as_constants
+    from keras_bert_impl.inference.forward import apply_plan
     from keras_bert_impl.inference.function import AnyShapeFunction
-    from keras_bert_impl.inference.packed_kernels import PackedKernels
     from keras_bert_impl.inference.padding_free import set_real_tokens_only
     from keras_bert_impl.inference.plan import features_plan
-    from keras_bert_impl.inference.precision import copy_weights, inference_dtype_policy
     from keras_bert_impl.models.bert_model import BertModel
     from keras_bert_impl.tokenization import (
         FullTokenizer,
@@ -126,22 +124,20 @@ def extract_features(
 
     model = BertModel(config, output_all_encoder_layers=True)
     load_original_checkpoint(model, init_checkpoint)
-    if plan.held_weights:
-        held = BertModel(config, output_all_encoder_layers=True, dtype=inference_dtype_policy(model, plan.precision))
-        copy_weights(model, held)
-        model = held
-    # On a CPU the per-token work of the padding is skipped: the records
-    # hold real tokens only, whose values are the same within rounding;
-    # and oneDNN packs the Dense kernels once (inference.packed_kernels, or
+    # The weights held in bfloat16 where the plan says so; on a CPU oneDNN
+    # packs the Dense kernels once (inference.packed_kernels, or
     # inference.constant_kernels where its products do not run the graph).
+    planned = apply_plan(model, plan, rebuild=lambda dtype: BertModel(config, output_all_encoder_layers=True,
+                                                                      dtype=dtype))
+    model = planned.model
+    # On a CPU the per-token work of the padding is skipped: the records
+    # hold real tokens only, whose values are the same within rounding.
     set_real_tokens_only(model, plan.padding_free)
-    kernels = (ConstantKernels(model) if plan.constant_kernels
-               else PackedKernels(model) if plan.packed_kernels else None)
 
     # One trace for every batch, the last one's shape too: each trace holds
     # the constants again.
     def outputs_of(inputs):
-        with reading_as_constants(kernels):
+        with planned.tracing():
             return model(inputs, training=False)["encoder_outputs"]
 
     encoder_outputs = AnyShapeFunction(tf.function(outputs_of, autograph=False))

@@ -7,11 +7,16 @@ is published whole and never overwritten) and lists the model in the export
 base's `models.config` (`serving.tf_serving_files`).
 
 How the graph computes is an `inference.plan.InferencePlan`
-(`plan.export_plan`): float32 or bfloat16 (by default the faster one on the
-exporting CPU), per-token work on real tokens only for a batch with
-padding, Dense kernels as variables that oneDNN's products pack once
-(`inference.packed_kernels`) or as graph constants; `export_metadata.json`
-says which, beside the CPU it was chosen for. TF Serving ignores that file;
+(`plan.export_plan`). By default it does not depend on the machine that
+writes it: the model's own precision (float32 from a checkpoint), per-token
+work on real tokens only for a batch with padding, the Dense kernels plain
+variables: stock TensorFlow ops that TF Serving runs on a CPU or a GPU.
+This CPU's fastest form is asked for by name (`optimize_for="this_cpu"`:
+bfloat16 where its bf16 units outrun float32, Dense kernels as variables
+that oneDNN's products pack once, `inference.packed_kernels`, or as graph
+constants), as are a precision and each kernel form; `export_metadata.json`
+says which, what the export needs to run ("needs") and the CPU it was
+written on. TF Serving ignores that file;
 the bfloat16 graph holds its weights in bfloat16 but
 for the LayerNorms' (`inference.precision`). An int8 export
 (`inference.int8`) holds the encoder's Dense kernels as int8 variables (or,
@@ -35,16 +40,9 @@ import tensorflow as tf
 from keras_bert_impl import filesystem, hardware
 from keras_bert_impl.inference import int8
 from keras_bert_impl.inference import plan as inference_plan
-from keras_bert_impl.inference.constant_kernels import ConstantKernels
-from keras_bert_impl.inference.packed_kernels import PackedKernels
+from keras_bert_impl.inference.forward import RebuildError, apply_plan
 from keras_bert_impl.inference.padding_free import real_tokens_only_set_to
-from keras_bert_impl.inference.precision import (
-    compute_precision,
-    copy_weights,
-    holds_weights_for,
-    inference_dtype_policy,
-    same_variable_layout,
-)
+from keras_bert_impl.inference.precision import compute_precision
 from keras_bert_impl.serving import int8_gate
 from keras_bert_impl.serving.session_model import SessionModelError
 from keras_bert_impl.serving.signatures import SIGNATURE_METHODS, BertServingModule
@@ -70,14 +68,30 @@ from keras_bert_impl.tokenization.in_graph import InGraphTokenizer
 from keras_bert_impl.tokenization.preprocessor import shared_tables
 
 METADATA_FILE = "export_metadata.json"
-# Said after every export (measured: docs/BENCHMARKS.md, "One intra-op thread per request", "Each request's ops
-# in the thread that sent it" and, for float32, "`make_inference_function` in the calling thread").
+# Said after every export, by the model's width (measured per form and size: docs/BENCHMARKS.md, "Portable export
+# against this CPU's form"): one intra-op thread per request paid for a MiniLM-sized model in every form and cost
+# a BERT-base-sized one a third to two thirds more time per text, whose products are worth splitting across cores.
+ONLINE_THREADS_MAX_WIDTH = 384
 ONLINE_THREADS_HINT = (
     "for online traffic on a CPU (a text or a few a request, several clients at once) start TF Serving with "
     "--tensorflow_intra_op_parallelism=1 --tensorflow_inter_op_parallelism=-1: each request keeps a core and runs "
-    "its ops in the thread that received it, with no hand-offs between threads (MiniLM, two cores: one text "
-    "4.2 against 5.6 ms with the defaults in int8, 10.7 against 12.6 in float32; two clients at once 1.4x the "
-    "texts/s in float32); a server whose requests are batches keeps both defaults")
+    "its ops in the thread that received it, with no hand-offs between threads (a model this narrow: one text "
+    "faster so in every form measured); a server whose requests are batches keeps both defaults")
+DEFAULT_THREADS_HINT = (
+    "on a CPU, keep TF Serving's default threads, online traffic included: each product of a model this wide "
+    "gains from every core, and --tensorflow_intra_op_parallelism=1 made one text of a BERT-base-sized export "
+    "slower (docs/BENCHMARKS.md, \"Portable export against this CPU's form\")")
+
+
+def threads_hint(bert_config):
+    """The TF Serving thread settings that fit an export of a model with `bert_config` (one line, measured).
+
+    Example:
+    >>> from keras_bert_impl.config import BertConfig
+    >>> threads_hint(BertConfig(vocab_size=30, hidden_size=768)) == DEFAULT_THREADS_HINT
+    True
+    """
+    return ONLINE_THREADS_HINT if bert_config.hidden_size <= ONLINE_THREADS_MAX_WIDTH else DEFAULT_THREADS_HINT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,31 +108,41 @@ class ExportOptions:
         tables: Optional precomputed `in_graph.build_tables()`.
         serving_base_path: Where TF Serving sees the export base, for
             `models.config` (see `tf_serving_files.write_models_config`).
-        precision: "float32", "bfloat16" or "auto" (`inference.plan.
-            default_precision`: bfloat16 on a CPU with AMX or AMD's AVX-512
-            bf16 that TensorFlow's oneDNN kernels run); a model in another
-            precision is rebuilt in this one (`in_precision`). Default: the
-            model's own.
+        precision: "float32", "bfloat16", "int8" or "auto" (this CPU's
+            fastest, `inference.plan.default_precision`: bfloat16 on a CPU
+            with AMX or AMD's AVX-512 bf16 that TensorFlow's oneDNN kernels
+            run); a model in another precision is rebuilt in this one
+            (`in_precision`). Default: the model's own ("auto" with
+            `optimize_for="this_cpu"`).
+        optimize_for: "portable" (the default: a graph of stock ops that
+            does not depend on the exporting machine, CPU or GPU) or
+            "this_cpu": this machine's fastest form, as
+            `inference.plan.export_plan` chooses it (its precision, packed
+            or constant kernels, oneDNN's LayerNorm and softmax forms).
+            Written to the export's metadata with what it needs to run.
         skip_padding: Whether a batch with padding runs the encoder's
             per-token work on its real tokens only (`BertServingModule`);
-            default: on a CPU, not where a GPU or TPU is visible, where the
-            gathers can cost more than the padding (docs/BENCHMARKS.md).
+            default: on (stock ops); with "this_cpu", on a CPU, not where a
+            GPU or TPU is visible, where the gathers can cost more than the
+            padding (docs/BENCHMARKS.md).
             Written to the export's metadata.
         constant_kernels: Whether the graph holds the Dense kernels as
             constants, which oneDNN packs once and multiplies with its
             blocked kernels, on AMX tiles where the CPU has them
             (`inference.constant_kernels`, docs/BENCHMARKS.md). Default:
-            where no GPU or TPU is visible and they (one copy) take at most
-            `inference.plan.MAX_CONSTANT_BYTES`, unless packed (below).
+            off; with "this_cpu", where no GPU or TPU is visible and they
+            (one copy) take at most `inference.plan.MAX_CONSTANT_BYTES`,
+            unless packed (below).
             Written to the export's metadata.
         packed_kernels: Whether the Dense kernels stay variables that
             oneDNN's products pack once, as it packs constants (as fast, in
             a fraction of the memory; `inference.packed_kernels`): the
             export then needs TensorFlow's oneDNN kernels (any stock x86
-            TensorFlow or TF Serving). Default: where TensorFlow's oneDNN
-            kernels run this machine's graphs (no GPU or TPU visible), in
-            float32 and bfloat16, and for int8 (its int8 kernels as
-            variables) everywhere, unless `constant_kernels` is on.
+            TensorFlow or TF Serving; CPU only). Default: for int8 (its int8
+            kernels as variables) unless `constant_kernels` is on; with
+            "this_cpu" also where TensorFlow's oneDNN kernels run this
+            machine's graphs (no GPU or TPU visible), in float32 and
+            bfloat16.
             Written to the export's metadata.
         calibration_texts: For precision "int8": texts of the task (one
             request each) whose activations fix each product's input range
@@ -152,6 +176,7 @@ class ExportOptions:
     tables: object = None
     serving_base_path: str = DEFAULT_SERVING_BASE_PATH
     precision: str = None
+    optimize_for: str = inference_plan.PORTABLE
     skip_padding: bool = None
     constant_kernels: bool = None
     packed_kernels: bool = None
@@ -162,25 +187,42 @@ class ExportOptions:
     min_int8_agreement: float = None
 
 
-def in_precision(model, spec, precision):
-    """`model` as an export in `precision` computes: itself, or a copy built for it.
+def planned_export_model(model, spec, plan, calibration=None):
+    """`model` as the export's `plan` runs it (`inference.forward.apply_plan`): a `PlannedModel`.
 
-    The copy is `spec.build_model` with `inference.precision.inference_dtype_policy`
-    (in bfloat16, the weights held rounded: no conversion on each request)
-    and `model`'s variables, matched one to one by path and shape.
+    Where the plan holds the weights otherwise than `model` (bfloat16), the
+    copy is `spec.build_model` in the plan's precision (the weights held
+    rounded: no conversion on each request), `model`'s variables matched one
+    to one by path and shape.
+
+    Args:
+        model: The task model exported.
+        spec: Its `tasks.spec.TaskSpec`.
+        plan: The export's `InferencePlan`.
+        calibration: For int8, as `apply_plan` takes it.
 
     Raises:
         ExportError: the rebuilt model's variables do not match `model`'s.
     """
-    if holds_weights_for(model, precision):
-        return model
     num_labels = int(model.outputs[0].shape[-1]) if spec.uses_labels else None
-    copy = spec.build_model(model.bert_config, num_labels, dtype=inference_dtype_policy(model, precision))
-    if not same_variable_layout(model, copy) or not holds_weights_for(copy, precision):
+    try:
+        return apply_plan(model, plan, rebuild=lambda dtype: spec.build_model(model.bert_config, num_labels,
+                                                                              dtype=dtype),
+                          calibration=calibration)
+    except RebuildError:
+        precision = compute_precision(plan.precision)
         raise ExportError(f"cannot rebuild {model.name!r} in {precision}: its variables are not a "
-                          f"{spec.name} model's; build it with dtype={inference_plan.DTYPE_POLICIES[precision]!r}")
-    copy_weights(model, copy)
-    return copy
+                          f"{spec.name} model's; build it with dtype={inference_plan.DTYPE_POLICIES[precision]!r}"
+                          ) from None
+
+
+def in_precision(model, spec, precision):
+    """`model` as an export in `precision` computes: itself, or a copy built for it (`planned_export_model`).
+
+    Raises:
+        ExportError: the rebuilt model's variables do not match `model`'s.
+    """
+    return planned_export_model(model, spec, inference_plan.InferencePlan(precision, held_weights=True)).model
 
 
 def export_metadata(task, plan, options, int8_report=None):
@@ -202,7 +244,10 @@ def export_metadata(task, plan, options, int8_report=None):
         "precision": precision,
         "dtype_policy": inference_plan.DTYPE_POLICIES[compute_precision(precision)],
         "weights_dtype": weights.get(precision, "bfloat16 (LayerNorm float32)"),
+        "optimized_for": options.optimize_for,
+        "needs": inference_plan.export_needs(plan),
         "skips_padding": plan.padding_free,
+        "onednn_forms": plan.onednn_forms,
         "kernels": ("graph constants" if plan.constant_kernels
                     else "int8 variables, packed once by oneDNN's _QuantizedMatMul"
                     if plan.packed_kernels and precision == inference_plan.INT8
@@ -219,6 +264,16 @@ def export_metadata(task, plan, options, int8_report=None):
     if int8_report is not None:
         metadata["int8"] = int8_report
     return metadata
+
+
+def read_export_metadata(version_dir):
+    """The `assets.extra/export_metadata.json` of an export's version directory, as a dict.
+
+    Args:
+        version_dir: `saved_models/<name>/<version>`.
+    """
+    with filesystem.open_file(filesystem.join(version_dir, "assets.extra", METADATA_FILE)) as f:
+        return json.load(f)
 
 
 def int8_calibration(module, model, texts, percentile, smoothing_alpha=None, batch_size=32):
@@ -357,7 +412,7 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
                           f"{', '.join(inference_plan.EXPORT_PRECISION_CHOICES)}")  # int8 too, where predict has none
     try:
         plan = inference_plan.export_plan(model, options.precision, options.skip_padding, options.constant_kernels,
-                                          packed_kernels=options.packed_kernels)
+                                          packed_kernels=options.packed_kernels, optimize_for=options.optimize_for)
     except ValueError as error:
         raise ExportError(str(error)) from None
     calibration = int8_gate.calibration_text_tuple(options.calibration_texts)
@@ -403,28 +458,29 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
         else:
             tokenizer, special_ids, special_tokens, tokens = variant
             mask_token = special_tokens.mask
-        served = in_precision(model, spec, compute_precision(plan.precision))
 
-        def serving_module(constant_kernels):
+        def serving_module(planned):
             return BertServingModule(
-                served, task, tokenizer, options.max_seq_length, special_ids,
-                labels_path=labels_path, skip_padding=plan.padding_free, constant_kernels=constant_kernels,
+                planned, task, tokenizer, options.max_seq_length, special_ids,
+                labels_path=labels_path, skip_padding=plan.padding_free,
                 special_tokens=special_tokens, vocabulary=tokens,
             )
 
         int8_report = None
+        texts = [text for text in calibration if text.strip()] if calibration else list(options.warmup_texts)
+        calibrate_on_texts = None
+        if plan.precision == inference_plan.INT8 and calibration:
+            # Tokenized as the export tokenizes, run through the model that the export runs.
+            calibrate_on_texts = lambda served: int8_calibration(  # noqa: E731
+                serving_module(served), served, texts, options.calibration_percentile, options.smoothing_alpha)
+        planned = planned_export_model(model, spec, plan, calibrate_on_texts)
+        module = serving_module(planned)
+        kernels = planned.kernels
         if plan.precision == inference_plan.INT8:
-            texts = [text for text in calibration if text.strip()] if calibration else list(options.warmup_texts)
-            ranges = smoothing = None
-            if calibration:  # tokenized as the export tokenizes
-                ranges, smoothing = int8_calibration(serving_module(None), served, texts,
-                                                     options.calibration_percentile, options.smoothing_alpha)
-            module = serving_module(int8.Int8Kernels(served, ranges, smoothing,
-                                                     kernels_as_variables=plan.packed_kernels))
             # Measured on texts the calibration did not see, and refused below the threshold (`int8_gate`).
             held_out = int8_gate.held_out_texts(texts if calibration else (), options.warmup_texts)
-            int8_report = int8_agreement(module, served, held_out,
-                                         ranges, percentile=options.calibration_percentile,
+            int8_report = int8_agreement(module, planned.model, held_out, kernels.input_ranges,
+                                         percentile=options.calibration_percentile,
                                          smoothing_alpha=options.smoothing_alpha,
                                          num_calibration_texts=len(texts) if calibration else None)
             if log:
@@ -435,19 +491,17 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
                     log(warning)
             int8_gate.check_agreement(int8_report, options.min_int8_agreement)
         else:
-            kernels = (ConstantKernels(served) if plan.constant_kernels
-                       else PackedKernels(served) if plan.packed_kernels else None)
-            module = serving_module(kernels)
             if log and plan.packed_kernels:
                 log("Dense kernels as variables that oneDNN's products pack once (_MklNativeFusedMatMul): the export "
                     "needs TensorFlow's oneDNN kernels, as every stock x86 TensorFlow and TF Serving has "
                     "(--nopacked_kernels: a graph of stock ops only)")
-            if log and kernels is None and plan.onednn_forms:
-                log(f"Dense kernels as variables: a server started with {hardware.FROZEN_WEIGHTS_ENV}=1 packs them "
+            if log and kernels is None:
+                log(f"Dense kernels as variables: on a CPU whose TensorFlow runs oneDNN's kernels, a server started "
+                    f"with {hardware.FROZEN_WEIGHTS_ENV}=1 packs them "
                     f"once, as constants are (about as fast, in less memory; never in a process that trains; "
                     f"docs/BENCHMARKS.md, 'Memory that holds')")
         if log:
-            log(ONLINE_THREADS_HINT)
+            log(threads_hint(model.bert_config))
         signatures = module.signatures()
         tf.saved_model.save(module, staging, signatures=signatures)
         if task in SIGNATURE_METHODS:
@@ -557,12 +611,13 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
             (`checkpoints.keras_file`), whose config must equal
             `bert_config_file`'s.
         export_dir: `saved_models/<model_name>`.
-        options: `ExportOptions`; default `ExportOptions(precision="auto")`.
-            Its `precision` ("auto": `inference.plan.default_precision`,
-            bfloat16 on a CPU with AMX or AMD's AVX-512 bf16 and
-            TensorFlow's oneDNN rewrites on, else float32; None: "auto";
-            "int8": built in float32, its encoder's products exported in
-            int8) is what the model is built and exported in.
+        options: `ExportOptions`; default `ExportOptions()` (portable,
+            float32). Its `precision` (None: float32, or with
+            `optimize_for="this_cpu"` "auto"; "auto":
+            `inference.plan.default_precision`, bfloat16 on a CPU with AMX or
+            AMD's AVX-512 bf16 and TensorFlow's oneDNN rewrites on, else
+            float32; "int8": built in float32, its encoder's products
+            exported in int8) is what the model is built and exported in.
         num_labels: Classes, where the task has labels (`options.label_names`
             wins, and without them the `label_list.txt` beside
             `init_checkpoint`: `release_label_names`).
@@ -581,7 +636,7 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
     from keras_bert_impl.config import BertConfig
     from keras_bert_impl.io import check_max_seq_length
 
-    options = options or ExportOptions(precision="auto")
+    options = options or ExportOptions()
     if task not in exported_task_names():
         raise ExportError(f"--task {task!r} is not one of {', '.join(exported_task_names())}")
     version = options.version
@@ -600,7 +655,8 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
     try:
         precision = options.precision
         if precision != inference_plan.INT8:
-            precision = inference_plan.resolve_precision(precision or "auto")
+            this_cpu = options.optimize_for == inference_plan.THIS_CPU
+            precision = inference_plan.resolve_precision(precision or ("auto" if this_cpu else "float32"))
     except ValueError as error:
         raise ExportError(str(error)) from None
     label_names = options.label_names

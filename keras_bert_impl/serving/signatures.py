@@ -18,7 +18,7 @@ predict: the export sets it from `SIGNATURE_METHODS` afterwards.
 
 import tensorflow as tf
 
-from keras_bert_impl.inference.constant_kernels import reading_as_constants
+from keras_bert_impl.inference.forward import PlannedModel
 from keras_bert_impl.inference.padding_free import call_skipping_padding, drop_unused_padding, real_tokens_only_set_to
 from keras_bert_impl.tasks.registry import exported_task_names, get_task
 from keras_bert_impl.tokenization.in_graph import InGraphTokenizer
@@ -42,7 +42,9 @@ class BertServingModule(tf.Module):
 
     Args:
         model: The Keras model (`BertClassifier`, `BertModel`,
-            `BertPretrainingModel`, span-QA model).
+            `BertPretrainingModel`, span-QA model), or a `PlannedModel`
+            (`inference.forward.apply_plan`: the model an export's plan runs,
+            with its kernels and forms; the two arguments below are then its).
         task: A task name of `tasks.registry` with serving outputs.
         tokenizer: `InGraphTokenizer` over the model's vocabulary, or a
             variant's in-graph tokenizer (`tokenization.from_files`), which
@@ -63,22 +65,25 @@ class BertServingModule(tf.Module):
             segment ids all 0); None: BERT's.
         vocabulary: The tokens in id order, for a tokenizer without
             `id_to_token` (fill_mask's `top_k_tokens`).
-        constant_kernels: Optional `inference.constant_kernels.ConstantKernels`
-            of `model`: the forward pass reads its Dense kernels as graph
-            constants, which oneDNN packs once (on AMX tiles where the CPU
-            has them); the SavedModel then holds no variable of theirs. Or
-            what stands in for one: an `inference.int8.Int8Kernels`, or an
-            `inference.packed_kernels.PackedKernels` (variables that
-            oneDNN's products pack once).
+        kernels: How the forward pass holds `model`'s Dense kernels
+            (`PlannedModel.kernels`): None (its variables), an
+            `inference.constant_kernels.ConstantKernels` (graph constants,
+            which oneDNN packs once; the SavedModel then holds no variable of
+            theirs), an `inference.packed_kernels.PackedKernels` (variables
+            that oneDNN's products pack once) or an `inference.int8.Int8Kernels`.
             Either way the forward pass is one function that every
             signature calls, so the SavedModel holds it (and its kernels)
             once.
+        onednn_forms: Trace the LayerNorms and softmax in the forms oneDNN
+            runs as one kernel (`layers.onednn_forms`); False (the default):
+            Keras' own, whatever the model's layers are set to, so the graph
+            does not depend on the machine that traced it.
     """
 
     def __init__(
         self, model, task, tokenizer, max_seq_length, special_ids, labels_path=None,
-        top_k=5, max_masks=8, max_answer_length=30, skip_padding=True, constant_kernels=None,
-        special_tokens=None, vocabulary=None,
+        top_k=5, max_masks=8, max_answer_length=30, skip_padding=True, kernels=None,
+        special_tokens=None, vocabulary=None, onednn_forms=False,
     ):
         super().__init__(name=f"bert_{task}")
         self.spec = get_task(task)
@@ -91,16 +96,15 @@ class BertServingModule(tf.Module):
         # served uninitialised weights and failed every request. Keras' own
         # exporter tracks them the same way. The model itself is left
         # untracked, so each weight is saved once.
-        object.__setattr__(self, "model", model)
+        planned = model if isinstance(model, PlannedModel) else PlannedModel(model, kernels, bool(onednn_forms))
+        object.__setattr__(self, "planned", planned)
+        object.__setattr__(self, "model", planned.model)
         # Kernels read as constants are not saved as variables too: were any
         # read outside `forward`, saving would fail on the untracked variable.
-        # Packed kernels (`inference.packed_kernels`) bring variables of their own in place of some.
-        self.tf_variables = [variable.value for variable in model.variables
-                             if not (constant_kernels and constant_kernels.holds(variable))]
-        self.tf_variables += list(getattr(constant_kernels, "variables", ()))
+        # Packed and int8 kernels bring variables of their own in place of some.
+        self.tf_variables = planned.saved_variables()
         self.task = task
         self.skip_padding = skip_padding
-        object.__setattr__(self, "constant_kernels", constant_kernels)
         # Made by the first `forward`; in a plain list, which the SavedModel
         # saver does not look into: as an attribute it would trace it once
         # more, outside the signatures, and save the constants again.
@@ -224,10 +228,11 @@ class BertServingModule(tf.Module):
         return self._shared_forward[0](inputs)
 
     def _forward(self, inputs):
-        if self.skip_padding:
-            return call_skipping_padding(self.model, inputs, constant_kernels=self.constant_kernels)
-        with real_tokens_only_set_to(self.model, False), reading_as_constants(self.constant_kernels):
-            return self.model(inputs, training=False)
+        with self.planned.tracing():
+            if self.skip_padding:
+                return call_skipping_padding(self.model, inputs)
+            with real_tokens_only_set_to(self.model, False):
+                return self.model(inputs, training=False)
 
     def outputs_from_examples(self, examples):
         """Task outputs for serialized tf.Examples with tf-models' feature names.

@@ -204,12 +204,14 @@ class DistillationOptions:
 def check_teacher(teacher):
     """Refuses a teacher whose head was never trained (a release loaded with a fresh head).
 
+    A teacher is known by what a `TextClassifier` has (its encoder, head,
+    preprocessing and classes), not by importing the class: the task API
+    (`tasks.text_classifier`) calls this module, and no import goes back.
+
     Raises:
         DistillationError: naming what is missing.
     """
-    from keras_bert_impl.tasks.text_classifier import TextClassifier
-
-    if not isinstance(teacher, TextClassifier):
+    if not all(hasattr(teacher, name) for name in ("bert", "head", "preprocessor", "num_classes", "bert_config")):
         raise DistillationError(f"the teacher must be a fine-tuned TextClassifier, got {type(teacher).__name__}")
     report = getattr(teacher, "load_report", None)
     fresh_head = report is not None and any(name in report.fresh for name in ("output_weights", "output_bias"))
@@ -243,14 +245,12 @@ def teacher_targets(teacher, inputs, batch_size):
 
 
 def make_student(teacher, num_hidden_layers, options):
-    """The student `TextClassifier`: the teacher's configuration at `num_hidden_layers`, its weights copied."""
+    """The student: the teacher's class (a `TextClassifier`) at `num_hidden_layers` layers, its weights copied."""
     import keras
-
-    from keras_bert_impl.tasks.text_classifier import TextClassifier
 
     layers = evenly_spaced_layers(teacher.bert_config.num_hidden_layers, num_hidden_layers)
     config = student_config(teacher.bert_config, num_hidden_layers)
-    student = TextClassifier(
+    student = type(teacher)(
         config, teacher.num_classes, keras.layers.deserialize(keras.layers.serialize(teacher.preprocessor)),
         dropout_rate=teacher.dropout_rate,
         learning_rate=options.learning_rate or teacher.learning_rate,

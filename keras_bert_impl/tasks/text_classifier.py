@@ -175,14 +175,18 @@ class TextClassifier(BertClassifier):
                              write_more=labels)
 
     def export(self, export_base, label_names=None, version=None, precision=None, verify=True,
-               calibration_texts=None, min_int8_agreement=None):
+               calibration_texts=None, min_int8_agreement=None, optimize_for="portable"):
         """Exports for TF Serving under `export_base/<version>/`; returns that directory.
 
         The SavedModel tokenizes raw text in-graph with this model's
         preprocessing (signatures `serving_default`, `serve_text_pair`,
-        `serve_ids`, `serve_examples`). `precision` ("float32", "bfloat16",
+        `serve_ids`, `serve_examples`), in stock TensorFlow ops that TF
+        Serving runs on any CPU or GPU. `precision` ("float32", "bfloat16",
         "int8" or "auto": bfloat16 on a CPU with AMX or AMD's AVX-512 bf16)
-        is what it computes in; default this model's own. `label_names`
+        is what it computes in; default this model's own.
+        `optimize_for="this_cpu"` asks for this CPU's fastest form instead
+        ("auto" precision, kernels packed by oneDNN: CPU only; see
+        `serving.export.ExportOptions`). `label_names`
         default to `self.label_names` (a fine-tuned release's, from
         `from_release`), else "0".."n-1". For "int8",
         `calibration_texts` (your task's texts, as `bert-export
@@ -203,6 +207,7 @@ class TextClassifier(BertClassifier):
         options = ExportOptions(do_lower_case=self.preprocessor.do_lower_case,
                                 max_seq_length=self.preprocessor.max_seq_length, label_names=label_names,
                                 version=version, tables=shared_tables(), precision=precision, verify=verify,
+                                optimize_for=optimize_for,
                                 calibration_texts=calibration_texts,  # one string: one text (the export's check)
                                 min_int8_agreement=min_int8_agreement)
         with tempfile.TemporaryDirectory(prefix="vocab-") as work:

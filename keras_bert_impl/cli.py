@@ -265,7 +265,7 @@ def fill_release_flags(fv, source=None):
         if not is_named_source(fv.init_checkpoint):
             return
         source, fv.init_checkpoint = fv.init_checkpoint, None
-    from keras_bert_impl.checkpoints.release import find_release
+    from keras_bert_impl.checkpoints.sources import find_release
 
     files = find_release(source)
     fv.bert_config_file = fv.bert_config_file or files.bert_config_file

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from keras_bert_impl.checkpoints.archives import GOOGLE_BASE_URL_ENV, archive_url
 from keras_bert_impl.checkpoints.original import save_original_checkpoint
-from keras_bert_impl.checkpoints.release import find_release
+from keras_bert_impl.checkpoints.sources import find_release
 from keras_bert_impl.checkpoints.sources import SourceError, list_cached_releases, remove_cached_release
 from keras_bert_impl.models.bert_model import BertModel
 from tests.helpers import randomize, tiny_config

@@ -152,7 +152,7 @@ def numpy_objective(teacher_dir, student_dir, texts):
     from keras_bert_impl.tasks.masked_lm import MaskedLM
 
     from keras_bert_impl.checkpoints.original import load_original_checkpoint
-    from keras_bert_impl.checkpoints.release import find_release
+    from keras_bert_impl.checkpoints.sources import find_release
     from keras_bert_impl.tasks.text_data import text_tensor
     from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
 
@@ -229,7 +229,7 @@ def test_a_general_student_moves_toward_its_teacher(tmp_path, teacher_model):
 
 
 def test_an_interrupted_run_leaves_no_release_and_a_rerun_finishes_it(tmp_path, monkeypatch):
-    from keras_bert_impl.checkpoints.release import find_release
+    from keras_bert_impl.checkpoints.sources import find_release
     from keras_bert_impl.errors import CheckpointError
     from keras_bert_impl.jobs import run_fine_tuning
 

@@ -455,7 +455,8 @@ def test_the_newest_release_written_into_a_directory_is_the_one_read(tmp_path, c
     """A conversion (`bert_model.ckpt`) into a directory holding a fine-tuned
     release (`model.ckpt`) is what readers of the directory then load, and
     a fine-tuned release written after it wins again."""
-    from keras_bert_impl.checkpoints.release import find_release, write_release
+    from keras_bert_impl.checkpoints.release import write_release
+    from keras_bert_impl.checkpoints.sources import find_release
     from keras_bert_impl.models.bert_model import BertModel
 
     config = BertConfig(**TINY)
@@ -557,7 +558,7 @@ def test_masked_lm_without_nsp_head_converts(tmp_path, capsys):
 def test_a_release_path_that_does_not_exist_is_named(tmp_path):
     """Was: "<its parent>: not a release, it has no bert_config.json", naming
     a directory the user never gave."""
-    from keras_bert_impl.checkpoints.release import find_release
+    from keras_bert_impl.checkpoints.sources import find_release
     from keras_bert_impl.errors import CheckpointError
 
     for missing in (tmp_path / "relase", tmp_path / "release" / "bert_model.ckpt"):

@@ -20,7 +20,7 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from keras_bert_impl.checkpoints.original import list_original_variables, load_original_checkpoint
-from keras_bert_impl.checkpoints.release import find_release
+from keras_bert_impl.checkpoints.sources import find_release
 from keras_bert_impl.cli import run_tool
 from keras_bert_impl.config import BertConfig
 from keras_bert_impl.models.classifier import BertClassifier

@@ -353,7 +353,7 @@ def test_hf_bert_for_multiple_choice_converts_and_gives_its_logits(tmp_path, cap
     (hf_dir / "config.json").write_text(json.dumps(config))
     code, lines = convert(capsys, hf_dir, tmp_path / "release")
     assert code == 0, lines
-    from keras_bert_impl.checkpoints.release import find_release
+    from keras_bert_impl.checkpoints.sources import find_release
     from keras_bert_impl.config import BertConfig
 
     files = find_release(str(tmp_path / "release"))

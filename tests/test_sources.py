@@ -162,7 +162,7 @@ def test_a_classifier_on_a_release_without_pooler_starts_it_fresh_with_a_note(hu
 
 
 def test_bad_sources_are_one_line_each(hub, tmp_path, monkeypatch):
-    from keras_bert_impl.checkpoints.release import find_release
+    from keras_bert_impl.checkpoints.sources import find_release
 
     files, _ = bert_repository(tmp_path)
     commit = hub.add("tiny/bert", files)
@@ -214,7 +214,7 @@ def test_the_tools_print_one_line_for_a_bad_source(hub, tmp_path):
 
 
 def test_http_500_then_a_corrupt_body_leave_nothing_cached_and_a_rerun_fetches(hub, tmp_path):
-    from keras_bert_impl.checkpoints.release import find_release
+    from keras_bert_impl.checkpoints.sources import find_release
 
     files, _ = bert_repository(tmp_path)
     commit = hub.add("tiny/bert", files)
@@ -233,7 +233,7 @@ def test_http_500_then_a_corrupt_body_leave_nothing_cached_and_a_rerun_fetches(h
 def test_a_body_cut_short_is_fetched_again(hub, tmp_path):
     import tensorflow as tf
 
-    from keras_bert_impl.checkpoints.release import find_release
+    from keras_bert_impl.checkpoints.sources import find_release
 
     files, tensors = bert_repository(tmp_path)
     hub.add("tiny/bert", files)
@@ -247,7 +247,7 @@ def test_a_body_cut_short_is_fetched_again(hub, tmp_path):
 
 
 def test_a_changed_cached_file_is_found_and_fetched_again(hub, tmp_path, monkeypatch, capfd):
-    from keras_bert_impl.checkpoints.release import find_release
+    from keras_bert_impl.checkpoints.sources import find_release
 
     files, _ = bert_repository(tmp_path)
     hub.add("tiny/bert", files)
@@ -280,7 +280,7 @@ def _resolve_in_a_process(source):
 
 
 def test_a_download_killed_midway_leaves_nothing_complete_and_the_next_load_completes(hub, tmp_path):
-    from keras_bert_impl.checkpoints.release import find_release
+    from keras_bert_impl.checkpoints.sources import find_release
 
     files, _ = bert_repository(tmp_path)
     commit = hub.add("tiny/bert", files)
@@ -316,7 +316,7 @@ def test_two_processes_loading_one_source_end_with_one_copy(hub, tmp_path):
 def test_sharded_safetensors_are_read_as_one(hub, tmp_path):
     import tensorflow as tf
 
-    from keras_bert_impl.checkpoints.release import find_release
+    from keras_bert_impl.checkpoints.sources import find_release
 
     files, tensors = bert_repository(tmp_path)
     names = sorted(tensors)
@@ -339,7 +339,7 @@ def test_sharded_safetensors_are_read_as_one(hub, tmp_path):
 
 
 def test_bert_cache_lists_and_removes(hub, tmp_path):
-    from keras_bert_impl.checkpoints.release import find_release
+    from keras_bert_impl.checkpoints.sources import find_release
     from tools.cache import main as cache_main
 
     files, _ = bert_repository(tmp_path)
@@ -477,7 +477,7 @@ def test_masked_lm_from_a_hub_bert_for_masked_lm_reads_its_head(hub, tmp_path):
     model = MaskedLM.from_release("hf://tiny/bert-mlm", max_seq_length=16)
     assert sorted(model.load_report.missing) == ["bert/pooler/dense/bias", "bert/pooler/dense/kernel",
                                                  "cls/seq_relationship/output_bias", "cls/seq_relationship/output_weights"]
-    from keras_bert_impl.checkpoints.release import find_release
+    from keras_bert_impl.checkpoints.sources import find_release
 
     checkpoint = tf.train.load_checkpoint(find_release("hf://tiny/bert-mlm").checkpoint)
     assert np.array_equal(checkpoint.get_tensor("cls/predictions/output_bias"), tensors["cls.predictions.bias"])

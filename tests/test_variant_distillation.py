@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from keras_bert_impl.checkpoints.original import list_original_variables, load_original_checkpoint
-from keras_bert_impl.checkpoints.release import find_release
+from keras_bert_impl.checkpoints.sources import find_release
 from keras_bert_impl.config import BertConfig
 from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.tasks.text_classifier import TextClassifier

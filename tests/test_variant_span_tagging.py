@@ -25,7 +25,7 @@ import os
 import numpy as np
 import pytest
 
-from keras_bert_impl.checkpoints.release import find_release
+from keras_bert_impl.checkpoints.sources import find_release
 from keras_bert_impl.cli import EXIT_BAD_INPUT, run_tool
 from keras_bert_impl.data import conll, squad
 from keras_bert_impl.jobs.make_figures import read_scalars

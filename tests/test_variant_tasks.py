@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from keras_bert_impl.checkpoints.original import load_original_checkpoint
-from keras_bert_impl.checkpoints.release import find_release
+from keras_bert_impl.checkpoints.sources import find_release
 from keras_bert_impl.config import BertConfig
 from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.models.pretraining import BertPretrainingModel

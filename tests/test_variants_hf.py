@@ -16,7 +16,7 @@ import pytest
 
 from keras_bert_impl.checkpoints.hf import hf_to_original_name, load_hf_model
 from keras_bert_impl.checkpoints.original import list_original_variables, load_original_checkpoint
-from keras_bert_impl.checkpoints.release import find_release
+from keras_bert_impl.checkpoints.sources import find_release
 from keras_bert_impl.config import BertConfig
 from keras_bert_impl.errors import ConfigError, SequenceLengthError
 from keras_bert_impl.models.bert_model import BertModel

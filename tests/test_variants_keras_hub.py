@@ -15,7 +15,8 @@ import pytest
 
 from keras_bert_impl.checkpoints.keras_hub import read_checkpoint_tensors
 from keras_bert_impl.checkpoints.original import load_original_checkpoint
-from keras_bert_impl.checkpoints.release import TOKENIZER_FILES, find_release
+from keras_bert_impl.checkpoints.release import TOKENIZER_FILES
+from keras_bert_impl.checkpoints.sources import find_release
 from keras_bert_impl.config import BertConfig
 from keras_bert_impl.models.bert_model import BertModel
 from tests.variants_fixture import VOCAB, write_hf_directory

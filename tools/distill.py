@@ -171,7 +171,8 @@ def main(argv=None):
     options = classification_dataset_options(fv) if fv.task == "classifier" else None
     quiet_tensorflow()  # The task registry imports TensorFlow.
 
-    from keras_bert_impl.checkpoints.release import find_release, infer_do_lower_case
+    from keras_bert_impl.checkpoints.release import infer_do_lower_case
+    from keras_bert_impl.checkpoints.sources import find_release
     from keras_bert_impl.tasks.distillation import check_student_directory
     from keras_bert_impl.tasks.registry import get_distillation
 

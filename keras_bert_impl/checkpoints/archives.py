@@ -61,7 +61,7 @@ def archive_url(source, base_url=None):
     Raises:
         SourceError: an unknown `google:` name.
     """
-    from keras_bert_impl.checkpoints.sources import SourceError
+    from keras_bert_impl.checkpoints.cached_release import SourceError
 
     if not source.startswith(GOOGLE_SCHEME):
         return source
@@ -98,7 +98,7 @@ def _download(url, partial, log, chunk=1 << 16):
 
 
 def _safe_members_zip(archive, source):
-    from keras_bert_impl.checkpoints.sources import SourceError
+    from keras_bert_impl.checkpoints.cached_release import SourceError
 
     for info in archive.infolist():
         mode = info.external_attr >> 16
@@ -109,7 +109,7 @@ def _safe_members_zip(archive, source):
 
 
 def _check_name(name, source):
-    from keras_bert_impl.checkpoints.sources import SourceError
+    from keras_bert_impl.checkpoints.cached_release import SourceError
 
     parts = name.replace("\\", "/").split("/")
     if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name) or ".." in parts:
@@ -118,7 +118,7 @@ def _check_name(name, source):
 
 def _extract(path, target, source):
     """Extracts the archive at `path` into `target`: files and directories only, each inside `target`."""
-    from keras_bert_impl.checkpoints.sources import SourceError
+    from keras_bert_impl.checkpoints.cached_release import SourceError
 
     os.makedirs(target)
     try:
@@ -167,8 +167,8 @@ def fetch_archive_release(source, root, log):
             differs, an unsafe archive, no release inside, or no network and
             no cached copy.
     """
-    from keras_bert_impl.checkpoints.release import find_release
-    from keras_bert_impl.checkpoints.sources import SourceError, checked_copy, write_manifest
+    from keras_bert_impl.checkpoints.cached_release import SourceError, checked_copy, write_manifest
+    from keras_bert_impl.checkpoints.release import find_local_release
     from keras_bert_impl.io import exclusive_output
 
     url = archive_url(source)
@@ -214,7 +214,7 @@ def fetch_archive_release(source, root, log):
             if found is None:
                 raise SourceError(f"{source}: the archive holds no release (no bert_config.json at its root or in "
                                   "its one top directory)")
-            find_release(found)  # A config, its tokenizer's files and a checkpoint, or one line saying which lacks.
+            find_local_release(found)  # A config, its tokenizer's files and a checkpoint, or one line saying which lacks.
             write_manifest(found, {"source": source, "url": location, "archive_sha256": digest})
             shutil.rmtree(release_dir, ignore_errors=True)  # A changed copy, found under the lock.
             os.replace(found, release_dir)

@@ -62,9 +62,9 @@ class ReleaseFiles:
     checkpoint: str
 
 
-def find_release(path):
-    """The files of the release at `path` (a directory, or a checkpoint prefix in one, or a named
-    source such as `hf://ORG/NAME`, fetched into the cache once: `checkpoints.sources`).
+def find_local_release(path):
+    """The files of the release at `path`: a directory, or a checkpoint prefix in one (a named source such as
+    `hf://ORG/NAME` is `sources.find_release`'s).
 
     The checkpoint is the prefix given, else the directory's fine-tuned
     `model.ckpt` or its `bert_model.ckpt` (where it has both, the one its
@@ -73,12 +73,9 @@ def find_release(path):
     the latest training checkpoint that file names.
 
     Raises:
-        CheckpointError: no config, vocabulary or checkpoint there; a
-            named source that cannot be had (`sources.SourceError`).
+        CheckpointError: no config, vocabulary or checkpoint there.
     """
-    from keras_bert_impl.checkpoints.sources import resolve_source
-
-    path = os.fspath(resolve_source(path))
+    path = os.fspath(path)
     if filesystem.isdir(path):
         directory, prefix = path, None
     elif not filesystem.exists(path + ".index"):

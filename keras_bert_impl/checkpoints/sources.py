@@ -2,7 +2,7 @@
 release directory in the cache.
 
 A *source* is what every `from_release`, `--model_dir`, `--init_checkpoint`
-and `--teacher_dir` takes (`release.find_release` resolves it, so every
+and `--teacher_dir` takes (`find_release` resolves it, so every
 caller takes every form):
 
 * a release directory, or a checkpoint prefix in one, on the local disk or
@@ -48,11 +48,19 @@ import sys
 import time
 
 from keras_bert_impl.checkpoints.pip_assets import default_cache_dir, file_sha256
+from keras_bert_impl.checkpoints.cached_release import (  # noqa: F401 (SourceError: this module's error too)
+    MANIFEST_FILE,
+    SourceError,
+    checked_copy,
+    corrupt_files,
+    read_manifest,
+    write_manifest,
+)
+from keras_bert_impl.checkpoints.release import find_local_release
 from keras_bert_impl.errors import CheckpointError, ConfigError
 from keras_bert_impl.io import exclusive_output, write_text_atomically
 
 HF_SCHEME = "hf://"
-MANIFEST_FILE = "source_manifest.json"
 DEFAULT_ENDPOINT = "https://huggingface.co"
 # The model types `checkpoints.hf` converts (`release.TOKENIZER_FILES`' keys).
 HUB_MODEL_TYPES = ("bert", "roberta", "albert", "distilbert")
@@ -63,10 +71,6 @@ _NOT_FETCHED = re.compile(r"(\.py|\.pyc|\.bin|\.pt|\.pth|\.pkl|\.pickle|\.msgpac
 _REPO_PART = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 _HUB_ID = re.compile(rf"^({_REPO_PART}(?:/{_REPO_PART})?)(?:@([^\s@]+))?$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
-
-
-class SourceError(CheckpointError):
-    """A named source that cannot be had: unknown, unreachable without a cached copy, or not a model we compute."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,6 +167,22 @@ def resolve_source(path, cache_dir=None, log=None):
     return fetch_hub_release(parse_hub_source(path), cache_dir, log)
 
 
+def find_release(path, cache_dir=None, log=None):
+    """The `release.ReleaseFiles` of `path`: a release directory or checkpoint prefix in one, or a named source
+    fetched into the cache once (`resolve_source`).
+
+    Args:
+        path: A source (module docstring).
+        cache_dir: As for `resolve_source`.
+        log: As for `resolve_source`.
+
+    Raises:
+        CheckpointError: no config, vocabulary or checkpoint there; a named
+            source that cannot be had (`SourceError`).
+    """
+    return find_local_release(resolve_source(path, cache_dir, log))
+
+
 # -- the cache ------------------------------------------------------------
 
 
@@ -172,37 +192,6 @@ def _repo_dir(root, repo_id):
 
 def _ref_path(repo_dir, revision):
     return os.path.join(repo_dir, "refs", revision.replace("/", "%2F"))
-
-
-def _read_manifest(directory):
-    try:
-        with open(os.path.join(directory, MANIFEST_FILE), encoding="utf-8") as f:
-            manifest = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return manifest if isinstance(manifest, dict) and isinstance(manifest.get("files"), dict) else None
-
-
-def corrupt_files(directory):
-    """Files of a cached release that differ from its manifest (missing, or another sha256); `[MANIFEST_FILE]`
-    where the manifest itself is missing or unreadable."""
-    manifest = _read_manifest(directory)
-    if manifest is None:
-        return [MANIFEST_FILE]
-    corrupt = []
-    for name, digest in sorted(manifest["files"].items()):
-        path = os.path.join(directory, name)
-        if not os.path.isfile(path) or file_sha256(path) != digest:
-            corrupt.append(name)
-    return corrupt
-
-
-def write_manifest(directory, fields):
-    """Writes `MANIFEST_FILE` into a release about to be published: `fields` and the sha256 of every file."""
-    files = {name: file_sha256(os.path.join(directory, name))
-             for name in sorted(os.listdir(directory)) if os.path.isfile(os.path.join(directory, name))}
-    write_text_atomically(os.path.join(directory, MANIFEST_FILE),
-                          json.dumps(dict(fields, files=files), indent=2, sort_keys=True) + "\n")
 
 
 def _cached_commit(repo_dir, revision):
@@ -215,17 +204,6 @@ def _cached_commit(repo_dir, revision):
     except (OSError, UnicodeDecodeError):
         return None
     return commit if _COMMIT.match(commit) else None
-
-
-def checked_copy(directory, log):
-    """`directory` where it is a complete, unchanged release; None where it is absent or changed."""
-    if not os.path.isdir(directory):
-        return None
-    corrupt = corrupt_files(directory)
-    if corrupt:
-        log(f"{directory}: {', '.join(corrupt)} differ(s) from {MANIFEST_FILE}: the cached copy is fetched again")
-        return None
-    return directory
 
 
 def list_cached_releases(cache_dir=None):
@@ -247,7 +225,7 @@ def list_cached_releases(cache_dir=None):
             refs.setdefault(_cached_commit(repo_dir, ref.replace("%2F", "/")), []).append(ref.replace("%2F", "/"))
         for commit in sorted(os.listdir(repo_dir)):
             directory = os.path.join(repo_dir, commit)
-            manifest = _read_manifest(directory) if _COMMIT.match(commit) else None
+            manifest = read_manifest(directory) if _COMMIT.match(commit) else None
             if manifest is None:
                 continue
             size = _size(directory)
@@ -256,7 +234,7 @@ def list_cached_releases(cache_dir=None):
     archives_root = os.path.join(root, "archives")
     for name in sorted(os.listdir(archives_root)) if os.path.isdir(archives_root) else ():
         directory = os.path.join(archives_root, name)
-        manifest = None if name.startswith(".") else _read_manifest(directory)
+        manifest = None if name.startswith(".") else read_manifest(directory)
         if manifest is not None:
             found.append(CachedRelease(manifest.get("source", name), directory, (), _size(directory)))
     return sorted(found, key=lambda release: release.source)

@@ -141,7 +141,7 @@ class TextClassifier(BertClassifier):
             ValueError: `num_classes` is None and the release has no
                 fine-tuned head.
         """
-        from keras_bert_impl.checkpoints.release import find_release
+        from keras_bert_impl.checkpoints.sources import find_release
         from keras_bert_impl.checkpoints.sources import resolve_source
         from keras_bert_impl.training.fine_tuning import recorded_labels
 
@@ -523,7 +523,7 @@ def release_head_classes(path):
         CheckpointError: its checkpoint cannot be read.
     """
     from keras_bert_impl.checkpoints.original import open_checkpoint
-    from keras_bert_impl.checkpoints.release import find_release
+    from keras_bert_impl.checkpoints.sources import find_release
 
     checkpoint, kernel = find_release(path).checkpoint, CLASSIFIER.head_variables[0]
     shape = open_checkpoint(checkpoint)[1].get_variable_to_shape_map().get(kernel)
@@ -554,7 +554,8 @@ def load_from_release(cls, path, max_seq_length, do_lower_case, fresh=(), **kwar
         **kwargs: Passed to `cls`.
     """
     from keras_bert_impl.checkpoints.original import load_original_checkpoint
-    from keras_bert_impl.checkpoints.release import find_release, infer_do_lower_case
+    from keras_bert_impl.checkpoints.release import infer_do_lower_case
+    from keras_bert_impl.checkpoints.sources import find_release
     from keras_bert_impl.config import BertConfig
     from keras_bert_impl.io import check_max_seq_length
     from keras_bert_impl.tasks.classifier import variant_fresh_variables

@@ -127,7 +127,7 @@ class TextEmbedder(BertConfigModel):
             CheckpointError: `pooling="pooled"` and the release has no pooler.
         """
         from keras_bert_impl.checkpoints.original import list_original_variables
-        from keras_bert_impl.checkpoints.release import find_release
+        from keras_bert_impl.checkpoints.sources import find_release
         from keras_bert_impl.config import BertConfig
         from keras_bert_impl.errors import CheckpointError
 

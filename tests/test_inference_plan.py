@@ -140,7 +140,19 @@ def test_features_plan_and_cut_buckets_follow_the_machine():
     assert (cut_bucket_size(128, cpu), cut_bucket_size(128, gpu), cut_bucket_size(32, gpu)) == (8, 16, 8)
 
 
-def test_a_model_built_here_carries_the_machines_onednn_forms():
+def test_building_a_model_asks_nothing_and_its_keras_graphs_take_the_plans_forms(monkeypatch):
+    from keras_bert_impl.inference import plan as plan_module
+
+    def forms_of(model):
+        return {layer.onednn_forms for layer in model._flatten_layers() if hasattr(layer, "onednn_forms")}
+
+    asked = []
+    real_machine = plan_module.Machine
+    monkeypatch.setattr(plan_module, "Machine", lambda *a, **k: asked.append(1) or real_machine(*a, **k))
     model = BertModel(tiny_config())
-    forms = {layer.onednn_forms for layer in model._flatten_layers() if hasattr(layer, "onednn_forms")}
-    assert forms == {Machine().onednn_runs_graphs}
+    assert asked == [] and forms_of(model) == {False}
+    model.make_predict_function()
+    assert asked and forms_of(model) == {real_machine().onednn_runs_graphs}
+    monkeypatch.setattr(plan_module, "keras_graph_forms", lambda machine=None: False)
+    model.make_test_function()
+    assert forms_of(model) == {False}

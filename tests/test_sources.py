@@ -273,7 +273,7 @@ def test_a_changed_cached_file_is_found_and_fetched_again(hub, tmp_path, monkeyp
 
 
 def _resolve_in_a_process(source):
-    code = ("import sys; from keras_bert_impl.checkpoints.release import find_release; "
+    code = ("import sys; from keras_bert_impl.checkpoints.sources import find_release; "
             f"print('RELEASE', find_release({source!r}).checkpoint)")
     return subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3"))

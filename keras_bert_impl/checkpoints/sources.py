@@ -131,7 +131,7 @@ def parse_hub_source(source):
     >>> parse_hub_source("hf://a/b/c")
     Traceback (most recent call last):
     ...
-    keras_bert_impl.checkpoints.sources.SourceError: hf://a/b/c: not a Hub repository id; write hf://ORG/NAME[@REVISION] or hf://NAME[@REVISION]
+    keras_bert_impl.checkpoints.cached_release.SourceError: hf://a/b/c: not a Hub repository id; write hf://ORG/NAME[@REVISION] or hf://NAME[@REVISION]
     """
     match = _HUB_ID.match(source[len(HF_SCHEME):]) if source.startswith(HF_SCHEME) else None
     if match is None:

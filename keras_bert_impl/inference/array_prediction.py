@@ -22,6 +22,9 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_impl.inference.plan import keras_graph_forms
+from keras_bert_impl.layers.onednn_forms import onednn_forms_set_to
+
 
 def _sequence_axes(model, outputs):
     """Per output, the axes that may be sequence axes, as a bit mask (bit k:
@@ -72,7 +75,13 @@ def _inference_function(model, element_spec):
     if key not in traced:
         # A weak reference, so that the cache entry does not keep its key alive.
         model_ref = weakref.ref(model)
-        traced[key] = tf.function(lambda batch: model_ref()(batch, training=False), input_signature=[element_spec])
+        forms = keras_graph_forms()
+
+        def call(batch):
+            with onednn_forms_set_to(model_ref(), forms):  # while it is traced
+                return model_ref()(batch, training=False)
+
+        traced[key] = tf.function(call, input_signature=[element_spec])
     return traced[key]
 
 

@@ -209,6 +209,19 @@ def cut_bucket_size(max_seq_length, machine=None):
     return 8
 
 
+def keras_graph_forms(machine=None):
+    """Whether Keras' own `predict`/`evaluate` graphs, and `array_prediction`'s, trace LayerNorm and softmax in
+    the forms oneDNN runs as one kernel (`layers.onednn_forms`): where traced graphs run on oneDNN here.
+
+    Example:
+    >>> keras_graph_forms(Machine(accelerator=False, onednn_rewrites=True))
+    True
+    >>> keras_graph_forms(Machine(accelerator=True, onednn_rewrites=True))
+    False
+    """
+    return (machine or Machine()).onednn_runs_graphs
+
+
 @dataclasses.dataclass(frozen=True)
 class InferencePlan:
     """How one model runs for inference: every choice, made once.

@@ -4,7 +4,6 @@ import keras
 
 from keras_bert_impl.errors import TrainingEnvironmentError
 from keras_bert_impl.hardware import FROZEN_WEIGHTS_ENV, onednn_assumes_frozen_weights
-from keras_bert_impl.inference.plan import Machine
 from keras_bert_impl.layers.onednn_forms import set_onednn_forms
 
 
@@ -51,11 +50,12 @@ class BertConfigModel(keras.Model):
     per-layer `DTypePolicyMap`, or the global policy at build time for None)
     is kept for `get_config` and `.keras` files.
 
-    Its LayerNorms and attention get `onednn_forms` where this machine's
-    traced graphs run on TensorFlow's oneDNN kernels (`inference.plan.
-    Machine.onednn_runs_graphs`), so Keras' own `predict` and `evaluate`
-    graphs use those forms as the inference plan's functions do; eager calls,
-    training and XLA keep Keras' computation (`layers.onednn_forms`).
+    Building one asks nothing of the machine. When Keras' own `predict` or
+    `evaluate` graphs are made, its LayerNorms and attention get the forms the
+    inference plan chooses for them (`inference.plan.keras_graph_forms`: on
+    where traced graphs run on TensorFlow's oneDNN kernels), as the plan's
+    functions do; eager calls, training and XLA keep Keras' computation
+    (`layers.onednn_forms`).
 
     Args:
         dtype: The dtype policy the subclass built its layers with.
@@ -87,7 +87,22 @@ class BertConfigModel(keras.Model):
             # underflow without it. The functional model's own policy (the
             # float32 default) only casts float inputs, and ours are ints.
             self._dtype_policy = self.built_with_dtype
-        set_onednn_forms(self, Machine().onednn_runs_graphs)
+
+    def _plan_keras_graphs(self):
+        """The LayerNorm and softmax forms that the inference plan chooses for Keras' own inference graphs."""
+        from keras_bert_impl.inference.plan import keras_graph_forms
+
+        set_onednn_forms(self, keras_graph_forms())
+
+    def make_predict_function(self, force=False):
+        """Keras' predict function, its graph traced in the plan's forms (`_plan_keras_graphs`)."""
+        self._plan_keras_graphs()
+        return super().make_predict_function(force)
+
+    def make_test_function(self, force=False):
+        """Keras' test function, its graph traced in the plan's forms (`_plan_keras_graphs`)."""
+        self._plan_keras_graphs()
+        return super().make_test_function(force)
 
     def make_train_function(self, force=False):
         """Keras' train function, refused where a serving-only setting would make its steps wrong.

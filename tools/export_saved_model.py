@@ -118,7 +118,7 @@ def define_flags(fv):
         "packed_kernels", None,
         "Keep the Dense kernels as variables and compute each Dense layer as oneDNN's fused product marked to pack "
         "its kernel once (_MklNativeFusedMatMul, is_filter_const): the speed of constant kernels in the memory of "
-        "variables, with no server setting (docs/BENCHMARKS.md, 'Packed variables'). The export then needs "
+        "variables, with no server setting (docs/BENCHMARKS.md, 'Memory that holds'). The export then needs "
         "TensorFlow's oneDNN kernels, which every stock x86 TensorFlow and TF Serving has, on a CPU (no GPU "
         "kernel); the default (plain variables) is a graph of stock ops only, whose variables TF Serving started with "
         "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 packs once (only where every model the server runs is as ours, never "

@@ -39,7 +39,7 @@ TF Serving loads, with no Python of ours):
   it (`is_weight_const`), from a graph constant or from an int8 variable
   (`Int8Kernels(kernels_as_variables=True)`, the export's default: no copy
   of the kernels in the graph). Measured at one request: docs/BENCHMARKS.md,
-  "int8 at one request".
+  "One product, op by op".
 - `_QuantizedMatMul` is oneDNN's kernel whether TensorFlow's oneDNN graph
   rewrites are on or off (`TF_ENABLE_ONEDNN_OPTS=0`; tested both ways), so
   an int8 graph runs wherever a stock x86 TensorFlow does.

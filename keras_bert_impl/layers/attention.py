@@ -49,7 +49,7 @@ def transpose_as_bits(x, perm):
     runs as a oneDNN reorder, whose set-up on every call costs far more than
     moving the few thousand values of one request's heads; the same bits
     moved as int32 or int16 take Eigen's plain transpose. A bitcast is free
-    and exact (docs/BENCHMARKS.md, "Serving latency").
+    and exact (docs/BENCHMARKS.md, "Where one request's time goes").
 
     Args:
         x: A tensor of a 16-, 32- or 64-bit dtype.

@@ -24,7 +24,7 @@ from keras_bert_impl.layers.onednn_forms import traced_outside_xla
 
 _PACKAGE = "keras_bert_impl"
 # Fewer rows than this take Keras' computation even where the fused kernel
-# applies (measured: docs/BENCHMARKS.md, "Serving latency").
+# applies (measured: docs/BENCHMARKS.md, "Numbers the code's notes rest on").
 FUSED_MIN_ROWS = 128
 
 

@@ -256,6 +256,47 @@ def test_links_point_to_existing_files():
     assert not missing, "links to nothing: " + ", ".join(missing)
 
 
+def github_anchor(heading):
+    """The fragment GitHub gives a Markdown heading: lower case, punctuation
+    but `-` and `_` dropped, spaces turned into hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def heading_anchors(document):
+    """Every anchor of `document`'s headings (outside fences), repeats numbered as GitHub numbers them."""
+    anchors, fenced = set(), False
+    for line in (REPO / document).read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(r"^#{1,6} ", line):
+            anchor = base = github_anchor(line.lstrip("#"))
+            number = 0
+            while anchor in anchors:
+                number += 1
+                anchor = f"{base}-{number}"
+            anchors.add(anchor)
+    return anchors
+
+
+def test_github_anchor():
+    assert github_anchor("Portable export against this CPU's form") == "portable-export-against-this-cpus-form"
+    assert github_anchor("Pretraining data (`create_pretraining_data`)") == "pretraining-data-create_pretraining_data"
+    assert github_anchor("Forward pass (inference), NVIDIA H100") == "forward-pass-inference-nvidia-h100"
+
+
+def test_links_point_to_existing_headings():
+    """`](FILE.md#anchor)` and `](#anchor)` name a heading of that Markdown file."""
+    missing = []
+    for document in documents():
+        text = (REPO / document).read_text(encoding="utf-8")
+        for path, anchor in re.findall(r"\]\(([^)\s#]*)#([^)\s]+)\)", text):
+            target = (REPO / document).parent.joinpath(path).resolve() if path else REPO / document
+            if target.suffix == ".md" and target.exists():
+                if anchor not in heading_anchors(target.relative_to(REPO)):
+                    missing.append(f"{document}: {path}#{anchor}")
+    assert not missing, "links to no heading: " + ", ".join(missing)
+
+
 # ----------------------------------------------------------------------------
 # Shell commands
 # ----------------------------------------------------------------------------

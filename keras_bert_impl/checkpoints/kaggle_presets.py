@@ -340,6 +340,7 @@ def fetch_kaggle_release(source, root, log):
         if not checked_copy(release_dir, log):
             _fetch(versioned, label, versions_dir, release_dir, endpoint, log)
         if handle.version is None:
+            os.makedirs(os.path.join(versions_dir, "refs"), exist_ok=True)
             write_text_atomically(os.path.join(versions_dir, "refs", _LATEST), f"{version}\n")
     return release_dir
 

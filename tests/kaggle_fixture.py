@@ -43,9 +43,10 @@ class KaggleServer:
         self.proxy = f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def environment(self):
-        """The variables that point kagglehub at this server (and nothing of the user's at Kaggle)."""
+        """The variables that point kagglehub at this server: `http://localhost` through it, while other loopback
+        servers (a Hub stand-in at `http://127.0.0.1:PORT`) are reached directly."""
         return {"KAGGLE_API_ENVIRONMENT": "LOCALHOST", "HTTP_PROXY": self.proxy, "http_proxy": self.proxy,
-                "NO_PROXY": "", "no_proxy": ""}
+                "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
 
     def add(self, handle, files, version=1):
         """Serves `files` ({path: bytes}) as version `version` of `handle` (`owner/model/framework/variation`)."""

@@ -22,6 +22,7 @@ from keras_bert_impl.checkpoints.sources import (
     list_cached_releases,
     remove_cached_release,
 )
+from keras_bert_impl.config import BertConfig
 from tests.hub_fixture import wordpiece_vocab
 from tests.kaggle_fixture import KaggleServer
 
@@ -192,3 +193,29 @@ def test_a_tool_prints_one_line_for_a_bad_kaggle_source(kaggle, tmp_path):
     assert re.fullmatch(r"export_saved_model\S*: error: kaggle://keras/none/keras/nothing/1: Kaggle "
                         r"\(http://localhost\) has no config\.json in it: no such model or version, or not a keras-hub "
                         r"preset", result.stderr.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("model_type", ["roberta", "albert", "distilbert"])
+def test_variant_presets_on_kaggle_and_on_the_hub_compute_keras_hubs_output(kaggle, tmp_path, monkeypatch, model_type):
+    """RoBERTa, ALBERT and DistilBERT presets keras-hub made, by Kaggle handle and as an `hf://` repository (both
+    through the variants' converter: the Hub's was refused as "a 'RobertaBackbone', not a BertBackbone" before)."""
+    from tests.hub_fixture import HubServer
+    from tests.test_variants_keras_hub import _batch, _keras_hub_made_preset, _ours, _sequence
+
+    backbone, preset = _keras_hub_made_preset(tmp_path, model_type)
+    files = {path.relative_to(preset).as_posix(): path.read_bytes() for path in preset.rglob("*") if path.is_file()}
+    kaggle.add(f"keras/{model_type}/keras/tiny_{model_type}", files, version=1)
+    hub = HubServer()
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+        hub.add(f"keras/tiny-{model_type}-preset", files)
+        ours, theirs = _batch(model_type)
+        reference = _sequence(backbone(theirs))
+        for source in (f"kaggle://keras/{model_type}/keras/tiny_{model_type}/1", f"hf://keras/tiny-{model_type}-preset"):
+            release = find_release(source)
+            assert BertConfig.from_json_file(release.bert_config_file).model_type == model_type
+            model = _ours(os.path.dirname(release.checkpoint))
+            assert np.max(np.abs(_sequence(model(ours)) - reference)) < 1e-5, source
+    finally:
+        hub.stop()

@@ -11,7 +11,8 @@ caller takes every form):
   such as `bert-base-uncased`): a Hugging Face Hub repository at a branch,
   tag or commit (default `main`), fetched through `huggingface_hub`
   (`HF_ENDPOINT`, `HF_TOKEN`) and converted once by `checkpoints.hf` (a
-  keras-hub preset kept on the Hub by `checkpoints.keras_hub`);
+  keras-hub preset kept on the Hub by `kaggle_presets.convert_preset`, as a
+  Kaggle one);
 * `google:NAME` (google-research/bert's archives) and `https://.../NAME.zip`
   or `.tar.gz` (`#sha256=HEX` checked where given): `checkpoints.archives`;
 * `kaggle://OWNER/MODEL/keras/VARIATION[/VERSION]` and keras-hub's preset

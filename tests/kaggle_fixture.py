@@ -19,12 +19,15 @@ and nothing else of the machine is touched. It answers what kagglehub 1.0's
 * a model, version or file it does not have: 404 with a JSON error body, as
   Kaggle answers.
 
-`requests` records `(endpoint name, body)` of each request.
+`requests` records `(endpoint name, body)` of each request; `stalls` names
+the files whose body stops half way for a number of seconds (a download to
+kill part way).
 """
 
 import http.server
 import json
 import threading
+import time
 import urllib.parse
 
 API_PREFIX = "/api/v1/models.ModelApiService/"
@@ -36,6 +39,7 @@ class KaggleServer:
     def __init__(self):
         self.models = {}  # "owner/model/framework/variation" -> {version: {path: bytes}}
         self.requests = []
+        self.stalls = {}  # file path -> seconds its body stalls half way
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -69,13 +73,18 @@ def _handler(server):
         def log_message(self, *args):
             pass
 
-        def _send(self, status, body, content_type):
+        def _send(self, status, body, content_type, stall=0):
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Connection", "close")
             self.close_connection = True
             self.end_headers()
+            if stall:
+                self.wfile.write(body[:len(body) // 2])
+                self.wfile.flush()
+                time.sleep(stall)
+                return
             self.wfile.write(body)
 
         def _json(self, value, status=200):
@@ -107,7 +116,8 @@ def _handler(server):
             if endpoint == "DownloadModelInstanceVersion":
                 if body.get("path") not in files:
                     return self._not_found(f"file {body.get('path')!r} of {handle}")
-                return self._send(200, files[body["path"]], "application/octet-stream")
+                return self._send(200, files[body["path"]], "application/octet-stream",
+                                  stall=server.stalls.get(body["path"], 0))
             return self._not_found(endpoint)
 
     return Handler

@@ -10,8 +10,10 @@ output on the tokens keras-hub's own tokenizer gives.
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -182,6 +184,28 @@ def test_bad_kaggle_sources_are_one_line_each(kaggle, tmp_path):
         find_release(f"kaggle://{HANDLE}")
     leftovers = list((tmp_path / "cache" / "releases" / "kaggle").rglob("*"))
     assert [path for path in leftovers if path.is_file() and not path.name.endswith(".lock")] == []
+
+
+def test_a_download_killed_midway_leaves_nothing_complete_and_the_next_load_completes(kaggle, tmp_path):
+    from tests.test_sources import _resolve_in_a_process
+
+    _, _, files = _tiny_preset(tmp_path / "preset", seed=5)
+    kaggle.add(HANDLE, files, version=1)
+    kaggle.stalls["model.weights.h5"] = 60
+    process = _resolve_in_a_process(f"kaggle://{HANDLE}")
+    deadline = time.time() + 120
+    while not kaggle.downloads("model.weights.h5") and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)  # the first half written
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert kaggle.downloads("model.weights.h5"), "the download never started"
+    versions_dir = tmp_path / "cache" / "releases" / "kaggle" / "keras--bert--keras--tiny_bert_en_uncased"
+    assert not (versions_dir / "1").exists() and list_cached_releases() == []
+    del kaggle.stalls["model.weights.h5"]
+    release = find_release(f"kaggle://{HANDLE}")
+    assert release.checkpoint.startswith(str(versions_dir / "1"))
+    assert sorted(os.listdir(versions_dir)) == ["1", "refs"]  # no download, conversion or probe left behind
 
 
 def test_a_tool_prints_one_line_for_a_bad_kaggle_source(kaggle, tmp_path):

@@ -248,8 +248,9 @@ def _status(error):
 
 
 def _is_unreachable(error):
-    # requests' connection errors and timeouts are OSErrors without a response (its HTTPError has one).
-    return isinstance(error, OSError) and _status(error)[0] is None
+    # requests' connection errors and timeouts are OSErrors without a response (its HTTPError has one) and
+    # without the errno of a local file's error (a full or read-only cache is not Kaggle out of reach).
+    return isinstance(error, OSError) and error.errno is None and _status(error)[0] is None
 
 
 def _first_line(error):

@@ -39,7 +39,7 @@ EXTRAS = {
         # tensorflow-datasets imports it without declaring it.
         "importlib_resources",
     ],
-    # bert-convert-keras-hub: presets in keras-hub 0.32's format.
+    # bert-convert-keras-hub and keras-hub presets as sources: presets in keras-hub 0.32's format.
     "keras-hub": [
         "keras-hub==0.32.*",
         # 0.2.3's generated protos need protobuf >= 7.36 (not declared), and
@@ -47,6 +47,10 @@ EXTRAS = {
         "sentencepiece<0.2.3",
         # Its Hugging Face preset loader imports it without declaring it.
         "safetensors>=0.4",
+        # kaggle:// handles and preset names (checkpoints/kaggle_presets.py): keras-hub's Kaggle
+        # loader, whose model resolver and KAGGLE_API_ENVIRONMENT are 1.0's (kagglesdk: keras-hub's pin).
+        "kagglehub==1.0.*",
+        "kagglesdk==0.1.28",
     ],
     # create_pretraining_data --beam (DirectRunner here; Dataflow/Flink/Spark by
     # options). It caps protobuf below 7 and pyarrow below 26, which TensorFlow

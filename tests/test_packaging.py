@@ -31,7 +31,9 @@ OPTIONAL_IMPORTS = {
     "tensorflow_datasets": "tfds",  # run_classifier's TFDS inputs
     "matplotlib": "demo",  # bert-figures
     "sklearn": "demo",  # bert-tfidf-baseline
-    "keras_hub": "keras-hub",  # bert-convert-keras-hub
+    "keras_hub": "keras-hub",  # bert-convert-keras-hub, keras-hub presets as sources
+    "kagglehub": "keras-hub",  # kaggle:// handles and preset names (checkpoints/kaggle_presets.py)
+    "kagglesdk": "keras-hub",  # the Kaggle API kagglehub asks (its KAGGLE_API_ENVIRONMENT)
     "sentencepiece": "keras-hub",  # the Python ALBERT tokenizer (tokenization/sentencepiece_tokenizer.py)
 }
 # What only the tests and benchmarks import: never a run-time requirement.

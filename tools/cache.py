@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Lists or removes the releases that named sources (hf://ORG/NAME[@REVISION]) were fetched into.
+"""Lists or removes the releases that named sources (hf://ORG/NAME[@REVISION], google:NAME, archive URLs,
+kaggle://OWNER/MODEL/keras/VARIATION[/VERSION], keras-hub preset names) were fetched into.
 
 The cache is $KERAS_BERT_IMPL_CACHE/releases (default ~/.cache/keras_bert_impl/releases);
 docs/SOURCES.md describes it.
@@ -8,6 +9,7 @@ Example:
     bert-cache list
     bert-cache rm hf://google-bert/bert-base-uncased
     bert-cache rm hf://google-bert/bert-base-uncased@86b5e0934494bd15c9632b12f734a8a67f723594
+    bert-cache rm kaggle://keras/bert/keras/bert_base_en_uncased
 """
 
 import sys
@@ -31,7 +33,7 @@ def main(argv=None):
     if not positional or positional[0] not in COMMANDS:
         raise FlagError(f"give a command: {' or '.join(COMMANDS)}")
     if positional[0] == "rm" and len(positional) < 2:
-        raise FlagError("rm: name the sources to remove (hf://ORG/NAME[@REVISION])")
+        raise FlagError("rm: name the sources to remove (hf://ORG/NAME[@REVISION], kaggle://..., ...)")
     release_cache(positional[0], positional[1:], fv.cache_dir)
 
 

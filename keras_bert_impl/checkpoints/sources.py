@@ -11,9 +11,13 @@ caller takes every form):
   such as `bert-base-uncased`): a Hugging Face Hub repository at a branch,
   tag or commit (default `main`), fetched through `huggingface_hub`
   (`HF_ENDPOINT`, `HF_TOKEN`) and converted once by `checkpoints.hf` (a
-  keras-hub preset kept on the Hub by `checkpoints.keras_hub`);
+  keras-hub preset kept on the Hub by `kaggle_presets.convert_preset`, as a
+  Kaggle one);
 * `google:NAME` (google-research/bert's archives) and `https://.../NAME.zip`
-  or `.tar.gz` (`#sha256=HEX` checked where given): `checkpoints.archives`.
+  or `.tar.gz` (`#sha256=HEX` checked where given): `checkpoints.archives`;
+* `kaggle://OWNER/MODEL/keras/VARIATION[/VERSION]` and keras-hub's preset
+  names (`bert_base_en_uncased`, `roberta_base_en`, ...): keras-hub presets
+  fetched through its Kaggle loader, `checkpoints.kaggle_presets`.
 
 Only `config.json`, `model.safetensors` (or its shards and their index) and
 the tokenizer's files are fetched: never a pickle (`pytorch_model.bin`), never
@@ -107,16 +111,20 @@ class CachedRelease:
 
 
 def is_named_source(path):
-    """True for a source that names a release elsewhere (`hf://...`, `google:...`, an archive's URL), False
-    for a path.
+    """True for a source that names a release elsewhere (`hf://...`, `google:...`, an archive's URL,
+    `kaggle://...`, a keras-hub preset name that is no path here), False for a path.
 
     Example:
     >>> is_named_source("gs://bucket/release"), is_named_source("hf://roberta-base")
     (False, True)
+    >>> is_named_source("kaggle://keras/bert/keras/bert_tiny_en_uncased/2"), is_named_source("bert_tiny_en_uncased")
+    (True, True)
     """
     from keras_bert_impl.checkpoints.archives import is_archive_source
+    from keras_bert_impl.checkpoints.kaggle_presets import is_kaggle_source, is_preset_name
 
-    return isinstance(path, str) and (path.startswith(HF_SCHEME) or is_archive_source(path))
+    return isinstance(path, str) and (path.startswith(HF_SCHEME) or is_archive_source(path)
+                                      or is_kaggle_source(path) or is_preset_name(path))
 
 
 def parse_hub_source(source):
@@ -160,11 +168,18 @@ def resolve_source(path, cache_dir=None, log=None):
     """
     if not is_named_source(path):
         return path
-    if not path.startswith(HF_SCHEME):
+    if path.startswith(HF_SCHEME):
+        return fetch_hub_release(parse_hub_source(path), cache_dir, log)
+    from keras_bert_impl.checkpoints.archives import is_archive_source
+
+    root, log = os.fspath(cache_dir or default_releases_dir()), log or _stderr_log
+    if is_archive_source(path):
         from keras_bert_impl.checkpoints.archives import fetch_archive_release
 
-        return fetch_archive_release(path, os.fspath(cache_dir or default_releases_dir()), log or _stderr_log)
-    return fetch_hub_release(parse_hub_source(path), cache_dir, log)
+        return fetch_archive_release(path, root, log)
+    from keras_bert_impl.checkpoints.kaggle_presets import fetch_kaggle_release
+
+    return fetch_kaggle_release(path, root, log)
 
 
 def find_release(path, cache_dir=None, log=None):
@@ -237,7 +252,25 @@ def list_cached_releases(cache_dir=None):
         manifest = None if name.startswith(".") else read_manifest(directory)
         if manifest is not None:
             found.append(CachedRelease(manifest.get("source", name), directory, (), _size(directory)))
+    kaggle_root = os.path.join(root, "kaggle")
+    for name in sorted(os.listdir(kaggle_root)) if os.path.isdir(kaggle_root) else ():
+        versions_dir = os.path.join(kaggle_root, name)
+        latest = _read_ref(os.path.join(versions_dir, "refs", "latest"))
+        for version in sorted(os.listdir(versions_dir)) if os.path.isdir(versions_dir) else ():
+            manifest = read_manifest(os.path.join(versions_dir, version)) if version.isdigit() else None
+            if manifest is not None:
+                found.append(CachedRelease(manifest.get("source", f"{name}/{version}"),
+                                           os.path.join(versions_dir, version), ("latest",) if latest == version else (),
+                                           _size(os.path.join(versions_dir, version))))
     return sorted(found, key=lambda release: release.source)
+
+
+def _read_ref(path):
+    try:
+        with open(path, encoding="ascii") as f:
+            return f.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _size(directory):
@@ -246,7 +279,8 @@ def _size(directory):
 
 
 def remove_cached_release(source, cache_dir=None):
-    """Removes the cached copies of `source` (`hf://ORG/NAME`: every commit; `@REVISION`: that one).
+    """Removes the cached copies of `source` (`hf://ORG/NAME`: every commit; `@REVISION`: that one; a Kaggle
+    handle without a version: every version; an archive, a preset name: its one copy).
 
     Returns:
         The directories removed.
@@ -260,7 +294,14 @@ def remove_cached_release(source, cache_dir=None):
     []
     """
     if not is_named_source(source):
-        raise SourceError(f"{source}: not a named source (hf://ORG/NAME[@REVISION], google:NAME, an archive's URL)")
+        raise SourceError(f"{source}: not a named source (hf://ORG/NAME[@REVISION], google:NAME, an archive's URL, "
+                          "kaggle://OWNER/MODEL/keras/VARIATION[/VERSION], a keras-hub preset name)")
+    from keras_bert_impl.checkpoints.archives import is_archive_source
+
+    if not source.startswith(HF_SCHEME) and not is_archive_source(source):
+        from keras_bert_impl.checkpoints.kaggle_presets import remove_cached_kaggle_release
+
+        return remove_cached_kaggle_release(source, os.fspath(cache_dir or default_releases_dir()))
     if not source.startswith(HF_SCHEME):
         removed = [release.directory for release in list_cached_releases(cache_dir) if release.source == source]
         for directory in removed:
@@ -386,12 +427,9 @@ def _check_model_type(hub, config_path):
     except (OSError, ValueError, AttributeError) as e:
         raise SourceError(f"{hub}: its config.json cannot be read ({e})") from None
     if _is_keras_hub_preset(config_path):
-        from keras_bert_impl.checkpoints.keras_hub_variants import VARIANTS_BY_BACKBONE
+        from keras_bert_impl.checkpoints.kaggle_presets import check_preset_config
 
-        backbones = ("BertBackbone",) + tuple(sorted(VARIANTS_BY_BACKBONE))
-        if values.get("class_name") not in backbones:
-            raise SourceError(f"{hub}: a keras-hub preset of a {values.get('class_name')!r}, not one we compute "
-                              f"({', '.join(backbones)})")
+        check_preset_config(hub, values)
         return
     if model_type not in HUB_MODEL_TYPES:
         raise SourceError(f"{hub}: model_type {model_type!r} is not one we compute "
@@ -466,15 +504,9 @@ def _convert(hub, download_dir, release_dir, log):
     from keras_bert_impl.checkpoints.release import write_release_labels
 
     if _is_keras_hub_preset(os.path.join(download_dir, "config.json")):
-        from keras_bert_impl.checkpoints.keras_hub import preset_to_release
+        from keras_bert_impl.checkpoints.kaggle_presets import convert_preset
 
-        try:
-            conversion = preset_to_release(download_dir, release_dir)  # keras-hub's loader: the [keras-hub] extra
-        except (ConfigError, CheckpointError) as e:
-            raise SourceError(f"{hub}: {str(e).replace(download_dir, 'the preset')}") from None
-        for note in conversion.notes:
-            log(f"{hub}: {note}")
-        return conversion.config
+        return convert_preset(hub, download_dir, release_dir, log)  # keras-hub's loader: the [keras-hub] extra
     try:
         loaded = load_hf_model(download_dir)
     except (ConfigError, CheckpointError) as e:

@@ -27,7 +27,7 @@ from keras_bert_impl.tasks.classifier import (
     compile_options,
     format_eval_results,
 )
-from keras_bert_impl.tasks.spec import FineTuningSpec, TaskInputs, TaskSpec
+from keras_bert_impl.tasks.spec import CHOICE_REQUESTS, EXPORTED_TASKS, FineTuningSpec, TaskInputs, TaskSpec
 from keras_bert_impl.training.fine_tuning import TrainingData
 
 
@@ -37,11 +37,22 @@ def _build_multiple_choice(config, num_labels=None, dtype=None):
     return BertMultipleChoice(classifier_config(config), dtype=dtype)
 
 
+def multiple_choice_serving_outputs(serving, inputs, padded_length):
+    """`probabilities` [batch, num_choices] (a softmax over each context's choices) and `choice` [batch]: the
+    index of the most probable choice."""
+    import tensorflow as tf
+
+    probabilities = tf.nn.softmax(tf.cast(serving.forward(inputs), tf.float32), axis=-1)
+    return {"probabilities": probabilities, "choice": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
+
+
 MULTIPLE_CHOICE = TaskSpec(
     name="multiple_choice",
-    description="Multiple choice (SWAG): a probability for each of a context's choices.",
+    description=EXPORTED_TASKS["multiple_choice"],
     build_model=_build_multiple_choice,
     head_variables=tuple(CLASSIFIER_VARIABLES),
+    serving_outputs=multiple_choice_serving_outputs,
+    requests=CHOICE_REQUESTS,
 )
 
 

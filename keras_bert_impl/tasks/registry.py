@@ -6,7 +6,7 @@ Adding a task is one new module with its `TaskSpec` and one entry below in
 
 Example:
 >>> exported_task_names()
-('classifier', 'regression', 'span_qa', 'token_tagging', 'embeddings', 'fill_mask', 'multi_label')
+('classifier', 'regression', 'span_qa', 'token_tagging', 'embeddings', 'fill_mask', 'multi_label', 'multiple_choice')
 >>> tuple(FINE_TUNING)
 ('classifier', 'squad', 'ner', 'distill', 'multiple_choice')
 >>> tuple(DISTILLATION)
@@ -37,8 +37,8 @@ TASKS = {
         embeddings.EMBEDDINGS,
         fill_mask.FILL_MASK,
         pretraining.PRETRAINING,
-        multiple_choice.MULTIPLE_CHOICE,
         multi_label.MULTI_LABEL,
+        multiple_choice.MULTIPLE_CHOICE,
     )
 }
 

@@ -373,3 +373,93 @@ def test_hf_bert_for_multiple_choice_converts_and_gives_its_logits(tmp_path, cap
     save_file(tensors, str(hf_dir / "model.safetensors"), metadata={"format": "pt"})
     code, lines = convert(capsys, hf_dir, tmp_path / "release2")
     assert code == 1 and len(lines) == 1 and "has 2 rows; the head of BertForMultipleChoice scores each choice" in lines[0]
+
+
+# -- the export ------------------------------------------------------------------
+
+EXPORT_CONTEXTS = ["The chef tasted the soup.", "A dog ran across the wide, muddy field towards",
+                   "Après la pluie, she opened the umbrella"]
+EXPORT_CHOICES = [["It was salty.", "It flew over the moon and never came back to the kitchen again.", ""],
+                  ["its owner.", "the sea", "a café"],
+                  ["and walked home.", "slowly", "The umbrella sang."]]
+
+
+@pytest.fixture(scope="module")
+def scored_model(release):
+    """A MultipleChoice on the release whose every weight is random: its choices' probabilities are far apart."""
+    from keras_bert_impl.tasks.text_multiple_choice import MultipleChoice
+
+    model = MultipleChoice.from_release(str(release), max_seq_length=16)
+    randomize(model, seed=7, scale=0.3)
+    return model
+
+
+def served_outputs(signature, **inputs):
+    import tensorflow as tf
+
+    return {key: value.numpy() for key, value in signature(**{k: tf.constant(v) for k, v in inputs.items()}).items()}
+
+
+def test_export_serves_predicts_probabilities_and_choice(scored_model, tmp_path):
+    """The raw-text SavedModel (verified as TF Serving loads it), loaded back by TensorFlow alone: a context
+    and its choices give `predict`'s probabilities (any number of choices, pairs cut to the length as the
+    preprocessor cuts them) and the most probable choice; its ids signature gives them from `encode`'s ids."""
+    import tensorflow as tf
+
+    from keras_bert_impl.serving.export import read_export_metadata
+    from keras_bert_impl.serving.session_model import warmup_requests
+
+    probabilities = scored_model.predict((EXPORT_CONTEXTS, EXPORT_CHOICES), verbose=0)
+    assert np.ptp(probabilities, axis=1).min() > 0.05, probabilities  # choices the model tells apart
+    version = scored_model.export(tmp_path / "saved_models" / "swag")
+    assert version == str(tmp_path / "saved_models" / "swag" / "1")
+    served = tf.saved_model.load(version)
+    assert sorted(served.signatures) == ["serve_ids", "serving_default"]
+    outputs = served_outputs(served.signatures["serving_default"], context=EXPORT_CONTEXTS, choices=EXPORT_CHOICES)
+    assert outputs["probabilities"].shape == (3, 3) and outputs["probabilities"].dtype == np.float32
+    np.testing.assert_allclose(outputs["probabilities"], probabilities, atol=1e-4)
+    assert outputs["choice"].dtype == np.int32 and outputs["choice"].tolist() == probabilities.argmax(1).tolist()
+    # Five choices, one context: the signature takes any number.
+    five = ["its owner.", "the sea", "a café", "home", "the ball"]
+    np.testing.assert_allclose(
+        served_outputs(served.signatures["serving_default"], context=EXPORT_CONTEXTS[1:2], choices=[five])[
+            "probabilities"], scored_model.predict((EXPORT_CONTEXTS[1:2], [five]), verbose=0), atol=1e-4)
+    features = scored_model.encode((EXPORT_CONTEXTS, EXPORT_CHOICES))
+    by_ids = served_outputs(served.signatures["serve_ids"], **features)
+    np.testing.assert_allclose(by_ids["probabilities"], probabilities, atol=1e-4)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="context and choices must have the same batch size"):
+        served.signatures["serving_default"](context=tf.constant(EXPORT_CONTEXTS[:2]),
+                                             choices=tf.constant(EXPORT_CHOICES))
+    bad_mask = dict(features, input_mask=np.roll(features["input_mask"], 1, axis=-1))  # padding first
+    with pytest.raises(tf.errors.InvalidArgumentError, match="input_mask must be 1 at position 0"):
+        served_outputs(served.signatures["serve_ids"], **bad_mask)
+    metadata = read_export_metadata(version)
+    assert (metadata["task"], metadata["precision"], metadata["optimized_for"]) == (
+        "multiple_choice", "float32", "portable")
+    [(name, request)] = warmup_requests(version)
+    assert name == "serving_default" and request["choices"].shape == (2, 2)
+
+
+def test_export_tool_writes_a_served_version_and_refuses_int8(scored_model, tmp_path, capsys):
+    import tensorflow as tf
+
+    from keras_bert_impl.cli import EXIT_BAD_INPUT, run_tool
+    from tools import export_saved_model
+
+    release_dir = tmp_path / "release"
+    scored_model.save_release(str(release_dir))
+    flags = [f"--model_dir={release_dir}", "--task=multiple_choice", "--max_seq_length=16"]
+    export_saved_model.main(flags + [f"--export_dir={tmp_path / 'saved_models' / 'swag'}"])
+    served = tf.saved_model.load(str(tmp_path / "saved_models" / "swag" / "1"))
+    outputs = served_outputs(served.signatures["serving_default"], context=EXPORT_CONTEXTS, choices=EXPORT_CHOICES)
+    np.testing.assert_allclose(outputs["probabilities"],
+                               scored_model.predict((EXPORT_CONTEXTS, EXPORT_CHOICES), verbose=0), atol=1e-4)
+    assert "/models/swag" in (tmp_path / "saved_models" / "models.config").read_text()
+    capsys.readouterr()
+    code = run_tool(export_saved_model.main, flags + ["--precision=int8", f"--export_dir={tmp_path / 'int8'}"],
+                    prog="bert-export")
+    error = capsys.readouterr().err.strip().splitlines()
+    assert code == EXIT_BAD_INPUT and len(error) == 1, error
+    assert error[0] == ("bert-export: error: --precision=int8 exports tasks whose requests are texts; "
+                        "multiple_choice's are a context and its choices: export it in float32 or bfloat16")
+    assert not (tmp_path / "int8").exists()

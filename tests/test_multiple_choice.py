@@ -463,3 +463,73 @@ def test_export_tool_writes_a_served_version_and_refuses_int8(scored_model, tmp_
     assert error[0] == ("bert-export: error: --precision=int8 exports tasks whose requests are texts; "
                         "multiple_choice's are a context and its choices: export it in float32 or bfloat16")
     assert not (tmp_path / "int8").exists()
+
+
+# -- a distilled student -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def choice_teacher(tmp_path_factory):
+    """A 2-layer bert-run-multiple-choice release trained on the learnable rule: (data dir, release)."""
+    from tests.test_distillation_tasks import release_flags, two_layer_release
+
+    root = tmp_path_factory.mktemp("choice_distill")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "it"] + sorted(set(POSITIVE + NEGATIVE + FILLER))
+    base = two_layer_release(root / "base", vocab, max_position_embeddings=32)
+    data_dir = root / "swag"
+    data_dir.mkdir()
+    rng = random.Random(3)
+    write_swag(data_dir / "train.csv", swag_questions(rng, 240))
+    write_swag(data_dir / "val.csv", swag_questions(rng, 80))
+    run_multiple_choice.main([*release_flags(base), f"--data_dir={data_dir}", "--max_seq_length=16", "--do_train",
+                              "--do_eval", "--train_batch_size=16", "--learning_rate=2e-3", "--num_train_epochs=6",
+                              f"--output_dir={root / 'teacher'}"])
+    return data_dir, root / "teacher"
+
+
+def test_a_distilled_student_learns_from_its_teacher_and_loads(choice_teacher, tmp_path):
+    """bert-distill --task=multiple_choice: a 1-layer student of the 2-layer teacher, its training loss
+    falling, its eval as good as the teacher's (which it writes beside, in teacher/), and a release that
+    bert-run-multiple-choice and MultipleChoice.from_release load to the same answers."""
+    from keras_bert_impl.checkpoints.original import list_original_variables
+    from keras_bert_impl.config import BertConfig
+    from keras_bert_impl.jobs.make_figures import read_scalars
+    from keras_bert_impl.tasks.text_multiple_choice import MultipleChoice
+    from tools import distill
+
+    data_dir, teacher = choice_teacher
+    out = tmp_path / "student"
+    distill.main(["--task=multiple_choice", f"--teacher_dir={teacher}", f"--data_dir={data_dir}",
+                  "--max_seq_length=16", "--num_hidden_layers=1", "--train_batch_size=16", "--learning_rate=2e-3",
+                  "--num_train_epochs=3", "--save_checkpoints_steps=1000", "--do_eval", f"--output_dir={out}"])
+
+    def results(path):
+        return dict(line.split(" = ") for line in path.read_text().splitlines())
+
+    teacher_results, student = results(teacher / "eval_results.txt"), results(out / "eval_results.txt")
+    assert float(teacher_results["eval_accuracy"]) >= 0.8, teacher_results  # chance: 0.25
+    assert float(student["eval_accuracy"]) >= float(teacher_results["eval_accuracy"]) - 0.05, (student,
+                                                                                              teacher_results)
+    assert student["global_step"] == str(240 // 16 * 3)
+    assert results(out / "teacher" / "eval_results.txt")["eval_accuracy"] == teacher_results["eval_accuracy"]
+    # The distillation loss (soft targets + right choices + [CLS] states) falls as the student trains.
+    losses = [value for _, value in sorted(read_scalars(str(out), log=lambda message: None)["train/loss"])]
+    assert len(losses) >= 6, losses
+    assert np.mean(losses[-3:]) < 0.7 * np.mean(losses[:3]), losses
+    # The student is a 1-layer multiple-choice release of its own.
+    assert BertConfig.from_json_file(str(out / "bert_config.json")).num_hidden_layers == 1
+    names = list_original_variables(str(out / "model.ckpt"))
+    assert "output_weights" in names and not any("layer_1/" in name for name in names)
+    again = tmp_path / "again"
+    run_multiple_choice.main([f"--vocab_file={out / 'vocab.txt'}", f"--bert_config_file={out / 'bert_config.json'}",
+                              f"--init_checkpoint={out / 'model.ckpt'}", f"--data_dir={data_dir}",
+                              "--max_seq_length=16", "--do_eval", f"--output_dir={again}"])
+    assert results(again / "eval_results.txt")["eval_accuracy"] == student["eval_accuracy"]
+    model = MultipleChoice.from_release(str(out), max_seq_length=16)
+    assert not model.load_report.fresh
+    from keras_bert_impl.data.multiple_choice import read_multiple_choice_file
+
+    dev = read_multiple_choice_file(str(data_dir / "val.csv"))
+    probabilities = model.predict(([e.context for e in dev], [list(e.choices) for e in dev]), verbose=0)
+    accuracy = float(np.mean(probabilities.argmax(1) == [e.label for e in dev]))
+    assert accuracy == pytest.approx(float(student["eval_accuracy"]), abs=1e-6)

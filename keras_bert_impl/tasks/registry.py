@@ -10,7 +10,7 @@ Example:
 >>> tuple(FINE_TUNING)
 ('classifier', 'squad', 'ner', 'distill', 'multiple_choice')
 >>> tuple(DISTILLATION)
-('classifier', 'squad', 'ner', 'general')
+('classifier', 'squad', 'ner', 'general', 'multiple_choice')
 """
 
 from keras_bert_impl.errors import BertError
@@ -56,7 +56,7 @@ FINE_TUNING = {
 DISTILLATION = {
     spec.task: spec
     for spec in (distillation.ClassifierDistillation, span_qa.SquadDistillation, token_tagging.TaggingDistillation,
-                 general_distillation.GeneralDistillation)
+                 general_distillation.GeneralDistillation, multiple_choice.MultipleChoiceDistillation)
 }
 
 

@@ -228,6 +228,22 @@ class MultipleChoiceDistillation(DistillationSpec, MultipleChoiceFineTuning):
     task = "multiple_choice"
     teacher_head = tuple(CLASSIFIER_VARIABLES)
 
+    def check_before_reading(self, release, run):
+        """As every distillation's, and the teacher's head one choice score: not a classifier's.
+
+        Raises:
+            CheckpointError: a teacher whose `output_weights` has more than one row.
+        """
+        from keras_bert_impl.checkpoints.original import open_checkpoint
+        from keras_bert_impl.errors import CheckpointError
+
+        super().check_before_reading(release, run)
+        rows = open_checkpoint(run.init_checkpoint)[1].get_variable_to_shape_map()[self.teacher_head[0]][0]
+        if rows != 1:
+            raise CheckpointError(f"{run.init_checkpoint}: output_weights has {rows} rows, a classifier's head; a "
+                                  "multiple-choice teacher scores each choice with one (--task=classifier "
+                                  "distills a classifier)")
+
     def training_data(self, inputs, release, run, log):
         import numpy as np
 

@@ -371,10 +371,12 @@ class BertServingModule(tf.Module):
         Text requests: `texts` through `serving_default`, and as pairs
         through `serve_text_pair` where the task warms up on pairs. Choice
         requests: each text a context whose choices are every text (at
-        least two).
+        least two); none without texts.
         """
         texts = list(texts)
         if self.spec.requests == CHOICE_REQUESTS:
+            if not texts:
+                return []
             num_choices = max(len(texts), 2)
             choices = [[texts[(row + column) % len(texts)] for column in range(num_choices)]
                        for row in range(len(texts))]

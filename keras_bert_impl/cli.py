@@ -192,6 +192,42 @@ def classification_dataset_options(fv):
 
 
 
+def define_choice_column_flags(fv, label_column=True):
+    """run_multiple_choice's flags for a file's context, choice and label columns, shared by the tools that read
+    multiple-choice files (run_multiple_choice, distill); `label_column=False` where the tool defines
+    `--label_column` already (distill, for classification data)."""
+    define = dict(flag_values=fv)
+    flags.DEFINE_string("context_column", None, "Column of the context (default: sent1).", **define)
+    flags.DEFINE_list("choice_columns", None, "Columns of the choices, in order (default: ending0,...,ending3).", **define)
+    flags.DEFINE_string("choices_column", None, "JSON lines: a column holding the list of choices (instead of --choice_columns).", **define)
+    flags.DEFINE_string("choice_prefix_column", None, "Column put before each choice (default: sent2 for SWAG's columns, else none; \"\" for none).", **define)
+    if label_column:
+        flags.DEFINE_string("label_column", None, "Column of the right choice's index (default: label).", **define)
+
+
+def choice_columns(fv):
+    """The `ChoiceColumns` the flags of `define_choice_column_flags` name: SWAG's, with the flags given in place
+    of its columns.
+
+    Raises:
+        FlagError: the choices named two ways.
+    """
+    from keras_bert_impl.data.multiple_choice import SWAG, ChoiceColumns
+
+    if fv.choice_columns is not None and fv.choices_column is not None:
+        raise FlagError("--choice_columns and --choices_column name the choices two ways: give one")
+    own_choices = fv.choice_columns is not None or fv.choices_column is not None
+    prefix = fv.choice_prefix_column if fv.choice_prefix_column is not None else (None if own_choices else
+                                                                                   SWAG.choice_prefix_column)
+    return ChoiceColumns(
+        context_column=fv.context_column or SWAG.context_column,
+        choice_columns=() if fv.choices_column else tuple(fv.choice_columns or SWAG.choice_columns),
+        choices_column=fv.choices_column,
+        choice_prefix_column=prefix or None,
+        label_column=fv.label_column or SWAG.label_column,
+    )
+
+
 def define_fine_tuning_flags(fv, default_max_seq_length=128):
     """The original fine-tuning scripts' release and training flags, plus
     `--strategy` and `--seed`, shared by run_classifier, run_squad and

@@ -323,10 +323,15 @@ def test_a_changed_distillation_setting_is_refused_by_name_on_rerun(tmp_path, ca
     ("general", ["--input_file={corpus}", "--do_eval"], "--do_eval does not apply to --task=general"),
     ("squad", ["--train_file=t.json", "--max_query_length=8", "--do_eval"], "--do_eval does not apply to --task=squad"),
     ("general", ["--input_file={latin1}"], "not valid UTF-8"),
-    ("tagging", [], "--task must be one of classifier, squad, ner, general, got 'tagging'"),
+    ("tagging", [], "--task must be one of classifier, squad, ner, multiple_choice, general, got 'tagging'"),
+    ("multiple_choice", ["--train_file={train}"], "output_weights has 2 rows, a classifier's head; a "
+                                                  "multiple-choice teacher scores each choice with one"),
+    ("multiple_choice", ["--train_file={train}", "--doc_stride=8"], "--doc_stride does not apply to "
+                                                                    "--task=multiple_choice"),
 ])
 def test_bad_input_is_one_line_before_any_output(tmp_path, capsys, task, extra, fragment):
-    """A classifier release as the teacher of another task, a student of no or too many layers, no
+    """A classifier release as the teacher of another task (multiple choice's among them), a student of no or
+    too many layers, no
     text, text that is not UTF-8, flags of another task: one line on stderr, no output directory."""
     from keras_bert_impl.cli import run_tool
     from tests.test_distillation import VOCAB

@@ -373,3 +373,163 @@ def test_hf_bert_for_multiple_choice_converts_and_gives_its_logits(tmp_path, cap
     save_file(tensors, str(hf_dir / "model.safetensors"), metadata={"format": "pt"})
     code, lines = convert(capsys, hf_dir, tmp_path / "release2")
     assert code == 1 and len(lines) == 1 and "has 2 rows; the head of BertForMultipleChoice scores each choice" in lines[0]
+
+
+# -- the export ------------------------------------------------------------------
+
+EXPORT_CONTEXTS = ["The chef tasted the soup.", "A dog ran across the wide, muddy field towards",
+                   "Après la pluie, she opened the umbrella"]
+EXPORT_CHOICES = [["It was salty.", "It flew over the moon and never came back to the kitchen again.", ""],
+                  ["its owner.", "the sea", "a café"],
+                  ["and walked home.", "slowly", "The umbrella sang."]]
+
+
+@pytest.fixture(scope="module")
+def scored_model(release):
+    """A MultipleChoice on the release whose every weight is random: its choices' probabilities are far apart."""
+    from keras_bert_impl.tasks.text_multiple_choice import MultipleChoice
+
+    model = MultipleChoice.from_release(str(release), max_seq_length=16)
+    randomize(model, seed=7, scale=0.3)
+    return model
+
+
+def served_outputs(signature, **inputs):
+    import tensorflow as tf
+
+    return {key: value.numpy() for key, value in signature(**{k: tf.constant(v) for k, v in inputs.items()}).items()}
+
+
+def test_export_serves_predicts_probabilities_and_choice(scored_model, tmp_path):
+    """The raw-text SavedModel (verified as TF Serving loads it), loaded back by TensorFlow alone: a context
+    and its choices give `predict`'s probabilities (any number of choices, pairs cut to the length as the
+    preprocessor cuts them) and the most probable choice; its ids signature gives them from `encode`'s ids."""
+    import tensorflow as tf
+
+    from keras_bert_impl.serving.export import read_export_metadata
+    from keras_bert_impl.serving.session_model import warmup_requests
+
+    probabilities = scored_model.predict((EXPORT_CONTEXTS, EXPORT_CHOICES), verbose=0)
+    assert np.ptp(probabilities, axis=1).min() > 0.05, probabilities  # choices the model tells apart
+    version = scored_model.export(tmp_path / "saved_models" / "swag")
+    assert version == str(tmp_path / "saved_models" / "swag" / "1")
+    served = tf.saved_model.load(version)
+    assert sorted(served.signatures) == ["serve_ids", "serving_default"]
+    outputs = served_outputs(served.signatures["serving_default"], context=EXPORT_CONTEXTS, choices=EXPORT_CHOICES)
+    assert outputs["probabilities"].shape == (3, 3) and outputs["probabilities"].dtype == np.float32
+    np.testing.assert_allclose(outputs["probabilities"], probabilities, atol=1e-4)
+    assert outputs["choice"].dtype == np.int32 and outputs["choice"].tolist() == probabilities.argmax(1).tolist()
+    # Five choices, one context: the signature takes any number.
+    five = ["its owner.", "the sea", "a café", "home", "the ball"]
+    np.testing.assert_allclose(
+        served_outputs(served.signatures["serving_default"], context=EXPORT_CONTEXTS[1:2], choices=[five])[
+            "probabilities"], scored_model.predict((EXPORT_CONTEXTS[1:2], [five]), verbose=0), atol=1e-4)
+    features = scored_model.encode((EXPORT_CONTEXTS, EXPORT_CHOICES))
+    by_ids = served_outputs(served.signatures["serve_ids"], **features)
+    np.testing.assert_allclose(by_ids["probabilities"], probabilities, atol=1e-4)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="context and choices must have the same batch size"):
+        served.signatures["serving_default"](context=tf.constant(EXPORT_CONTEXTS[:2]),
+                                             choices=tf.constant(EXPORT_CHOICES))
+    bad_mask = dict(features, input_mask=np.roll(features["input_mask"], 1, axis=-1))  # padding first
+    with pytest.raises(tf.errors.InvalidArgumentError, match="input_mask must be 1 at position 0"):
+        served_outputs(served.signatures["serve_ids"], **bad_mask)
+    metadata = read_export_metadata(version)
+    assert (metadata["task"], metadata["precision"], metadata["optimized_for"]) == (
+        "multiple_choice", "float32", "portable")
+    [(name, request)] = warmup_requests(version)
+    assert name == "serving_default" and request["choices"].shape == (2, 2)
+
+
+def test_export_tool_writes_a_served_version_and_refuses_int8(scored_model, tmp_path, capsys):
+    import tensorflow as tf
+
+    from keras_bert_impl.cli import EXIT_BAD_INPUT, run_tool
+    from tools import export_saved_model
+
+    release_dir = tmp_path / "release"
+    scored_model.save_release(str(release_dir))
+    flags = [f"--model_dir={release_dir}", "--task=multiple_choice", "--max_seq_length=16"]
+    export_saved_model.main(flags + [f"--export_dir={tmp_path / 'saved_models' / 'swag'}"])
+    served = tf.saved_model.load(str(tmp_path / "saved_models" / "swag" / "1"))
+    outputs = served_outputs(served.signatures["serving_default"], context=EXPORT_CONTEXTS, choices=EXPORT_CHOICES)
+    np.testing.assert_allclose(outputs["probabilities"],
+                               scored_model.predict((EXPORT_CONTEXTS, EXPORT_CHOICES), verbose=0), atol=1e-4)
+    assert "/models/swag" in (tmp_path / "saved_models" / "models.config").read_text()
+    capsys.readouterr()
+    code = run_tool(export_saved_model.main, flags + ["--precision=int8", f"--export_dir={tmp_path / 'int8'}"],
+                    prog="bert-export")
+    error = capsys.readouterr().err.strip().splitlines()
+    assert code == EXIT_BAD_INPUT and len(error) == 1, error
+    assert error[0] == ("bert-export: error: --precision=int8 exports tasks whose requests are texts; "
+                        "multiple_choice's are a context and its choices: export it in float32 or bfloat16")
+    assert not (tmp_path / "int8").exists()
+
+
+# -- a distilled student -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def choice_teacher(tmp_path_factory):
+    """A 2-layer bert-run-multiple-choice release trained on the learnable rule: (data dir, release)."""
+    from tests.test_distillation_tasks import release_flags, two_layer_release
+
+    root = tmp_path_factory.mktemp("choice_distill")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "it"] + sorted(set(POSITIVE + NEGATIVE + FILLER))
+    base = two_layer_release(root / "base", vocab, max_position_embeddings=32)
+    data_dir = root / "swag"
+    data_dir.mkdir()
+    rng = random.Random(3)
+    write_swag(data_dir / "train.csv", swag_questions(rng, 240))
+    write_swag(data_dir / "val.csv", swag_questions(rng, 80))
+    run_multiple_choice.main([*release_flags(base), f"--data_dir={data_dir}", "--max_seq_length=16", "--do_train",
+                              "--do_eval", "--train_batch_size=16", "--learning_rate=2e-3", "--num_train_epochs=6",
+                              f"--output_dir={root / 'teacher'}"])
+    return data_dir, root / "teacher"
+
+
+def test_a_distilled_student_learns_from_its_teacher_and_loads(choice_teacher, tmp_path):
+    """bert-distill --task=multiple_choice: a 1-layer student of the 2-layer teacher, its training loss
+    falling, its eval as good as the teacher's (which it writes beside, in teacher/), and a release that
+    bert-run-multiple-choice and MultipleChoice.from_release load to the same answers."""
+    from keras_bert_impl.checkpoints.original import list_original_variables
+    from keras_bert_impl.config import BertConfig
+    from keras_bert_impl.jobs.make_figures import read_scalars
+    from keras_bert_impl.tasks.text_multiple_choice import MultipleChoice
+    from tools import distill
+
+    data_dir, teacher = choice_teacher
+    out = tmp_path / "student"
+    distill.main(["--task=multiple_choice", f"--teacher_dir={teacher}", f"--data_dir={data_dir}",
+                  "--max_seq_length=16", "--num_hidden_layers=1", "--train_batch_size=16", "--learning_rate=2e-3",
+                  "--num_train_epochs=3", "--save_checkpoints_steps=1000", "--do_eval", f"--output_dir={out}"])
+
+    def results(path):
+        return dict(line.split(" = ") for line in path.read_text().splitlines())
+
+    teacher_results, student = results(teacher / "eval_results.txt"), results(out / "eval_results.txt")
+    assert float(teacher_results["eval_accuracy"]) >= 0.8, teacher_results  # chance: 0.25
+    assert float(student["eval_accuracy"]) >= float(teacher_results["eval_accuracy"]) - 0.05, (student,
+                                                                                              teacher_results)
+    assert student["global_step"] == str(240 // 16 * 3)
+    assert results(out / "teacher" / "eval_results.txt")["eval_accuracy"] == teacher_results["eval_accuracy"]
+    # The distillation loss (soft targets + right choices + [CLS] states) falls as the student trains.
+    losses = [value for _, value in sorted(read_scalars(str(out), log=lambda message: None)["train/loss"])]
+    assert len(losses) >= 6, losses
+    assert np.mean(losses[-3:]) < 0.7 * np.mean(losses[:3]), losses
+    # The student is a 1-layer multiple-choice release of its own.
+    assert BertConfig.from_json_file(str(out / "bert_config.json")).num_hidden_layers == 1
+    names = list_original_variables(str(out / "model.ckpt"))
+    assert "output_weights" in names and not any("layer_1/" in name for name in names)
+    again = tmp_path / "again"
+    run_multiple_choice.main([f"--vocab_file={out / 'vocab.txt'}", f"--bert_config_file={out / 'bert_config.json'}",
+                              f"--init_checkpoint={out / 'model.ckpt'}", f"--data_dir={data_dir}",
+                              "--max_seq_length=16", "--do_eval", f"--output_dir={again}"])
+    assert results(again / "eval_results.txt")["eval_accuracy"] == student["eval_accuracy"]
+    model = MultipleChoice.from_release(str(out), max_seq_length=16)
+    assert not model.load_report.fresh
+    from keras_bert_impl.data.multiple_choice import read_multiple_choice_file
+
+    dev = read_multiple_choice_file(str(data_dir / "val.csv"))
+    probabilities = model.predict(([e.context for e in dev], [list(e.choices) for e in dev]), verbose=0)
+    accuracy = float(np.mean(probabilities.argmax(1) == [e.label for e in dev]))
+    assert accuracy == pytest.approx(float(student["eval_accuracy"]), abs=1e-6)

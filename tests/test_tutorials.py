@@ -103,8 +103,11 @@ def test_multiple_choice(in_tmp_dir, google_release_stand_in, capsys):
     probabilities = namespace["probabilities"]
     assert probabilities.shape == (2, 3)
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
-    assert capsys.readouterr().out.strip() == str(probabilities.argmax(axis=1))
+    chosen = str(probabilities.argmax(axis=1))
+    assert capsys.readouterr().out.strip().splitlines() == [chosen, chosen]  # predict's, then the export's
     assert (in_tmp_dir / "coffee_choices" / "bert_config.json").exists()
+    assert namespace["version"] == str(in_tmp_dir / "saved_models" / "coffee_choices" / "1")
+    np.testing.assert_allclose(namespace["answer"]["probabilities"].numpy(), probabilities, atol=1e-4)
 
 
 def test_multi_label_classification(in_tmp_dir, google_release_stand_in, capsys):

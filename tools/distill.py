@@ -2,8 +2,9 @@
 r"""Distills a fine-tuned model into a shallower, faster one (DistilBERT's recipe).
 
 The teacher is a release given by `--teacher_dir`: what `bert-run-classifier`,
-`bert-run-squad` or `bert-run-ner --do_train` wrote for `--task=classifier`
-(the default), `squad` or `ner`, or any release for `--task=general`. The
+`bert-run-squad`, `bert-run-ner` or `bert-run-multiple-choice --do_train`
+wrote for `--task=classifier` (the default), `squad`, `ner` or
+`multiple_choice`, or any release for `--task=general`. The
 student is the teacher's configuration with `--num_hidden_layers` layers
 (default: half; a RoBERTa, ALBERT or DistilBERT teacher's student is of that
 variant, with its tokenizer files), starting from the teacher's embeddings,
@@ -18,6 +19,9 @@ states (cosine distance):
   computed once, before training.
 * `--task=squad`, `--task=ner`: run_squad's / run_ner's data flags; the
   teacher runs beside the student on each batch.
+* `--task=multiple_choice`: run_multiple_choice's data flags (`--data_dir`
+  or the files, the column flags); the teacher's choice distributions and
+  [CLS] states are computed once, before training.
 * `--task=general`: `--input_file`, raw text as create_pretraining_data reads
   it (one sentence per line, a blank line between documents), masked as it
   masks: every student layer learns the states of a teacher layer, and where
@@ -57,6 +61,8 @@ from keras_bert_impl.cli import (
     FlagError,
     check_fine_tuning_flags,
     classification_dataset_options,
+    choice_columns,
+    define_choice_column_flags,
     define_classification_data_flags,
     define_fine_tuning_flags,
     fine_tuning_run,
@@ -81,6 +87,8 @@ TASK_FLAGS = {
               "train_split", "predict_split"),
     "ner": ("train_file", "eval_file", "predict_file", "labels", "tfds_name", "data_dir", "train_split",
             "eval_split", "predict_split"),
+    "multiple_choice": ("data_dir", "train_file", "eval_file", "predict_file", "context_column", "choice_columns",
+                        "choices_column", "choice_prefix_column", "label_column"),
     "general": ("input_file", "max_predictions_per_seq", "masked_lm_prob", "short_seq_prob", "dupe_factor",
                 "do_whole_word_mask"),
 }
@@ -90,8 +98,8 @@ TASK_STEPS = {"squad": ("do_train", "do_predict"), "general": ("do_train",)}
 
 def define_flags(fv):
     define = dict(flag_values=fv)
-    flags.DEFINE_string("task", "classifier", "What the teacher was fine-tuned for: classifier, squad, ner; or "
-                        "general: a student of any release, from raw text.", **define)
+    flags.DEFINE_string("task", "classifier", "What the teacher was fine-tuned for: classifier, squad, ner, "
+                        "multiple_choice; or general: a student of any release, from raw text.", **define)
     flags.DEFINE_string("teacher_dir", None, "The teacher: a release directory (what bert-run-classifier, "
                         "bert-run-squad or bert-run-ner --do_train writes; any release for --task=general), or a "
                         "checkpoint prefix in one, or a named release such as hf://ORG/NAME (docs/SOURCES.md).", **define)
@@ -102,9 +110,12 @@ def define_flags(fv):
     flags.DEFINE_string("unlabeled_file", None, "More training texts, one per line (UTF-8), without labels: the "
                         "teacher labels them.", **define)
     # --task=squad and ner: run_squad's and run_ner's flags; unset, the spec's defaults (those tools' own).
-    flags.DEFINE_string("train_file", None, "squad, ner: SQuAD json / CoNLL file to train on.", **define)
-    flags.DEFINE_string("eval_file", None, "ner: CoNLL file with gold labels to evaluate.", **define)
-    flags.DEFINE_string("predict_file", None, "squad, ner: SQuAD json / CoNLL file to predict.", **define)
+    flags.DEFINE_string("train_file", None, "squad, ner, multiple_choice: SQuAD json / CoNLL file / SWAG-format "
+                        "file to train on.", **define)
+    flags.DEFINE_string("eval_file", None, "ner, multiple_choice: CoNLL file / SWAG-format file with gold labels to "
+                        "evaluate.", **define)
+    flags.DEFINE_string("predict_file", None, "squad, ner, multiple_choice: SQuAD json / CoNLL file / SWAG-format "
+                        "file to predict.", **define)
     flags.DEFINE_string("tfds_name", None, "squad, ner: instead of the files, a TFDS dataset prepared in "
                         "--data_dir.", **define)
     flags.DEFINE_integer("doc_stride", None, "squad: stride between a document's windows (default 128).", **define)
@@ -133,14 +144,16 @@ def define_flags(fv):
     flags.DEFINE_float("hidden_weight", 1.0, "Weight of the hidden-state cosine loss (0: none).", **define)
     flags.DEFINE_boolean("do_train", True, "Distill (--nodo_train: evaluate or predict the student in "
                          "--output_dir).", **define)
-    flags.DEFINE_boolean("do_eval", False, "classifier, ner: evaluate the student and the teacher on the dev "
+    flags.DEFINE_boolean("do_eval", False, "classifier, ner, multiple_choice: evaluate the student and the teacher on the dev "
                          "split.", **define)
-    flags.DEFINE_boolean("do_predict", False, "classifier, ner, squad: predict the test split (squad: "
+    flags.DEFINE_boolean("do_predict", False, "classifier, ner, multiple_choice, squad: predict the test split (squad: "
                          "--predict_file, the teacher too) with the student.", **define)
     define_fine_tuning_flags(fv)
     flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.", **define)
     flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.", **define)
     define_classification_data_flags(fv)
+    # --task=multiple_choice: run_multiple_choice's columns (--label_column is the classification flag's).
+    define_choice_column_flags(fv, label_column=False)
 
 
 def main(argv=None):
@@ -169,6 +182,7 @@ def main(argv=None):
             raise FlagError(f"--{name} must be a finite number >= 0, got {fv[name].value}")
     require_positive(fv, "eval_batch_size", "predict_batch_size")
     options = classification_dataset_options(fv) if fv.task == "classifier" else None
+    columns = choice_columns(fv) if fv.task == "multiple_choice" else None
     quiet_tensorflow()  # The task registry imports TensorFlow.
 
     from keras_bert_impl.checkpoints.release import infer_do_lower_case
@@ -207,6 +221,10 @@ def main(argv=None):
     if spec_class is ClassifierDistillation:  # Its dataset is made of run_classifier's data flags.
         spec = ClassifierDistillation(get_dataset(fv.task_name, **options), fv.data_dir,
                                       unlabeled_file=fv.unlabeled_file, options=distillation)
+    elif fv.task == "multiple_choice":  # Its files by split, and its columns, as run_multiple_choice takes them.
+        files = {"train": fv.train_file, "dev": fv.eval_file, "test": fv.predict_file}
+        spec = spec_class(fv.data_dir, {split: path for split, path in files.items() if path}, columns,
+                          options=distillation)
     else:
         values = {name: fv[name].value for name in TASK_FLAGS[fv.task] if fv[name].present}
         if "labels" in values:
@@ -221,7 +239,7 @@ def task_required_flags(fv):
         return ("task_name", "data_dir")
     if fv.task == "general":
         return ("input_file",)
-    if fv.tfds_name:
+    if fv.tfds_name or (fv.task == "multiple_choice" and fv.data_dir):  # the split files in the directory
         return ("data_dir",)
     files = {"do_train": "train_file", "do_eval": "eval_file", "do_predict": "predict_file"}
     return tuple(files[step] for step in TASK_STEPS.get(fv.task, files) if fv[step].value)

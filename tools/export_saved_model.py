@@ -6,7 +6,9 @@ never overwrites) with signatures `serving_default` (raw `text`, tokenized
 in-graph), `serve_text_pair` (`text`, `text_b`), `serve_ids` (ids/mask/segments)
 and `serve_examples` (serialized tf.Example, tf-models feature names), for a
 classifier `classify` and for a regression `regress` (TF Serving's `:classify`
-and `:regress` methods), warmup requests in `assets.extra/`, and rewrites
+and `:regress` methods; for --task=multiple_choice `serving_default` takes
+`context` [batch] and `choices` [batch, num_choices] and `serve_ids` ids
+[batch, num_choices, seq_length]), warmup requests in `assets.extra/`, and rewrites
 `models.config` in the parent of --export_dir listing every model there, each
 at `<serving_base_path>/<name>`. By default the export is float32 in stock
 TensorFlow ops, which TF Serving runs on any CPU or GPU, whatever machine wrote

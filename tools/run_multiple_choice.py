@@ -39,6 +39,8 @@ from absl import flags
 from keras_bert_impl.cli import (
     FlagError,
     check_fine_tuning_flags,
+    choice_columns,
+    define_choice_column_flags,
     define_fine_tuning_flags,
     fine_tuning_run,
     parse_flags,
@@ -60,29 +62,7 @@ def define_flags(fv):
     define_fine_tuning_flags(fv)
     flags.DEFINE_integer("eval_batch_size", 8, "Questions per eval batch.", **define)
     flags.DEFINE_integer("predict_batch_size", 8, "Questions per predict batch.", **define)
-    flags.DEFINE_string("context_column", None, "Column of the context (default: sent1).", **define)
-    flags.DEFINE_list("choice_columns", None, "Columns of the choices, in order (default: ending0,...,ending3).", **define)
-    flags.DEFINE_string("choices_column", None, "JSON lines: a column holding the list of choices (instead of --choice_columns).", **define)
-    flags.DEFINE_string("choice_prefix_column", None, "Column put before each choice (default: sent2 for SWAG's columns, else none; \"\" for none).", **define)
-    flags.DEFINE_string("label_column", None, "Column of the right choice's index (default: label).", **define)
-
-
-def choice_columns(fv):
-    """The `ChoiceColumns` the flags name: SWAG's, with the flags given in place of its columns."""
-    from keras_bert_impl.data.multiple_choice import SWAG, ChoiceColumns
-
-    if fv.choice_columns is not None and fv.choices_column is not None:
-        raise FlagError("--choice_columns and --choices_column name the choices two ways: give one")
-    own_choices = fv.choice_columns is not None or fv.choices_column is not None
-    prefix = fv.choice_prefix_column if fv.choice_prefix_column is not None else (None if own_choices else
-                                                                                   SWAG.choice_prefix_column)
-    return ChoiceColumns(
-        context_column=fv.context_column or SWAG.context_column,
-        choice_columns=() if fv.choices_column else tuple(fv.choice_columns or SWAG.choice_columns),
-        choices_column=fv.choices_column,
-        choice_prefix_column=prefix or None,
-        label_column=fv.label_column or SWAG.label_column,
-    )
+    define_choice_column_flags(fv)
 
 
 def main(argv=None):

@@ -299,11 +299,12 @@ def drop_unused_padding(inputs):
         inputs: Dict with `input_mask` [batch, seq] (which positions are
             real) and any of `input_ids`, `segment_ids` [batch, seq]; other
             entries pass through as they are. `masked_lm_positions`, if
-            given, keep the columns they read.
+            given, keep the columns they read. A multiple-choice batch's
+            [batch, num_choices, seq] is cut the same way, on its last axis.
 
     Returns:
         The dict with `input_ids`, `input_mask` and `segment_ids` cut to
-        [batch, used_length].
+        [batch, used_length] ([batch, num_choices, used_length]).
 
     Example:
     >>> inputs = {"input_ids": [[5, 6, 0, 0], [7, 0, 0, 0]], "input_mask": [[1, 1, 0, 0], [1, 0, 0, 0]]}
@@ -317,10 +318,10 @@ def drop_unused_padding(inputs):
         # too) keeps its column: cut, it would read another row's token.
         positions = tf.reshape(tf.cast(inputs["masked_lm_positions"], length.dtype), [-1])
         last = tf.reduce_max(tf.concat([positions, [-1]], axis=0))  # -1: no positions
-        width = tf.shape(tf.convert_to_tensor(inputs["input_mask"]), out_type=length.dtype)[1]
+        width = tf.shape(tf.convert_to_tensor(inputs["input_mask"]), out_type=length.dtype)[-1]
         length = tf.minimum(tf.maximum(length, last + 1), width)
     return {
-        name: tf.convert_to_tensor(value)[:, :length] if name in _SEQUENCE_INPUTS else value
+        name: tf.convert_to_tensor(value)[..., :length] if name in _SEQUENCE_INPUTS else value
         for name, value in inputs.items()
     }
 
@@ -332,7 +333,8 @@ def used_length(input_mask, bucket_size=1):
     with no real token).
 
     Args:
-        input_mask: [batch, seq] 1 for real tokens, 0 for padding.
+        input_mask: [batch, seq] ([batch, num_choices, seq]) 1 for real
+            tokens, 0 for padding.
         bucket_size: Round up to a multiple of this, so that a compiler sees
             at most `ceil(seq / bucket_size)` shapes.
 
@@ -344,8 +346,9 @@ def used_length(input_mask, bucket_size=1):
     4
     """
     input_mask = tf.convert_to_tensor(input_mask)
-    seq_length = tf.shape(input_mask)[1]
-    last = tf.reduce_max(tf.where(input_mask > 0, tf.range(1, seq_length + 1)[None, :], 1))
+    seq_length = tf.shape(input_mask)[-1]
+    # Each position's count from 1, broadcast over every axis but the last.
+    last = tf.reduce_max(tf.where(input_mask > 0, tf.range(1, seq_length + 1), 1))
     rounded = (tf.maximum(last, 1) + bucket_size - 1) // bucket_size * bucket_size
     return tf.minimum(rounded, tf.maximum(seq_length, 1))
 

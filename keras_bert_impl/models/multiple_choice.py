@@ -52,6 +52,22 @@ class ChoiceLogits(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
+class ChoiceStates(keras.layers.Layer):
+    """[batch_size * num_choices, H] pair states -> [batch_size, num_choices, H].
+
+    Example:
+    >>> ChoiceStates()(keras.ops.ones((8, 6)), keras.ops.ones((2, 4, 5))).shape
+    TensorShape([2, 4, 6])
+    """
+
+    def call(self, pair_states, input_ids):
+        return ops.reshape(pair_states, (ops.shape(input_ids)[0], ops.shape(input_ids)[1], pair_states.shape[-1]))
+
+    def compute_output_shape(self, pair_states_shape, input_ids_shape):
+        return tuple(input_ids_shape[:2]) + (pair_states_shape[-1],)
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
 class BertMultipleChoice(BertConfigModel):
     """BERT over every (context, choice) pair -> pooled output -> dropout -> one logit per choice.
 
@@ -107,3 +123,26 @@ class BertMultipleChoice(BertConfigModel):
 
     def get_config(self):
         return {**super().get_config(), "dropout_rate": self.dropout_rate}
+
+
+def choice_distillation_outputs(model):
+    """A functional model on `model`'s own layers (its weights): the choices' `logits` [batch_size, num_choices]
+    and each pair's last-layer [CLS] state, the pooler's input, as `cls_state` [batch_size, num_choices, H].
+
+    What a multiple-choice student learns from its teacher
+    (`tasks.multiple_choice.MultipleChoiceDistillation`); dropout on the
+    pooled output as the model has it, so training this model trains
+    `model`.
+
+    Args:
+        model: A `BertMultipleChoice`.
+    """
+    inputs = {name: keras.Input(shape=(None, None), dtype="int32", name=name) for name in CHOICE_INPUTS}
+    rows = model.get_layer("choice_rows")
+    encoded = model.bert({name: rows(value) for name, value in inputs.items()})
+    pair_logits = model.head(model.get_layer("dropout")(encoded["pooled_output"]))  # [batch_size * num_choices, 1]
+    cls_state = encoded["sequence_output"][:, 0]  # [batch_size * num_choices, H]
+    return keras.Model(inputs, {
+        "logits": model.get_layer("choice_logits")(pair_logits, inputs["input_ids"]),  # [batch_size, num_choices]
+        "cls_state": ChoiceStates(name="choice_states")(cls_state, inputs["input_ids"]),  # [b, num_choices, H]
+    })

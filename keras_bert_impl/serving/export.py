@@ -63,6 +63,7 @@ from keras_bert_impl.serving.versions import (
     staging_name,
 )
 from keras_bert_impl.tasks.registry import exported_task_names, get_task
+from keras_bert_impl.tasks.spec import TEXT_REQUESTS
 from keras_bert_impl.tokenization import check_special_tokens, check_vocab_fits, load_vocab
 from keras_bert_impl.tokenization.in_graph import InGraphTokenizer
 from keras_bert_impl.tokenization.preprocessor import shared_tables
@@ -367,6 +368,17 @@ def _labels_file(model, spec, label_names, work):
     return path
 
 
+def _check_int8_requests(spec, precision):
+    """Refuses int8 for a task whose requests are not texts: its calibration and agreement run on texts.
+
+    Raises:
+        ExportError: naming the task and what to export instead.
+    """
+    if precision == inference_plan.INT8 and spec.requests != TEXT_REQUESTS:
+        raise ExportError(f"--precision=int8 exports tasks whose requests are texts; {spec.name}'s are a context "
+                          "and its choices: export it in float32 or bfloat16")
+
+
 def export_saved_model(model, task, vocab_file, export_dir, options=None, log=None):
     """Exports `model` as `export_dir/<version>/` for TF Serving, and lists
     it in the export base's `models.config`.
@@ -415,6 +427,7 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
                                           packed_kernels=options.packed_kernels, optimize_for=options.optimize_for)
     except ValueError as error:
         raise ExportError(str(error)) from None
+    _check_int8_requests(spec, plan.precision)
     calibration = int8_gate.calibration_text_tuple(options.calibration_texts)
     if calibration is not None and plan.precision != inference_plan.INT8:
         raise ExportError("calibration texts are for an int8 export (--precision=int8)")
@@ -509,8 +522,7 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
         extra = filesystem.join(staging, "assets.extra")
         filesystem.makedirs(extra)
         texts = [f"{t} {mask_token} ." if spec.masks_in_text else t for t in options.warmup_texts]
-        write_warmup_requests(filesystem.join(extra, WARMUP_FILE), model_name, texts,
-                              text_b=texts if spec.warmup_pairs else None)
+        write_warmup_requests(filesystem.join(extra, WARMUP_FILE), model_name, module.warmup_inputs(texts))
         with filesystem.open_file(filesystem.join(extra, METADATA_FILE), "w") as f:
             json.dump(export_metadata(task, plan, options, int8_report), f, indent=2)
             f.write("\n")
@@ -648,6 +660,7 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
     if is_keras_file(init_checkpoint):
         check_keras_file_fits(init_checkpoint, config, bert_config_file, vocab_file, options.do_lower_case)
     spec = get_task(task)
+    _check_int8_requests(spec, options.precision)  # before the checkpoint is read
     if _lacks_pooler(config, init_checkpoint):
         # A variant's masked-LM release (RoBERTa's): built without the pooler
         # it never trained, so an export has no untrained output.

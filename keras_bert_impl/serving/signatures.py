@@ -4,6 +4,12 @@
 its `tf.function`s become the SavedModel's signatures. Nothing here runs
 Python of ours at serving time: TF Serving executes the traced graph.
 
+A task whose requests are a context and its choices (`tasks.spec.CHOICE_REQUESTS`:
+multiple choice) has `serving_default` with `context` (DT_STRING [batch]) and
+`choices` (DT_STRING [batch, num_choices]), each (context, choice) pair
+packed as a text pair, and `serve_ids` with ids [batch, num_choices,
+seq_length]; the other tasks' requests are texts.
+
 Besides the predict signatures, a classifier exports `classify` and a
 regression `regress`: the tf.Example signature in the form TF Serving's
 `:classify` / `:regress` methods take (tensorflow_serving/servables/
@@ -21,6 +27,7 @@ import tensorflow as tf
 from keras_bert_impl.inference.forward import PlannedModel
 from keras_bert_impl.inference.padding_free import call_skipping_padding, drop_unused_padding, real_tokens_only_set_to
 from keras_bert_impl.tasks.registry import exported_task_names, get_task
+from keras_bert_impl.tasks.spec import CHOICE_REQUESTS
 from keras_bert_impl.tokenization.in_graph import InGraphTokenizer
 from keras_bert_impl.tokenization.preprocessor import pack_inputs, token_ids_with_masks
 
@@ -149,7 +156,29 @@ class BertServingModule(tf.Module):
                 tf.shape(text_b)[0], tf.shape(text)[0], message="text and text_b must have the same batch size"
             )
             ids_b = token_ids(text_b)
-        return pack_inputs(token_ids(text), ids_b, self.max_seq_length, self.cls_id, self.sep_id, pad_id=self.pad_id,
+        return self._pack(token_ids(text), ids_b)
+
+    def encode_choices(self, context, choices, token_ids=None):
+        """[batch] contexts and [batch, num_choices] choices -> dict of int32 [batch, num_choices, max_seq_length].
+
+        Each (context, choice) pair is packed as a text pair (`[CLS] context
+        [SEP] choice [SEP]`, the longer side cut first), as
+        `tasks.multiple_choice.encode_choices` and `MultipleChoice.encode`
+        do; each context is tokenized once.
+        """
+        token_ids = token_ids or self._token_ids
+        tf.debugging.assert_equal(
+            tf.shape(choices)[0], tf.shape(context)[0], message="context and choices must have the same batch size"
+        )
+        batch_size, num_choices = tf.shape(choices)[0], tf.shape(choices)[1]
+        # [batch * num_choices, (ids)]: each context's ids once per choice, row-major as the choices.
+        context_ids = tf.gather(token_ids(context), tf.repeat(tf.range(batch_size), num_choices))
+        pairs = self._pack(context_ids, token_ids(tf.reshape(choices, [-1])))  # [batch * num_choices, seq] each
+        shape = tf.stack([batch_size, num_choices, self.max_seq_length])
+        return {name: tf.reshape(value, shape) for name, value in pairs.items()}
+
+    def _pack(self, ids_a, ids_b):
+        return pack_inputs(ids_a, ids_b, self.max_seq_length, self.cls_id, self.sep_id, pad_id=self.pad_id,
                            separators_between=self.separators_between, second_segment_id=self.second_segment_id)
 
     def check_id_ranges(self, inputs):
@@ -165,7 +194,8 @@ class BertServingModule(tf.Module):
         it must be.
 
         Args:
-            inputs: Dict of integer `input_ids`, `input_mask`, `segment_ids`.
+            inputs: Dict of integer `input_ids`, `input_mask`, `segment_ids`
+                ([batch, seq_length], or [batch, num_choices, seq_length]).
 
         Returns:
             The same dict, its tensors depending on the checks.
@@ -174,7 +204,7 @@ class BertServingModule(tf.Module):
         checks = [
             # A narrower input_mask would cut the ids to its width unseen.
             tf.debugging.assert_equal(tf.shape(inputs[name]), tf.shape(inputs["input_ids"]),
-                                      message=f"{name} must have the shape of input_ids ([batch, seq_length])")
+                                      message=f"{name} must have the shape of input_ids")
             for name in ("input_mask", "segment_ids")
         ]
         # A mask value of 2 would add +10000 to an attention score.
@@ -191,8 +221,8 @@ class BertServingModule(tf.Module):
         message = ("input_mask must be 1 at position 0 ([CLS]) and hold its 1s before its 0s (padding on the "
                    "right, as BERT's inputs are made)")
         with tf.control_dependencies(checks):  # after the range checks, so a mask of 2 is named as such
-            layout = [tf.debugging.assert_equal(mask[:, :1], tf.ones_like(mask[:, :1]), message=message),
-                      tf.debugging.assert_less_equal(mask[:, 1:], mask[:, :-1], message=message)]
+            layout = [tf.debugging.assert_equal(mask[..., :1], tf.ones_like(mask[..., :1]), message=message),
+                      tf.debugging.assert_less_equal(mask[..., 1:], mask[..., :-1], message=message)]
         with tf.control_dependencies(layout):
             return {name: tf.identity(value) for name, value in inputs.items()}
 
@@ -264,9 +294,11 @@ class BertServingModule(tf.Module):
 
     def signatures(self):
         """The concrete functions to export, keyed by signature name."""
-        text_spec = tf.TensorSpec([None], tf.string, name="text")
         # The tokenizer's graph is large: traced once, called by each text signature.
         token_ids = tf.function(self._token_ids, autograph=False, input_signature=[tf.TensorSpec([None], tf.string)])
+        if self.spec.requests == CHOICE_REQUESTS:
+            return self._choice_signatures(token_ids)
+        text_spec = tf.TensorSpec([None], tf.string, name="text")
 
         @tf.function(autograph=False, input_signature=[text_spec])
         def serving_default(text):
@@ -313,6 +345,46 @@ class BertServingModule(tf.Module):
 
             signatures["regress"] = regress.get_concrete_function()
         return signatures
+
+    def _choice_signatures(self, token_ids):
+        """A context and its choices as raw text (`serving_default`), or their ids (`serve_ids`)."""
+
+        @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="context"),
+                                                       tf.TensorSpec([None, None], tf.string, name="choices")])
+        def serving_default(context, choices):
+            return self.outputs(self.encode_choices(context, choices, token_ids=token_ids))
+
+        ids_spec = [tf.TensorSpec([None, None, None], tf.int32, name=n)
+                    for n in ("input_ids", "input_mask", "segment_ids")]
+
+        @tf.function(autograph=False, input_signature=ids_spec)
+        def serve_ids(input_ids, input_mask, segment_ids):
+            inputs = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+            return self.outputs(self.check_id_ranges(inputs))
+
+        return {"serving_default": serving_default.get_concrete_function(),
+                "serve_ids": serve_ids.get_concrete_function()}
+
+    def warmup_inputs(self, texts):
+        """`[(signature name, {input name: list})]`: the requests TF Serving replays on load, made of `texts`.
+
+        Text requests: `texts` through `serving_default`, and as pairs
+        through `serve_text_pair` where the task warms up on pairs. Choice
+        requests: each text a context whose choices are every text (at
+        least two); none without texts.
+        """
+        texts = list(texts)
+        if self.spec.requests == CHOICE_REQUESTS:
+            if not texts:
+                return []
+            num_choices = max(len(texts), 2)
+            choices = [[texts[(row + column) % len(texts)] for column in range(num_choices)]
+                       for row in range(len(texts))]
+            return [("serving_default", {"context": texts, "choices": choices})]
+        requests = [("serving_default", {"text": texts})]
+        if self.spec.warmup_pairs:
+            requests.append(("serve_text_pair", {"text": texts, "text_b": texts}))
+        return requests
 
 
 __all__ = ["BertServingModule", "CLASSIFY_METHOD_NAME", "InGraphTokenizer", "REGRESS_METHOD_NAME", "SIGNATURE_METHODS"]

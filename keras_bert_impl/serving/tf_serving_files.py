@@ -54,22 +54,25 @@ def set_method_names(saved_model_dir, method_names):
     fingerprinting_utils.write_fingerprint(saved_model_dir)
 
 
-def warmup_requests(model_name, texts, text_b=None):
-    """PredictionLog records (serialized) that TF Serving replays on load."""
+def warmup_requests(model_name, requests):
+    """PredictionLog records (serialized) that TF Serving replays on load.
+
+    Args:
+        model_name: The model's name in TF Serving.
+        requests: `[(signature name, {input name: strings})]`
+            (`BertServingModule.warmup_inputs`: raw text, a list or a list
+            of lists), in the order TF Serving replays them.
+    """
     from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
-    request = predict_pb2.PredictRequest(
-        model_spec=model_pb2.ModelSpec(name=model_name, signature_name="serving_default")
-    )
-    request.inputs["text"].CopyFrom(tf.make_tensor_proto(list(texts), dtype=tf.string))
-    records = [prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))]
-    if text_b is not None:
-        pair = predict_pb2.PredictRequest(
-            model_spec=model_pb2.ModelSpec(name=model_name, signature_name="serve_text_pair")
+    records = []
+    for signature_name, inputs in requests:
+        request = predict_pb2.PredictRequest(
+            model_spec=model_pb2.ModelSpec(name=model_name, signature_name=signature_name)
         )
-        pair.inputs["text"].CopyFrom(tf.make_tensor_proto(list(texts), dtype=tf.string))
-        pair.inputs["text_b"].CopyFrom(tf.make_tensor_proto(list(text_b), dtype=tf.string))
-        records.append(prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=pair)))
+        for name, values in inputs.items():
+            request.inputs[name].CopyFrom(tf.make_tensor_proto(values, dtype=tf.string))
+        records.append(prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request)))
     return [record.SerializeToString() for record in records]
 
 
@@ -196,8 +199,8 @@ def _listed_names(config):
     return set() if config is None else {entry.name for entry in config.model_config_list.config}
 
 
-def write_warmup_requests(path, model_name, texts, text_b=None):
-    """Writes `warmup_requests(model_name, texts, text_b)` to the TFRecord file `path`."""
+def write_warmup_requests(path, model_name, requests):
+    """Writes `warmup_requests(model_name, requests)` to the TFRecord file `path`."""
     with tf.io.TFRecordWriter(path) as writer:
-        for record in warmup_requests(model_name, texts, text_b=text_b):
+        for record in warmup_requests(model_name, requests):
             writer.write(record)

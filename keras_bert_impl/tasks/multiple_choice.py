@@ -6,7 +6,9 @@ first) into features [num_questions, num_choices, max_seq_length];
 `models.multiple_choice.BertMultipleChoice` scores them. With `do_eval` the
 run writes `eval_results.txt` (`eval_accuracy`, `eval_loss`,
 `global_step`), with `do_predict` `test_results.tsv` (each question's choice
-probabilities, tab-separated).
+probabilities, tab-separated). `MultipleChoiceDistillation` makes a
+shallower student of a fine-tuned release (`bert-distill
+--task=multiple_choice`).
 
 Example:
 >>> MULTIPLE_CHOICE.head_variables
@@ -27,7 +29,8 @@ from keras_bert_impl.tasks.classifier import (
     compile_options,
     format_eval_results,
 )
-from keras_bert_impl.tasks.spec import FineTuningSpec, TaskInputs, TaskSpec
+from keras_bert_impl.tasks.distillation import DistillationSpec, distillation_compile_options
+from keras_bert_impl.tasks.spec import CHOICE_REQUESTS, EXPORTED_TASKS, FineTuningSpec, TaskInputs, TaskSpec
 from keras_bert_impl.training.fine_tuning import TrainingData
 
 
@@ -37,11 +40,22 @@ def _build_multiple_choice(config, num_labels=None, dtype=None):
     return BertMultipleChoice(classifier_config(config), dtype=dtype)
 
 
+def multiple_choice_serving_outputs(serving, inputs, padded_length):
+    """`probabilities` [batch, num_choices] (a softmax over each context's choices) and `choice` [batch]: the
+    index of the most probable choice."""
+    import tensorflow as tf
+
+    probabilities = tf.nn.softmax(tf.cast(serving.forward(inputs), tf.float32), axis=-1)
+    return {"probabilities": probabilities, "choice": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
+
+
 MULTIPLE_CHOICE = TaskSpec(
     name="multiple_choice",
-    description="Multiple choice (SWAG): a probability for each of a context's choices.",
+    description=EXPORTED_TASKS["multiple_choice"],
     build_model=_build_multiple_choice,
     head_variables=tuple(CLASSIFIER_VARIABLES),
+    serving_outputs=multiple_choice_serving_outputs,
+    requests=CHOICE_REQUESTS,
 )
 
 
@@ -185,3 +199,80 @@ class MultipleChoiceFineTuning(FineTuningSpec):
         write_text_atomically(path, format_choice_probabilities(logits))
         log(f"wrote choice probabilities for {len(examples)} questions to {path}")
         return {}
+
+
+@dataclasses.dataclass(frozen=True)
+class MultipleChoiceDistillation(DistillationSpec, MultipleChoiceFineTuning):
+    """A shallower multiple-choice student of a `bert-run-multiple-choice` release (`bert-distill
+    --task=multiple_choice`), as `tasks.distillation.ClassifierDistillation` makes a classifier's.
+
+    The teacher's targets are computed once, before training: its logits
+    over each question's choices and each (context, choice) pair's
+    last-layer [CLS] state. The student (the teacher's configuration with
+    fewer layers, started from its embeddings, every (n/k)-th layer, pooler
+    and head) trains on the teacher's choice distribution at the
+    temperature, the right choices, and the cosine distance of its [CLS]
+    states to the teacher's. `evaluate` writes the student's
+    `eval_results.txt` and the teacher's in `teacher/`; `predict` the
+    student's `test_results.tsv`.
+
+    Args:
+        data_dir, files, columns: As `MultipleChoiceFineTuning`'s.
+        options: `tasks.distillation.DistillationOptions`.
+
+    Example:
+    >>> MultipleChoiceDistillation("swag").task
+    'multiple_choice'
+    """
+
+    task = "multiple_choice"
+    teacher_head = tuple(CLASSIFIER_VARIABLES)
+
+    def check_before_reading(self, release, run):
+        """As every distillation's, and the teacher's head one choice score: not a classifier's.
+
+        Raises:
+            CheckpointError: a teacher whose `output_weights` has more than one row.
+        """
+        from keras_bert_impl.checkpoints.original import open_checkpoint
+        from keras_bert_impl.errors import CheckpointError
+
+        super().check_before_reading(release, run)
+        rows = open_checkpoint(run.init_checkpoint)[1].get_variable_to_shape_map()[self.teacher_head[0]][0]
+        if rows != 1:
+            raise CheckpointError(f"{run.init_checkpoint}: output_weights has {rows} rows, a classifier's head; a "
+                                  "multiple-choice teacher scores each choice with one (--task=classifier "
+                                  "distills a classifier)")
+
+    def training_data(self, inputs, release, run, log):
+        import numpy as np
+
+        from keras_bert_impl.inference.array_prediction import predict_on_real_tokens
+        from keras_bert_impl.models.multiple_choice import choice_distillation_outputs
+
+        data = super().training_data(inputs, release, run, log)
+        teacher = choice_distillation_outputs(self.teacher_cache["model"])
+        outputs = predict_on_real_tokens(teacher, data.inputs, run.training.train_batch_size, cut=False, log=log,
+                                         description="questions")
+        # [n, num_choices] logits, [n] right choices, [n, num_choices, H] states: every question is labelled.
+        targets = {"soft": outputs["logits"].astype(np.float32), "hard": data.targets,
+                   "hidden": outputs["cls_state"].astype(np.float32)}
+        return dataclasses.replace(data, targets={name: targets[name] for name in self.loss_weights(inputs)})
+
+    def training_model(self, model, inputs):
+        import keras
+
+        from keras_bert_impl.models.multiple_choice import choice_distillation_outputs
+
+        outputs = choice_distillation_outputs(model)
+        logits, cls_state = outputs.output["logits"], outputs.output["cls_state"]
+        every = {"soft": logits, "hard": keras.layers.Identity(name="hard")(logits), "hidden": cls_state}
+        trainer = keras.Model(outputs.input, {name: every[name] for name in self.loss_weights(inputs)})
+        trainer.bert, trainer.head = model.bert, model.head  # The student's weights, by their original names.
+        return trainer
+
+    def compile_options(self, inputs):
+        weights = self.loss_weights(inputs)
+        # Softmax over the choices: any count above one is the classifier's loss.
+        return distillation_compile_options(list(weights), weights, num_classes=2,
+                                            temperature=self.options.temperature)

@@ -6,11 +6,11 @@ Adding a task is one new module with its `TaskSpec` and one entry below in
 
 Example:
 >>> exported_task_names()
-('classifier', 'regression', 'span_qa', 'token_tagging', 'embeddings', 'fill_mask', 'multi_label')
+('classifier', 'regression', 'span_qa', 'token_tagging', 'embeddings', 'fill_mask', 'multi_label', 'multiple_choice')
 >>> tuple(FINE_TUNING)
 ('classifier', 'squad', 'ner', 'distill', 'multiple_choice')
 >>> tuple(DISTILLATION)
-('classifier', 'squad', 'ner', 'general')
+('classifier', 'squad', 'ner', 'general', 'multiple_choice')
 """
 
 from keras_bert_impl.errors import BertError
@@ -37,8 +37,8 @@ TASKS = {
         embeddings.EMBEDDINGS,
         fill_mask.FILL_MASK,
         pretraining.PRETRAINING,
-        multiple_choice.MULTIPLE_CHOICE,
         multi_label.MULTI_LABEL,
+        multiple_choice.MULTIPLE_CHOICE,
     )
 }
 
@@ -56,7 +56,7 @@ FINE_TUNING = {
 DISTILLATION = {
     spec.task: spec
     for spec in (distillation.ClassifierDistillation, span_qa.SquadDistillation, token_tagging.TaggingDistillation,
-                 general_distillation.GeneralDistillation)
+                 general_distillation.GeneralDistillation, multiple_choice.MultipleChoiceDistillation)
 }
 
 

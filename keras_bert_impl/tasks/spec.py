@@ -27,7 +27,13 @@ EXPORTED_TASKS = {
     "embeddings": "Text embeddings: the pooled output and the mean over real tokens.",
     "fill_mask": "Fill-mask: the top-k word pieces for each [MASK], from cls/predictions.",
     "multi_label": "Multi-label classification: a sigmoid probability per label, and the labels over threshold.",
+    "multiple_choice": "Multiple choice (SWAG): a probability for each of a context's choices, and the chosen one.",
 }
+
+# What a raw-text request of a task holds (`TaskSpec.requests`): a text (or a pair of texts) per example, or a
+# context and its choices (`serving.signatures.BertServingModule.signatures` makes each form's signatures).
+TEXT_REQUESTS = "text"
+CHOICE_REQUESTS = "choices"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +58,11 @@ class TaskSpec:
             names in the export's `assets/labels.txt`).
         masks_in_text: "[MASK]" written in a request is the mask token.
         warmup_pairs: Warm TF Serving up through the text-pair signature too.
+        requests: What an export's requests hold: `TEXT_REQUESTS` (a text
+            [batch], or a pair, ids [batch, seq_length]) or `CHOICE_REQUESTS`
+            (a context [batch] and its choices [batch, num_choices], each
+            (context, choice) pair packed as a text pair; ids [batch,
+            num_choices, seq_length]).
     """
 
     name: str
@@ -63,6 +74,7 @@ class TaskSpec:
     uses_labels: bool = False
     masks_in_text: bool = False
     warmup_pairs: bool = False
+    requests: str = TEXT_REQUESTS
 
     @property
     def required_tokens(self):

@@ -200,27 +200,11 @@ class TextClassifier(BertClassifier):
         and answers its warmup requests as this model does
         (`serving.verification`).
         """
-        from keras_bert_impl.serving.export import ExportOptions, export_saved_model
-        from keras_bert_impl.tokenization.preprocessor import shared_tables
-
-        label_names = label_names or self.label_names
-        options = ExportOptions(do_lower_case=self.preprocessor.do_lower_case,
-                                max_seq_length=self.preprocessor.max_seq_length, label_names=label_names,
-                                version=version, tables=shared_tables(), precision=precision, verify=verify,
-                                optimize_for=optimize_for,
-                                calibration_texts=calibration_texts,  # one string: one text (the export's check)
-                                min_int8_agreement=min_int8_agreement)
-        with tempfile.TemporaryDirectory(prefix="vocab-") as work:
-            vocab_file = os.path.join(work, "vocab.txt")
-            if hasattr(self.preprocessor, "write_tokenizer_files"):  # a variant's `TextPreprocessor`
-                self.preprocessor.write_tokenizer_files(work)
-                from keras_bert_impl.tokenization.from_files import KIND_FILES
-
-                vocab_file = os.path.join(work, dict(KIND_FILES)[self.preprocessor.tokenizer_files["kind"]][0])
-            else:
-                with open(vocab_file, "w", encoding="utf-8") as f:
-                    f.write("".join(f"{token}\n" for token in self.preprocessor.vocabulary))
-            return export_saved_model(self, self.spec.name, vocab_file, export_base, options, log=logger.info)
+        return export_with_preprocessor(self, export_base, label_names=label_names or self.label_names,
+                                        version=version, precision=precision, verify=verify,
+                                        optimize_for=optimize_for,
+                                        calibration_texts=calibration_texts,  # one string: one text (the check)
+                                        min_int8_agreement=min_int8_agreement)
 
     def distill(self, texts, labels=None, num_hidden_layers=None, unlabeled_texts=None, batch_size=32, epochs=3,
                 verbose="auto", callbacks=None, validation_data=None, **options):
@@ -532,6 +516,39 @@ def release_head_classes(path):
     return int(shape[0])
 
 
+def export_with_preprocessor(model, export_base, **options):
+    """Exports a Python task model that carries its preprocessor for TF Serving; returns the version directory.
+
+    The export's in-graph tokenizer is the preprocessor's (its vocabulary,
+    or a variant's tokenizer files, written to a scratch directory), with
+    its lower-casing and `max_seq_length`; the task is `model.spec`'s.
+
+    Args:
+        model: A `TextClassifier`, `MultipleChoice`, ...: a task model with
+            a `preprocessor` and a `spec`.
+        export_base: `saved_models/<name>`; versions are written below it.
+        **options: `serving.export.ExportOptions` fields (`version`,
+            `precision`, `verify`, `optimize_for`, ...).
+    """
+    from keras_bert_impl.serving.export import ExportOptions, export_saved_model
+    from keras_bert_impl.tokenization.preprocessor import shared_tables
+
+    preprocessor = model.preprocessor
+    options = ExportOptions(do_lower_case=preprocessor.do_lower_case, max_seq_length=preprocessor.max_seq_length,
+                            tables=shared_tables(), **options)
+    with tempfile.TemporaryDirectory(prefix="vocab-") as work:
+        vocab_file = os.path.join(work, "vocab.txt")
+        if hasattr(preprocessor, "write_tokenizer_files"):  # a variant's `TextPreprocessor`
+            preprocessor.write_tokenizer_files(work)
+            from keras_bert_impl.tokenization.from_files import KIND_FILES
+
+            vocab_file = os.path.join(work, dict(KIND_FILES)[preprocessor.tokenizer_files["kind"]][0])
+        else:
+            with open(vocab_file, "w", encoding="utf-8") as f:
+                f.write("".join(f"{token}\n" for token in preprocessor.vocabulary))
+        return export_saved_model(model, model.spec.name, vocab_file, export_base, options, log=logger.info)
+
+
 def load_from_release(cls, path, max_seq_length, do_lower_case, fresh=(), **kwargs):
     """`cls(config, preprocessor=..., **kwargs)` with the weights of a release.
 
@@ -594,4 +611,4 @@ def load_from_release(cls, path, max_seq_length, do_lower_case, fresh=(), **kwar
     return model
 
 
-__all__ = ["TextClassifier", "load_from_release"]
+__all__ = ["TextClassifier", "export_with_preprocessor", "load_from_release"]

@@ -98,6 +98,32 @@ class MultipleChoice(BertMultipleChoice):
         return write_release(self, path, self.bert_config, self.preprocessor.vocabulary, global_step,
                              write_tokenizer=getattr(self.preprocessor, "write_tokenizer_files", None))
 
+    def export(self, export_base, version=None, precision=None, verify=True, optimize_for="portable"):
+        """Exports for TF Serving under `export_base/<version>/`; returns that directory.
+
+        The SavedModel's `serving_default` takes `context` (string
+        [batch]) and `choices` (string [batch, num_choices]), packs each
+        (context, choice) pair in-graph as this model's preprocessing does,
+        and answers `probabilities` (float32 [batch, num_choices]) and
+        `choice` (int32 [batch], the most probable); `serve_ids` takes
+        `input_ids`, `input_mask`, `segment_ids` int32 [batch, num_choices,
+        seq_length] (`encode`'s). By default float32 in stock TensorFlow
+        ops that TF Serving runs on any CPU or GPU; `precision` ("float32",
+        "bfloat16" or "auto") and `optimize_for="this_cpu"` as for
+        `TextClassifier.export` (int8 is for tasks whose requests are
+        texts). With `verify` the version is published only once it loads
+        as TF Serving loads it and answers its warmup requests as this model
+        does (`serving.verification`).
+
+        Raises:
+            ExportError: an existing `version`, precision "int8", or a
+                version that does not answer as the model.
+        """
+        from keras_bert_impl.tasks.text_classifier import export_with_preprocessor
+
+        return export_with_preprocessor(self, export_base, version=version, precision=precision, verify=verify,
+                                        optimize_for=optimize_for)
+
     def encode(self, x):
         """`{input_ids, input_mask, segment_ids}` int32 [n, num_choices, max_seq_length] of `(contexts, choices)`.
 

@@ -52,6 +52,9 @@ class TaskSpec:
             names in the export's `assets/labels.txt`).
         masks_in_text: "[MASK]" written in a request is the mask token.
         warmup_pairs: Warm TF Serving up through the text-pair signature too.
+        long_texts: Its serving outputs come from one row of `forward`'s
+            logits per text, so a long text may be read as head + tail or
+            as windows whose logits are pooled (`tokenization.long_text`).
     """
 
     name: str
@@ -63,6 +66,7 @@ class TaskSpec:
     uses_labels: bool = False
     masks_in_text: bool = False
     warmup_pairs: bool = False
+    long_texts: bool = False
 
     @property
     def required_tokens(self):
@@ -149,6 +153,11 @@ class FineTuningSpec:
         course, recorded with the run's settings: a rerun with other ones is
         refused by name (`training.run_settings`). Default: none."""
         return {}
+
+    def release_files(self, output_dir, inputs, run):
+        """Writes (or removes) the task's own files beside the fine-tuned release in
+        `output_dir`, before its config is written (a classifier's `long_text.json`).
+        Default: none."""
 
     def training_model(self, model, inputs):
         """The Keras model `fit` trains (default: `model`; another must share its

@@ -92,9 +92,10 @@ def convert_example_to_features(example, tokenizer, max_seq_length):
     truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 2 - between)  # [CLS] a [SEP] b [SEP]
     tokens = [cls] + tokens_a + [sep]
     segment_ids = [0] * len(tokens)
-    tokens += [sep] * (between - 1) + tokens_b + [sep]
-    second = 0 if specials is not None and not specials.segment_ids else 1
-    segment_ids += [0] * (between - 1) + [second] * (len(tokens_b) + 1)
+    if tokens_b:  # As the original: none of b left after truncation, no second [SEP].
+        tokens += [sep] * (between - 1) + tokens_b + [sep]
+        second = 0 if specials is not None and not specials.segment_ids else 1
+        segment_ids += [0] * (between - 1) + [second] * (len(tokens_b) + 1)
     return _padded_features(example.unique_id, tokens, segment_ids, tokenizer, max_seq_length)
 
 

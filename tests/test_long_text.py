@@ -183,6 +183,22 @@ def test_evaluate_scores_the_pooled_logits():
     assert set(result) == {"loss", "accuracy"}
 
 
+def test_datasets_are_read_as_lists():
+    import tensorflow as tf
+
+    model = classifier("windows")
+    model.compile(optimizer="sgd")
+    texts, labels = long_texts(6, 5, 40), np.array([0, 1, 2, 1, 0])
+    expected = model.predict(texts, verbose=0)
+    dataset = tf.data.Dataset.from_tensor_slices((texts, labels))
+    np.testing.assert_allclose(model.predict(dataset.batch(2), verbose=0), expected, atol=1e-6)
+    assert model.evaluate(dataset.batch(2), verbose=0) == pytest.approx(
+        model.evaluate(texts, labels, verbose=0), rel=1e-6)
+    pairs = tf.data.Dataset.from_tensor_slices((texts, texts)).batch(2)
+    with pytest.raises(ValueError, match="reads single texts"):
+        model.predict(pairs, verbose=0)
+
+
 def test_fit_trains_every_window_with_its_texts_label():
     model = classifier("windows", real_tokens_only=False)
     model.compile(optimizer="sgd")

@@ -648,7 +648,7 @@ def _dataset_arrays(dataset):
     parts = None
     for element in dataset:
         element = element if isinstance(element, tuple) else (element,)
-        if isinstance(element[0], tuple):
+        if isinstance(element[0], tuple) or (len(element) == 2 and element[1].dtype == tf.string):
             raise ValueError("long_text reads single texts; this dataset holds text pairs")
         element = [tf.reshape(part, [-1]) if part.shape.rank == 0 else part for part in element]
         parts = [[] for _ in element] if parts is None else parts

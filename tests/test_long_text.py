@@ -392,3 +392,29 @@ def test_run_classifier_refuses_pairs_with_windows(tiny_release, tmp_path, capsy
     assert code == 1 and "--long_text=head_tail reads single texts, but example train-0 is a text pair" in err, err
     assert len(err.splitlines()) == 1
     assert not (tmp_path / "out" / "model.ckpt.index").exists()
+
+
+def test_multi_label_and_regression_pool_their_windows_in_the_export_too(tmp_path):
+    """Each label's sigmoid (and the regression score) of the pooled logits, in `predict` and in the graph."""
+    import tensorflow as tf
+
+    from keras_bert_impl.tasks.text_classifier import TextClassifier
+    from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
+
+    texts = long_texts(11, 3, 50)
+    for name, options in (("tags", {"num_classes": 3, "multi_label": True, "threshold": 0.4}),
+                          ("score", {"num_classes": 1})):
+        model = TextClassifier(tiny_config(vocab_size=len(VOCAB), max_position_embeddings=32),
+                               preprocessor=BertPreprocessor(VOCAB, max_seq_length=16), long_text="windows",
+                               window_pooling="max", **options)
+        randomize(model, seed=4, scale=0.4)
+        inputs, text_index = model._long_text_arrays(tf.constant(texts))
+        logits = np.asarray(model(inputs, training=False), np.float64)
+        pooled = np.stack([logits[text_index == i].max(axis=0) for i in range(len(texts))])
+        expected = 1 / (1 + np.exp(-pooled)) if model.multi_label else pooled[:, 0]
+        np.testing.assert_allclose(model.predict(texts, verbose=0), expected, atol=1e-5)
+        served = tf.saved_model.load(model.export(tmp_path / name)).signatures["serving_default"](tf.constant(texts))
+        key = "probabilities" if model.multi_label else "predictions"
+        np.testing.assert_allclose(served[key].numpy(), expected, atol=1e-4)
+        if model.multi_label:
+            assert served["label_mask"].numpy().tolist() == (expected >= 0.4).tolist()

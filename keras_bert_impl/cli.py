@@ -228,6 +228,52 @@ def choice_columns(fv):
     )
 
 
+LONG_TEXT_FLAGS = ("long_text", "head_tokens", "window_stride", "window_pooling")
+
+
+def define_long_text_flags(fv, default_help):
+    """`--long_text`, `--head_tokens`, `--window_stride`, `--window_pooling` (`tokenization.long_text`),
+    shared by run_classifier and export; `default_help` says what an unset `--long_text` means."""
+    from keras_bert_impl.tokenization.long_text import LONG_TEXT_MODES, WINDOW_POOLINGS
+
+    define = dict(flag_values=fv)
+    flags.DEFINE_enum(
+        "long_text", None, list(LONG_TEXT_MODES),
+        "How a text longer than --max_seq_length is read: cut (the original: its first max_seq_length-2 word "
+        "pieces), head_tail (its first --head_tokens and its last word pieces: Sun et al. 2019) or windows (windows "
+        "of max_seq_length-2 word pieces every --window_stride, each trained with the text's label, their logits "
+        f"pooled by --window_pooling at evaluation and prediction). Single texts only. {default_help}", **define)
+    flags.DEFINE_integer("head_tokens", None, "With --long_text=head_tail: word pieces kept from the start, 0 to "
+                         "max_seq_length-2; the tail is the rest (default max_seq_length/4: 128 of 510 at 512).",
+                         **define)
+    flags.DEFINE_integer("window_stride", None, "With --long_text=windows: word pieces from one window's start to the "
+                         "next's, 1 to max_seq_length-2 (default max_seq_length/2).", **define)
+    flags.DEFINE_enum("window_pooling", None, list(WINDOW_POOLINGS), "With --long_text=windows: how a text's "
+                      "windows' logits are pooled (default mean).", **define)
+
+
+def long_text_flag_options(fv):
+    """The `LongTextOptions` the long-text flags give, checked against `--max_seq_length`; None where
+    `--long_text` is not given (the tool's default applies then).
+
+    Raises:
+        FlagError: one line naming the flag (an option of another mode, a value out of range).
+    """
+    from keras_bert_impl.tokenization.long_text import LongTextOptions
+
+    if fv.long_text is None:
+        stray = [name for name in LONG_TEXT_FLAGS[1:] if fv[name].value is not None]
+        if stray:
+            raise FlagError(f"--{stray[0]} needs --long_text (head_tail or windows)")
+        return None
+    options = LongTextOptions(fv.long_text, fv.head_tokens, fv.window_stride, fv.window_pooling)
+    try:
+        options.resolved(fv.max_seq_length, flag_prefix="--")
+    except ValueError as error:
+        raise FlagError(str(error)) from None
+    return options
+
+
 def define_fine_tuning_flags(fv, default_max_seq_length=128):
     """The original fine-tuning scripts' release and training flags, plus
     `--strategy` and `--seed`, shared by run_classifier, run_squad and

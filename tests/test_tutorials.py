@@ -64,7 +64,7 @@ def google_release_stand_in(tmp_path_factory):
 
 def test_every_section_with_code_is_tested():
     tested = {"Fill-mask", "Next-sentence prediction", "BERT as a frozen feature extractor", "Multiple choice",
-              "Multi-label classification"}
+              "Multi-label classification", "Texts longer than `max_seq_length`"}
     assert {heading for heading, blocks in SECTIONS.items() if blocks} == tested
 
 
@@ -118,3 +118,18 @@ def test_multi_label_classification(in_tmp_dir, google_release_stand_in, capsys)
     assert (chosen == (probabilities >= 0.5)).all()
     labels = namespace["labels"]
     assert capsys.readouterr().out.strip() == str([[n for n, on in zip(labels, row) if on] for row in chosen])
+
+
+def test_texts_longer_than_max_seq_length(in_tmp_dir, google_release_stand_in):
+    import json
+
+    import tensorflow as tf
+
+    namespace = run_section("Texts longer than `max_seq_length`", google_release_stand_in)
+    model, reviews, probabilities = namespace["model"], namespace["reviews"], namespace["probabilities"]
+    assert probabilities.shape == (2, 2)
+    assert len(model.preprocessor.token_ids(tf.constant(reviews[:1]))[0]) > 2 * 126  # several windows
+    assert json.loads((in_tmp_dir / "reviews" / "long_text.json").read_text()) == {
+        "long_text": "windows", "window_stride": 64, "window_pooling": "mean"}
+    served = tf.saved_model.load(namespace["version"]).signatures["serving_default"](tf.constant(reviews))
+    np.testing.assert_allclose(served["probabilities"].numpy(), probabilities, atol=1e-4)

@@ -28,7 +28,16 @@ import sys
 
 from absl import flags
 
-from keras_bert_impl.cli import FlagError, flag_values, parse_flags, quiet_tensorflow, require, run_tool
+from keras_bert_impl.cli import (
+    FlagError,
+    define_long_text_flags,
+    flag_values,
+    long_text_flag_options,
+    parse_flags,
+    quiet_tensorflow,
+    require,
+    run_tool,
+)
 from keras_bert_impl.io import check_output_dir
 
 
@@ -136,6 +145,10 @@ def define_flags(fv):
         "version TF Serving would refuse, or that answers otherwise, is not published. A few seconds, and the "
         "weights once more in memory meanwhile (--noverify skips it).", **define,
     )
+    define_long_text_flags(fv, "Default: what the release records (its long_text.json, written by bert-run-classifier "
+                               "--long_text and TextClassifier.save_release), else cut. The raw-text signature reads "
+                               "texts so (windows: all of a request's windows in one batch, each text's logits "
+                               "pooled); classifier, regression and multi_label only.")
     flags.DEFINE_string(
         "serving_base_path", "/models",
         "Where TF Serving sees the parent of --export_dir: models.config names each model's base_path "
@@ -161,6 +174,7 @@ def main(argv=None):
         raise FlagError("--min_int8_agreement is for --precision=int8")
     if fv.min_int8_agreement is not None and not 0.0 <= fv.min_int8_agreement <= 1.0:
         raise FlagError(f"--min_int8_agreement={fv.min_int8_agreement:g}: must be in [0, 1]")
+    long_text = long_text_flag_options(fv)  # A task that cuts long texts refuses it: ExportError.
     quiet_tensorflow()
 
     from keras_bert_impl.serving.export import ExportOptions, export_checkpoint, read_export_metadata, release_files
@@ -178,7 +192,7 @@ def main(argv=None):
 
         calibration_texts = read_calibration_texts(fv.calibration_file)
     options = ExportOptions(calibration_texts=calibration_texts, calibration_percentile=fv.calibration_percentile,
-                            smoothing_alpha=fv.smoothing_alpha,
+                            smoothing_alpha=fv.smoothing_alpha, long_text=long_text,
                             **flag_values(fv, (
         "do_lower_case", "max_seq_length", "label_names", "version", "serving_base_path", "precision", "skip_padding",
         "constant_kernels", "packed_kernels", "verify", "min_int8_agreement", "optimize_for",

@@ -38,6 +38,14 @@ binary cross-entropy; `eval_results.txt` holds `micro_f1`, `macro_f1`,
 `<label>_precision/_recall/_f1/_support` at `--threshold` (0.5), and
 `test_results.tsv` each label's probability.
 
+`--long_text=head_tail|windows` keeps what the original cuts off a text longer
+than `--max_seq_length`: its first `--head_tokens` and last word pieces, or
+windows every `--window_stride` word pieces (each trained with the text's
+label; their logits pooled, `--window_pooling=mean|max`, for
+`eval_results.txt` and `test_results.tsv`). The fine-tuned release records it
+(`long_text.json`), so evaluation, `bert-export` and `TextClassifier.from_release`
+read texts as training did.
+
 TensorFlow Datasets are read only when already prepared in `--data_dir`
 (e.g. `tfds build glue/mrpc --data_dir=$TFDS_DIR`), never downloaded:
 `--task_name=glue/<name>` as the GLUE task of that name, or any TFDS text
@@ -73,7 +81,9 @@ from keras_bert_impl.cli import (
     classification_dataset_options,
     define_classification_data_flags,
     define_fine_tuning_flags,
+    define_long_text_flags,
     fine_tuning_run,
+    long_text_flag_options,
     parse_flags,
     quiet_tensorflow,
     require,
@@ -97,6 +107,8 @@ def define_flags(fv):
     flags.DEFINE_list("label_columns", None, "With --multi_label: one 0/1 column per label, named as the labels (instead of --label_column).", **define)
     flags.DEFINE_string("label_delimiter", ",", "With --multi_label: between the label names in --label_column (default: labels; a JSON list in jsonl).", **define)
     flags.DEFINE_float("threshold", 0.5, "With --multi_label: a label is predicted where its probability is at least this.", **define)
+    define_long_text_flags(fv, "Default: cut when training; else what the fine-tuned release records "
+                               "(its long_text.json, written by a run that trained with head_tail or windows).")
 
 
 def multi_label_dataset(fv, options):
@@ -135,6 +147,10 @@ def main(argv=None):
         if changed:
             raise FlagError(f"{changed[0]} applies with --multi_label only")
     dataset = multi_label_dataset(fv, options) if fv.multi_label else None
+    long_text = long_text_flag_options(fv)
+    if long_text is not None and fv.multi_label:
+        raise FlagError("--long_text applies to single-label classification and regression; --multi_label cuts "
+                        "long texts (TextClassifier(multi_label=True, long_text=...) reads them in Python)")
     quiet_tensorflow()
 
     from keras_bert_impl.data.classification_datasets import get_dataset
@@ -145,7 +161,7 @@ def main(argv=None):
 
     run_fine_tuning(
         MultiLabelFineTuning(dataset, fv.data_dir, fv.threshold) if fv.multi_label
-        else ClassifierFineTuning(get_dataset(fv.task_name, **options), fv.data_dir),
+        else ClassifierFineTuning(get_dataset(fv.task_name, **options), fv.data_dir, long_text),
         fine_tuning_run(fv),
         log=log_to_stderr("run_classifier"),
     )

@@ -37,6 +37,8 @@ TOKENIZER_FILES = {
 TOKENIZER_EXTRAS = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 # A fine-tuned classifier's (or tagger's) label names, one a line in class-id order.
 LABEL_LIST_FILE = "label_list.txt"
+# How a fine-tuned classifier read texts longer than max_seq_length (`tokenization.long_text`), where not cut.
+LONG_TEXT_FILE = "long_text.json"
 
 
 def tokenizer_files_of(model_type):
@@ -107,6 +109,39 @@ def find_local_release(path):
 def write_release_labels(directory, labels):
     """Writes `labels`, one a line in class-id order, as the release's `LABEL_LIST_FILE`."""
     write_text_atomically(filesystem.join(directory, LABEL_LIST_FILE), "".join(f"{label}\n" for label in labels))
+
+
+def write_release_long_text(directory, options):
+    """Writes `options` (`tokenization.long_text.LongTextOptions`) as the release's `LONG_TEXT_FILE`;
+    `cut` (or None), the original's reading, removes an earlier one instead."""
+    import json
+
+    path = filesystem.join(directory, LONG_TEXT_FILE)
+    if options is None or options.mode == "cut":
+        filesystem.remove(path, missing_ok=True)
+    else:
+        write_text_atomically(path, json.dumps(options.to_json(), indent=2) + "\n")
+
+
+def read_release_long_text(directory):
+    """The `LongTextOptions` a release in `directory` records (its `LONG_TEXT_FILE`), or None without one.
+
+    Raises:
+        CheckpointError: the file is not JSON or not long-text options, naming it.
+    """
+    import json
+
+    from keras_bert_impl.tokenization.long_text import LongTextOptions
+
+    path = filesystem.join(directory, LONG_TEXT_FILE)
+    if not directory or not filesystem.exists(path):
+        return None
+    try:
+        with filesystem.open_file(path) as f:
+            return LongTextOptions.from_json(json.load(f), source=path)
+    except (ValueError, UnicodeDecodeError) as error:  # JSONDecodeError is a ValueError
+        message = str(error) if str(error).startswith(path) else f"{path}: not JSON ({error})"
+        raise CheckpointError(message) from None
 
 
 def release_model_type(config_file):

@@ -82,27 +82,53 @@ def convert_example_to_features(example, tokenizer, max_seq_length):
     Returns:
         `InputFeatures`.
     """
+    tokens_a = tokenizer.tokenize(example.text_a)
+    tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
+    if not tokens_b:
+        return single_text_features(example.unique_id, tokens_a[: max_seq_length - 2], tokenizer, max_seq_length)
     specials = getattr(tokenizer, "special_tokens", None)
     cls, sep, between = ("[CLS]", "[SEP]", 1) if specials is None else (specials.cls, specials.sep,
                                                                        specials.separators_between)
-    tokens_a = tokenizer.tokenize(example.text_a)
-    tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
-    if tokens_b:
-        truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 2 - between)  # [CLS] a [SEP] b [SEP]
-    else:
-        tokens_a = tokens_a[: max_seq_length - 2]  # [CLS] a [SEP]
+    truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 2 - between)  # [CLS] a [SEP] b [SEP]
     tokens = [cls] + tokens_a + [sep]
     segment_ids = [0] * len(tokens)
-    if tokens_b:
+    if tokens_b:  # As the original: none of b left after truncation, no second [SEP].
         tokens += [sep] * (between - 1) + tokens_b + [sep]
         second = 0 if specials is not None and not specials.segment_ids else 1
         segment_ids += [0] * (between - 1) + [second] * (len(tokens_b) + 1)
+    return _padded_features(example.unique_id, tokens, segment_ids, tokenizer, max_seq_length)
+
+
+def single_text_features(unique_id, tokens, tokenizer, max_seq_length):
+    """`[CLS] tokens [SEP]`, zero-padded: one text's features from its word pieces, already cut to fit.
+
+    `convert_example_to_features` of a single text, for word pieces chosen
+    otherwise than by cutting the end (`tokenization.long_text`: head +
+    tail, windows).
+
+    Args:
+        unique_id: The example's id.
+        tokens: At most `max_seq_length - 2` word pieces.
+        tokenizer: A `FullTokenizer` (or a variant's Python tokenizer).
+        max_seq_length: Padded length.
+    """
+    specials = getattr(tokenizer, "special_tokens", None)
+    cls, sep = ("[CLS]", "[SEP]") if specials is None else (specials.cls, specials.sep)
+    if len(tokens) > max_seq_length - 2:
+        raise ValueError(f"{len(tokens)} word pieces do not fit in max_seq_length {max_seq_length} beside [CLS] "
+                         "and [SEP]")
+    tokens = [cls] + list(tokens) + [sep]
+    return _padded_features(unique_id, tokens, [0] * len(tokens), tokenizer, max_seq_length)
+
+
+def _padded_features(unique_id, tokens, segment_ids, tokenizer, max_seq_length):
+    specials = getattr(tokenizer, "special_tokens", None)
     input_ids = tokenizer.convert_tokens_to_ids(tokens)
     input_mask = [1] * len(input_ids)
     pad_id = 0 if specials is None else tokenizer.convert_tokens_to_ids([specials.pad])[0]
     padding = [0] * (max_seq_length - len(input_ids))
     return InputFeatures(
-        example.unique_id,
+        unique_id,
         tokens,
         input_ids + [pad_id] * len(padding),
         input_mask + padding,

@@ -95,5 +95,6 @@ def _fine_tuned_model(spec, run, release, inputs, log):
     )
     if inputs.labels is not None:  # Before the release: what its class ids mean.
         write_label_list(run.output_dir, inputs.labels)
+    spec.release_files(run.output_dir, inputs, run)  # Before the release too: how it reads its inputs.
     save_release(model, run.output_dir, run.bert_config_file, run.vocab_file, global_step, log)
     return model, global_step

@@ -66,6 +66,7 @@ from keras_bert_impl.tasks.registry import exported_task_names, get_task
 from keras_bert_impl.tasks.spec import TEXT_REQUESTS
 from keras_bert_impl.tokenization import check_special_tokens, check_vocab_fits, load_vocab
 from keras_bert_impl.tokenization.in_graph import InGraphTokenizer
+from keras_bert_impl.tokenization.long_text import CUT, LongTextOptions
 from keras_bert_impl.tokenization.preprocessor import shared_tables
 
 METADATA_FILE = "export_metadata.json"
@@ -167,6 +168,11 @@ class ExportOptions:
             (`int8_gate.check_agreement`: the share of answers int8 keeps for
             a classifier, the mean cosine else); None:
             `int8_gate.DEFAULT_MIN_AGREEMENT`; 0: any.
+        long_text: How the raw-text signature reads a text longer than
+            `max_seq_length` (`tokenization.long_text.LongTextOptions`:
+            head + tail, or windows whose logits are pooled), for a
+            classifier, regression or multi-label export; None: cut, as the
+            original. Written to the export's metadata.
     """
 
     do_lower_case: bool = True
@@ -186,6 +192,7 @@ class ExportOptions:
     smoothing_alpha: float = int8.DEFAULT_SMOOTHING_ALPHA
     verify: bool = False
     min_int8_agreement: float = None
+    long_text: object = None
 
 
 def planned_export_model(model, spec, plan, calibration=None):
@@ -255,6 +262,7 @@ def export_metadata(task, plan, options, int8_report=None):
                     else "variables, packed once by oneDNN's _MklNativeFusedMatMul" if plan.packed_kernels
                     else "variables"),
         "max_seq_length": options.max_seq_length,
+        "long_text": (options.long_text or LongTextOptions()).resolved(options.max_seq_length).to_json(),
         "do_lower_case": options.do_lower_case,
         "exported_on_cpu": name,
         "exported_on_cpu_flags": [flag for flag in hardware.MATRIX_FLAGS if flag in flags],
@@ -419,6 +427,13 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
         what = "max_position_embeddings" if not model.bert_config.position_offset else "longest sequence"
         raise ExportError(f"--max_seq_length {options.max_seq_length}: must be at least 3 ([CLS] and two [SEP]s) "
                           f"and at most the model's {what} {positions}")
+    try:
+        long_text = (options.long_text or LongTextOptions()).resolved(options.max_seq_length)
+    except ValueError as error:
+        raise ExportError(str(error)) from None
+    if long_text.mode != CUT and not spec.long_texts:
+        raise ExportError(f"long_text={long_text.mode} is for a classifier, regression or multi_label export; "
+                          f"task {task} cuts long texts")
     if options.precision is not None and options.precision not in inference_plan.EXPORT_PRECISION_CHOICES:
         raise ExportError(f"precision {options.precision!r} is not one of "
                           f"{', '.join(inference_plan.EXPORT_PRECISION_CHOICES)}")  # int8 too, where predict has none
@@ -476,7 +491,7 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
             return BertServingModule(
                 planned, task, tokenizer, options.max_seq_length, special_ids,
                 labels_path=labels_path, skip_padding=plan.padding_free,
-                special_tokens=special_tokens, vocabulary=tokens,
+                special_tokens=special_tokens, vocabulary=tokens, long_text=long_text,
             )
 
         int8_report = None
@@ -612,6 +627,26 @@ def release_label_names(init_checkpoint, log=print):
     return tuple(labels)
 
 
+def release_long_text(init_checkpoint, log=print):
+    """How a fine-tuned release beside `init_checkpoint` read long texts (its `long_text.json`, written by
+    `bert-run-classifier --long_text` and `TextClassifier.save_release`): a `LongTextOptions`, or None (cut).
+
+    Raises:
+        ExportError: the file is not long-text options.
+    """
+    from keras_bert_impl.checkpoints.release import LONG_TEXT_FILE, read_release_long_text
+    from keras_bert_impl.errors import CheckpointError
+
+    directory = filesystem.dirname(init_checkpoint)
+    try:
+        options = read_release_long_text(directory)
+    except CheckpointError as error:
+        raise ExportError(str(error)) from None
+    if options is not None:
+        log(f"long texts as {filesystem.join(directory, LONG_TEXT_FILE)} says: {options.to_json()}")
+    return options
+
+
 def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, export_dir, options=None, num_labels=2,
                       log=print):
     """Builds the `task` model, loads an original-layout checkpoint and exports it.
@@ -629,7 +664,8 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
             `inference.plan.default_precision`, bfloat16 on a CPU with AMX or
             AMD's AVX-512 bf16 and TensorFlow's oneDNN rewrites on, else
             float32; "int8": built in float32, its encoder's products
-            exported in int8) is what the model is built and exported in.
+            exported in int8) is what the model is built and exported in;
+            its `long_text` None takes the release's (`release_long_text`).
         num_labels: Classes, where the task has labels (`options.label_names`
             wins, and without them the `label_list.txt` beside
             `init_checkpoint`: `release_label_names`).
@@ -676,6 +712,8 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
     if not label_names and spec.uses_labels:
         label_names = release_label_names(init_checkpoint, log)
         options = dataclasses.replace(options, label_names=label_names)
+    if options.long_text is None and spec.long_texts:
+        options = dataclasses.replace(options, long_text=release_long_text(init_checkpoint, log))
     model = spec.build_model(config, len(label_names) if label_names else num_labels,
                              dtype=inference_plan.DTYPE_POLICIES[compute_precision(precision)])
     report = load_original_checkpoint(model, init_checkpoint, allow_fresh=spec.export_optional)

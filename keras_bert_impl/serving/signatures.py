@@ -29,7 +29,8 @@ from keras_bert_impl.inference.padding_free import call_skipping_padding, drop_u
 from keras_bert_impl.tasks.registry import exported_task_names, get_task
 from keras_bert_impl.tasks.spec import CHOICE_REQUESTS
 from keras_bert_impl.tokenization.in_graph import InGraphTokenizer
-from keras_bert_impl.tokenization.preprocessor import pack_inputs, token_ids_with_masks
+from keras_bert_impl.tokenization.long_text import CUT, long_text_ids, segment_pool
+from keras_bert_impl.tokenization.preprocessor import pack_inputs, pack_one_text, token_ids_with_masks
 
 CLASSIFY_METHOD_NAME = "tensorflow/serving/classify"
 REGRESS_METHOD_NAME = "tensorflow/serving/regress"
@@ -85,17 +86,30 @@ class BertServingModule(tf.Module):
             runs as one kernel (`layers.onednn_forms`); False (the default):
             Keras' own, whatever the model's layers are set to, so the graph
             does not depend on the machine that traced it.
+        long_text: How the raw-text signature (`serving_default`) reads a
+            text longer than `max_seq_length`: a resolved
+            `tokenization.long_text.LongTextOptions` (head + tail, or
+            windows run through the model together and their logits pooled
+            per text), for a task whose spec has `long_texts`; None: cut.
+            Pairs and ids are read as without it.
     """
 
     def __init__(
         self, model, task, tokenizer, max_seq_length, special_ids, labels_path=None,
         top_k=5, max_masks=8, max_answer_length=30, skip_padding=True, kernels=None,
-        special_tokens=None, vocabulary=None, onednn_forms=False,
+        special_tokens=None, vocabulary=None, onednn_forms=False, long_text=None,
     ):
         super().__init__(name=f"bert_{task}")
         self.spec = get_task(task)
         if self.spec.serving_outputs is None:
             raise ValueError(f"task {task!r} has no serving outputs; export one of {', '.join(exported_task_names())}")
+        if long_text is not None and long_text.mode == CUT:
+            long_text = None
+        if long_text is not None and not self.spec.long_texts:
+            raise ValueError(f"task {task!r} cuts long texts; long_text={long_text.mode} is for a classifier, "
+                             "regression or multi_label export")
+        # A plain attribute would be tracked as a dataclass of the SavedModel's objects: kept out of it.
+        object.__setattr__(self, "long_text", long_text)
         # The model's TensorFlow variables are what the SavedModel tracks, not
         # the Keras model: tracked through Keras' variable objects, the restore
         # op wrote to handles of its own that the signatures never read, so TF
@@ -180,6 +194,24 @@ class BertServingModule(tf.Module):
     def _pack(self, ids_a, ids_b):
         return pack_inputs(ids_a, ids_b, self.max_seq_length, self.cls_id, self.sep_id, pad_id=self.pad_id,
                            separators_between=self.separators_between, second_segment_id=self.second_segment_id)
+
+    def long_text_outputs(self, text, token_ids=None):
+        """Task outputs for [batch] single texts, long ones read as `self.long_text` says.
+
+        Head + tail is one row per text; windows are rows of their own, run
+        through the model in one batch, and each text's logits are the
+        mean (or max) of its windows' (`tf.math.segment_mean` /
+        `segment_max`), from which the task's outputs follow as from one
+        row's.
+        """
+        token_ids = token_ids or self._token_ids
+        rows, text_index = long_text_ids(token_ids(text), self.long_text, self.max_seq_length)
+        inputs = pack_one_text(rows, self.max_seq_length, self.cls_id, self.sep_id, self.pad_id)
+        if text_index is None:
+            return self.outputs(inputs)
+        seq_length = inputs["input_ids"].shape[1] or tf.shape(inputs["input_ids"])[1]
+        pooled = _PooledWindows(self, text_index, self.long_text.window_pooling)
+        return self.spec.serving_outputs(pooled, drop_unused_padding(inputs), seq_length)
 
     def check_id_ranges(self, inputs):
         """`inputs` with their ids checked against the model's embedding tables.
@@ -302,6 +334,8 @@ class BertServingModule(tf.Module):
 
         @tf.function(autograph=False, input_signature=[text_spec])
         def serving_default(text):
+            if self.long_text is not None:
+                return self.long_text_outputs(text, token_ids=token_ids)
             return self.outputs(self.encode(text, token_ids=token_ids))
 
         @tf.function(autograph=False, input_signature=[text_spec, tf.TensorSpec([None], tf.string, name="text_b")])
@@ -385,6 +419,21 @@ class BertServingModule(tf.Module):
         if self.spec.warmup_pairs:
             requests.append(("serve_text_pair", {"text": texts, "text_b": texts}))
         return requests
+
+
+class _PooledWindows:
+    """A `BertServingModule` seen by a task's `serving_outputs` with `forward` giving one row per text:
+    the pooled logits of its windows (`tokenization.long_text.segment_pool`)."""
+
+    def __init__(self, serving, text_index, pooling):
+        self._serving, self._text_index, self._pooling = serving, text_index, pooling
+
+    def forward(self, inputs):
+        windows = self._serving.forward(inputs)  # [num_windows, num_labels]
+        return segment_pool(windows, self._text_index, None, self._pooling)  # [batch, num_labels]
+
+    def __getattr__(self, name):
+        return getattr(self._serving, name)
 
 
 __all__ = ["BertServingModule", "CLASSIFY_METHOD_NAME", "InGraphTokenizer", "REGRESS_METHOD_NAME", "SIGNATURE_METHODS"]

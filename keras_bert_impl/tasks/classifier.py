@@ -101,6 +101,7 @@ CLASSIFIER = TaskSpec(
     head_variables=tuple(CLASSIFIER_VARIABLES),
     serving_outputs=classifier_serving_outputs,
     uses_labels=True,
+    long_texts=True,
 )
 REGRESSION = TaskSpec(
     name="regression",
@@ -108,6 +109,7 @@ REGRESSION = TaskSpec(
     build_model=lambda config, num_labels=1, dtype=None: _build_classifier(config, 1, dtype),
     head_variables=tuple(CLASSIFIER_VARIABLES),
     serving_outputs=regression_serving_outputs,
+    long_texts=True,
 )
 
 
@@ -122,6 +124,64 @@ def encode(examples, tokenizer, max_seq_length):
         key: np.array([getattr(f, key) for f in features], np.int32).reshape(len(features), max_seq_length)
         for key in SEQUENCE_INPUTS
     }
+
+
+def encode_long_texts(examples, tokenizer, max_seq_length, long_text):
+    """Single texts as `long_text` reads them: `(features, text_index)`.
+
+    Args:
+        examples: `ClassifierExample`s (or any with `text_a`) without a second text.
+        tokenizer: A `FullTokenizer` (or a variant's Python tokenizer).
+        max_seq_length: Padded length.
+        long_text: Resolved `tokenization.long_text.LongTextOptions`.
+
+    Returns:
+        `encode`'s dict of int32 arrays [rows, max_seq_length], one row per
+        example (cut, head_tail) or per window; int32 [rows], each row's
+        example.
+    """
+    import numpy as np
+
+    from keras_bert_impl.data.text_pairs import single_text_features
+    from keras_bert_impl.tokenization.long_text import long_text_pieces
+
+    features, text_index = [], []
+    for index, example in enumerate(examples):
+        for piece in long_text_pieces(tokenizer.tokenize(example.text_a), long_text, max_seq_length):
+            features.append(single_text_features(index, piece, tokenizer, max_seq_length))
+            text_index.append(index)
+    arrays = {
+        key: np.array([getattr(f, key) for f in features], np.int32).reshape(len(features), max_seq_length)
+        for key in SEQUENCE_INPUTS
+    }
+    return arrays, np.array(text_index, np.int32)
+
+
+def check_single_texts(examples, long_text, source):
+    """Refuses text pairs where long texts are not cut: head + tail and windows read one text.
+
+    Raises:
+        InputFileError: naming `source` and the first pair.
+    """
+    if long_text.mode == "cut":
+        return
+    for example in examples:
+        if example.text_b:
+            raise InputFileError(f"{source}: --long_text={long_text.mode} reads single texts, but example "
+                                 f"{getattr(example, 'guid', '')!s} is a text pair; pairs are cut (--long_text=cut)")
+
+
+def long_text_logits(model, examples, tokenizer, max_seq_length, long_text, batch_size, settings, log):
+    """A classifier's logits [n, num_labels] of `examples` read as `long_text` says: each
+    example's own row, or the pooled logits of its windows (float64)."""
+    from keras_bert_impl.tokenization.long_text import WINDOWS, pool_window_logits
+
+    features, text_index = encode_long_texts(examples, tokenizer, max_seq_length, long_text)
+    logits = predict_batches(model, features, batch_size, settings, log,
+                             description="windows" if long_text.mode == WINDOWS else "examples")
+    if long_text.mode != WINDOWS:
+        return logits
+    return pool_window_logits(logits, text_index, len(examples), long_text.window_pooling)
 
 
 def evaluation_results(dataset, labels, logits, batch_size, global_step):
@@ -242,6 +302,13 @@ class ClassifierFineTuning(FineTuningSpec):
     Args:
         dataset: A dataset from `data.classification_datasets.get_dataset`.
         data_dir: Its data directory (the TFDS data directory for a TFDS dataset).
+        long_text: A `tokenization.long_text.LongTextOptions`: how texts
+            longer than `max_seq_length` are read (head + tail, or windows:
+            each window trained with its text's label, the windows' logits
+            pooled at evaluation and prediction), recorded beside the
+            fine-tuned release (`long_text.json`). None: cut, as the
+            original, when training; else what the weights' release
+            records.
 
     Example:
     >>> from keras_bert_impl.data.classification_datasets import get_dataset
@@ -251,15 +318,30 @@ class ClassifierFineTuning(FineTuningSpec):
 
     dataset: object
     data_dir: str
+    long_text: object = None
     name = "classifier"
     head_description = "classification"
     variant_tokenizers = True
+
+    def long_text_options(self, run):
+        """The resolved `LongTextOptions` of this run: `long_text`, else cut when
+        training, else what the weights' release records (`recorded_long_text`)."""
+        from keras_bert_impl.tokenization.long_text import LongTextOptions
+        from keras_bert_impl.training.fine_tuning import recorded_long_text
+
+        options = self.long_text or recorded_long_text(run.output_dir, run.init_checkpoint, training=run.do_train)
+        return (options or LongTextOptions()).resolved(run.max_seq_length, flag_prefix="--")
 
     def read_inputs(self, release, run, log):
         dataset, examples = read_dataset_splits(
             self.dataset, self.data_dir, run.do_train, run.do_eval, run.do_predict,
             recorded_labels(run.output_dir, run.init_checkpoint, training=run.do_train),
         )
+        long_text = self.long_text_options(run)
+        for split, split_examples in examples.items():
+            check_single_texts(split_examples, long_text, f"{self.data_dir} ({split})")
+        if long_text.mode != "cut":
+            log(f"texts longer than --max_seq_length={run.max_seq_length}: {long_text.to_json()}")
         if dataset.is_regression:
             return TaskInputs(REGRESSION, examples, num_labels=1, extra=dataset)
         return TaskInputs(CLASSIFIER, examples, num_labels=len(dataset.labels), labels=tuple(dataset.labels),
@@ -276,17 +358,38 @@ class ClassifierFineTuning(FineTuningSpec):
 
         dataset, examples = inputs.extra, inputs.splits["train"]
         labels = label_ids(dataset, examples)
+        long_text = self.long_text_options(run)
+        if long_text.mode == "cut":
+            features, description = encode(examples, release.tokenizer, run.max_seq_length), f"{len(labels)} examples"
+        else:
+            features, text_index = encode_long_texts(examples, release.tokenizer, run.max_seq_length, long_text)
+            labels = labels[text_index]  # Each window (or head + tail) with its text's label.
+            description = f"{len(examples)} examples" + (f" in {len(labels)} windows" if len(labels) > len(examples)
+                                                         else f", {long_text.mode}")
         return TrainingData(
-            inputs=encode(examples, release.tokenizer, run.max_seq_length),
-            targets=labels.reshape(-1, 1) if dataset.is_regression else labels,
-            num_examples=len(labels), unit="training examples", description=f"{len(labels)} examples",
-            source=self.data_dir,
+            inputs=features, targets=labels.reshape(-1, 1) if dataset.is_regression else labels,
+            num_examples=len(labels), unit="training examples" if len(labels) == len(examples) else "training windows",
+            description=description, source=self.data_dir,
         )
+
+    def run_settings(self, release):
+        if self.long_text is None or self.long_text.mode == "cut":
+            return {}  # As runs recorded before long texts had a setting.
+        return {"long_text": self.long_text.to_json()}
+
+    def release_files(self, output_dir, inputs, run):
+        from keras_bert_impl.checkpoints.release import write_release_long_text
+
+        write_release_long_text(output_dir, self.long_text_options(run))
 
     def compile_options(self, inputs):
         return compile_options(inputs.extra.is_regression)
 
     def _logits(self, model, examples, release, batch_size, run, log):
+        long_text = self.long_text_options(run)
+        if long_text.mode != "cut":
+            return long_text_logits(model, examples, release.tokenizer, run.max_seq_length, long_text, batch_size,
+                                    run.training, log)
         features = encode(examples, release.tokenizer, run.max_seq_length)
         return predict_batches(model, features, batch_size, run.training, log)
 

@@ -42,6 +42,7 @@ MULTI_LABEL = TaskSpec(
     head_variables=tuple(CLASSIFIER_VARIABLES),
     serving_outputs=multi_label_serving_outputs,
     uses_labels=True,
+    long_texts=True,
 )
 
 

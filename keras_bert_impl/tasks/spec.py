@@ -63,6 +63,9 @@ class TaskSpec:
             (a context [batch] and its choices [batch, num_choices], each
             (context, choice) pair packed as a text pair; ids [batch,
             num_choices, seq_length]).
+        long_texts: Its serving outputs come from one row of `forward`'s
+            logits per text, so a long text may be read as head + tail or
+            as windows whose logits are pooled (`tokenization.long_text`).
     """
 
     name: str
@@ -75,6 +78,7 @@ class TaskSpec:
     masks_in_text: bool = False
     warmup_pairs: bool = False
     requests: str = TEXT_REQUESTS
+    long_texts: bool = False
 
     @property
     def required_tokens(self):
@@ -161,6 +165,11 @@ class FineTuningSpec:
         course, recorded with the run's settings: a rerun with other ones is
         refused by name (`training.run_settings`). Default: none."""
         return {}
+
+    def release_files(self, output_dir, inputs, run):
+        """Writes (or removes) the task's own files beside the fine-tuned release in
+        `output_dir`, before its config is written (a classifier's `long_text.json`).
+        Default: none."""
 
     def training_model(self, model, inputs):
         """The Keras model `fit` trains (default: `model`; another must share its

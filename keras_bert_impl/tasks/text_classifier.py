@@ -9,6 +9,7 @@ correction, warmup then linear decay to zero over the steps `fit` will run,
 gradients clipped to norm 1.0.
 """
 
+import dataclasses
 import functools
 import logging
 import os
@@ -25,10 +26,19 @@ from keras_bert_impl.tasks.text_data import (
     check_labelled,
     label_array,
     num_texts,
-    text_dataset,
     predict_token_ids,
+    text_dataset,
     text_tensor,
     tokenized,
+    window_dataset,
+)
+from keras_bert_impl.tokenization.long_text import (
+    CUT,
+    HEAD_TAIL,
+    WINDOWS,
+    LongTextOptions,
+    long_text_inputs,
+    pool_window_logits,
 )
 from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
 
@@ -64,6 +74,18 @@ class TextClassifier(BertClassifier):
             over `threshold`.
         threshold: With `multi_label`, the probability at or over which a
             label is predicted: one number, or one per label.
+        long_text: How a text longer than the preprocessor's
+            `max_seq_length` is read (`tokenization.long_text`): "cut" (the
+            original: its first `max_seq_length - 2` word pieces),
+            "head_tail" (its first `head_tokens` and its last word pieces)
+            or "windows" (windows of `max_seq_length - 2` word pieces every
+            `window_stride`: `fit` trains each window with its text's label,
+            `predict` and `evaluate` pool the windows' logits per text by
+            `window_pooling`, "mean" or "max"). Single texts only.
+            `save_release` records it, `from_release` and `export` use it.
+        head_tokens: With "head_tail" (default `max_seq_length // 4`).
+        window_stride: With "windows" (default `max_seq_length // 2`).
+        window_pooling: With "windows" (default "mean").
         dtype: Keras dtype policy.
 
     Example:
@@ -81,10 +103,14 @@ class TextClassifier(BertClassifier):
 
     def __init__(self, bert_config, num_classes, preprocessor, dropout_rate=0.1, learning_rate=5e-5,
                  warmup_proportion=0.1, seed=None, real_tokens_only=True, label_names=None, multi_label=False,
-                 threshold=0.5, dtype=None, name="text_classifier", **kwargs):
+                 threshold=0.5, long_text=CUT, head_tokens=None, window_stride=None, window_pooling=None, dtype=None,
+                 name="text_classifier", **kwargs):
         check_count(num_classes, "num_classes")  # 0 classes aborted the interpreter in oneDNN at predict
         if isinstance(preprocessor, dict):
             preprocessor = keras.layers.deserialize(preprocessor)
+        if not isinstance(long_text, LongTextOptions):
+            long_text = LongTextOptions(long_text, head_tokens, window_stride, window_pooling)
+        long_text = long_text.resolved(preprocessor.max_seq_length)  # Refused before anything is built.
         super().__init__(classifier_config(bert_config), num_labels=num_classes, dropout_rate=dropout_rate,
                          dtype=dtype, name=name, **kwargs)
         self.num_classes = num_classes
@@ -95,6 +121,7 @@ class TextClassifier(BertClassifier):
         self.real_tokens_only = real_tokens_only
         self.label_names = None if label_names is None else tuple(label_names)
         self.multi_label = bool(multi_label)
+        self.long_text = long_text
         self.threshold = threshold if np.ndim(threshold) == 0 else tuple(float(t) for t in threshold)
         if multi_label and (np.ndim(threshold) not in (0, 1) or np.size(threshold) not in (1, num_classes)
                             or not np.all((np.asarray(threshold) > 0) & (np.asarray(threshold) < 1))):
@@ -135,7 +162,11 @@ class TextClassifier(BertClassifier):
             The model; `model.load_report` says what was loaded and what is
             new, `model.label_names` the release's `label_list.txt` (as the
             fine-tuning tools write it; None without one), which `export`
-            takes by default.
+            takes by default; `model.long_text` how it reads long texts:
+            as the release's `long_text.json` records (written by
+            `save_release` and `bert-run-classifier --long_text`) unless
+            `long_text` is given, else cut. The recorded options fill in
+            those not given.
 
         Raises:
             ValueError: `num_classes` is None and the release has no
@@ -151,6 +182,15 @@ class TextClassifier(BertClassifier):
         if "label_names" not in kwargs:
             labels, _ = recorded_labels(os.path.dirname(find_release(path).checkpoint))
             kwargs["label_names"] = labels if labels and len(labels) == num_classes else None
+        if "long_text" not in kwargs:  # The release's reading, the options given in place of its.
+            from keras_bert_impl.checkpoints.release import read_release_long_text
+
+            recorded = read_release_long_text(os.path.dirname(find_release(path).checkpoint))
+            if recorded is not None:
+                kwargs["long_text"] = recorded.mode
+                for name, value in dataclasses.asdict(recorded).items():
+                    if name != "mode" and value is not None:
+                        kwargs.setdefault(name, value)
         return load_from_release(cls, path, max_seq_length, do_lower_case,
                                  fresh=CLASSIFIER.head_variables, num_classes=num_classes, **kwargs)
 
@@ -159,10 +199,11 @@ class TextClassifier(BertClassifier):
 
         With `label_names`, the release holds them as `label_list.txt`, as
         the fine-tuning tools write it (`bert-export` and `from_release` read
-        it); without, an earlier release's list there is removed.
+        it); without, an earlier release's list there is removed. A
+        `long_text` other than "cut" is recorded as `long_text.json`.
         """
         from keras_bert_impl import filesystem
-        from keras_bert_impl.checkpoints.release import write_release
+        from keras_bert_impl.checkpoints.release import write_release, write_release_long_text
         from keras_bert_impl.training.fine_tuning import LABEL_LIST_FILE, write_label_list
 
         optimizer = getattr(self, "optimizer", None)  # None before `compile`
@@ -170,9 +211,14 @@ class TextClassifier(BertClassifier):
             global_step = int(optimizer.iterations.numpy())
         labels = (functools.partial(write_label_list, labels=self.label_names) if self.label_names
                   else lambda directory: filesystem.remove(filesystem.join(directory, LABEL_LIST_FILE), missing_ok=True))
+
+        def write_more(directory):
+            labels(directory)
+            write_release_long_text(directory, self.long_text)
+
         return write_release(self, path, self.bert_config, self.preprocessor.vocabulary, global_step,
                              write_tokenizer=getattr(self.preprocessor, "write_tokenizer_files", None),
-                             write_more=labels)
+                             write_more=write_more)
 
     def export(self, export_base, label_names=None, version=None, precision=None, verify=True,
                calibration_texts=None, min_int8_agreement=None, optimize_for="portable"):
@@ -198,13 +244,15 @@ class TextClassifier(BertClassifier):
         published. With `verify` (as `bert-export`)
         the version is published only once it loads as TF Serving loads it
         and answers its warmup requests as this model does
-        (`serving.verification`).
+        (`serving.verification`). The raw-text signature reads long texts
+        as this model's `long_text` says (windows: each text's windows run
+        in the request's batch, their logits pooled in the graph).
         """
         return export_with_preprocessor(self, export_base, label_names=label_names or self.label_names,
                                         version=version, precision=precision, verify=verify,
                                         optimize_for=optimize_for,
                                         calibration_texts=calibration_texts,  # one string: one text (the check)
-                                        min_int8_agreement=min_int8_agreement)
+                                        min_int8_agreement=min_int8_agreement, long_text=self.long_text)
 
     def distill(self, texts, labels=None, num_hidden_layers=None, unlabeled_texts=None, batch_size=32, epochs=3,
                 verbose="auto", callbacks=None, validation_data=None, **options):
@@ -317,9 +365,26 @@ class TextClassifier(BertClassifier):
     def _dataset(self, x, y=None, sample_weight=None, batch_size=None, **options):
         from keras_bert_impl.training.real_tokens import cut_padding
 
-        dataset = text_dataset(x, y, sample_weight, batch_size=batch_size or 32,
-                               preprocess=self.preprocessor, seed=self.seed, **options)
+        if self.long_text.mode == WINDOWS:
+            dataset = window_dataset(x, y, sample_weight, batch_size=batch_size or 32, preprocess=self._long_text_rows,
+                                     seed=self.seed, **options)
+        else:
+            preprocess = self.preprocessor if self.long_text.mode == CUT else lambda x: self._long_text_rows(x)[0]
+            dataset = text_dataset(x, y, sample_weight, batch_size=batch_size or 32, preprocess=preprocess,
+                                   seed=self.seed, **options)
         return cut_padding(dataset, self._bucket_size()) if self.real_tokens_only else dataset
+
+    def _long_text_rows(self, texts):
+        """`(inputs, text_index)` of [n] single texts as `long_text` reads them (`tokenization.long_text`)."""
+        if isinstance(texts, tuple):
+            raise ValueError(f"long_text={self.long_text.mode} reads single texts; text pairs are cut "
+                             "(long_text='cut')")
+        return long_text_inputs(self.preprocessor, texts, self.long_text)
+
+    def _long_text_arrays(self, texts):
+        """`_long_text_rows` as NumPy: `({name: [rows, max_seq_length]}, text_index [rows])`."""
+        inputs, text_index = self._long_text_rows(texts)
+        return {name: value.numpy() for name, value in inputs.items()}, text_index.numpy()
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
             validation_data=None, shuffle=True, sample_weight=None, steps_per_epoch=None, validation_split=0.0,
@@ -349,8 +414,12 @@ class TextClassifier(BertClassifier):
             elif y is not None and self.num_classes > 1:  # Checked before any step: out of range fails after one.
                 check_class_ids(label_array(y, count), self.num_classes)
             batch_size = batch_size or 32
+            if self.long_text.mode == WINDOWS:  # Every window a training example with its text's label.
+                x, count = self._window_training_set(texts, y, sample_weight, batch_size, shuffle)
+            else:
+                x = self._dataset(texts, y, sample_weight, batch_size, shuffle=shuffle, repeat=True,
+                                  drop_remainder=True)
             steps_per_epoch = steps_per_epoch or max(1, count // batch_size)
-            x = self._dataset(texts, y, sample_weight, batch_size, shuffle=shuffle, repeat=True, drop_remainder=True)
             y = sample_weight = None
         else:
             _check_no_arrays_beside(x, y, sample_weight, validation_split, "fit")
@@ -366,6 +435,27 @@ class TextClassifier(BertClassifier):
         self._check_schedule_left()
         return super().fit(x, epochs=epochs, verbose=verbose, callbacks=callbacks, validation_data=validation_data,
                            steps_per_epoch=steps_per_epoch, shuffle=False, **kwargs)  # `_dataset` shuffled it
+
+    def _window_training_set(self, texts, y, sample_weight, batch_size, shuffle):
+        """`(dataset, num_windows)`: the windows of `texts`, each with its text's label (and weight),
+        shuffled as windows, repeated, in full batches."""
+        import tensorflow as tf
+
+        from keras_bert_impl.data.pipeline_options import without_autotune_thread
+        from keras_bert_impl.training.real_tokens import cut_padding
+
+        if y is None:
+            raise ValueError("fit needs y")
+        count = num_texts(texts)
+        inputs, text_index = self._long_text_arrays(texts)
+        parts = [inputs] + [label_array(v, count, name)[text_index]
+                            for v, name in ((y, "y"), (sample_weight, "sample_weight")) if v is not None]
+        dataset = tf.data.Dataset.from_tensor_slices(tuple(parts))
+        if shuffle:
+            dataset = dataset.shuffle(len(text_index), seed=self.seed, reshuffle_each_iteration=True)
+        dataset = dataset.repeat().batch(batch_size, drop_remainder=True)
+        dataset = without_autotune_thread(dataset.prefetch(tf.data.AUTOTUNE))
+        return (cut_padding(dataset, self._bucket_size()) if self.real_tokens_only else dataset), len(text_index)
 
     def _check_schedule_left(self):
         """Raises where the optimizer's warmup-and-decay schedule has ended."""
@@ -394,22 +484,59 @@ class TextClassifier(BertClassifier):
             check_labelled(x, "evaluate")
         elif num_texts(text_tensor(x)) == 0:
             raise ValueError("evaluate needs at least one text")
+        if self.long_text.mode == WINDOWS:
+            return self._evaluate_pooled(x, y, sample_weight, batch_size, **kwargs)
         return super().evaluate(self._dataset(x, y, sample_weight, batch_size), **kwargs)
+
+    def _evaluate_pooled(self, x, y, sample_weight, batch_size, return_dict=False, verbose="auto", **kwargs):
+        """`evaluate` with windows: the compiled loss and metrics of each text's pooled logits."""
+        import tensorflow as tf
+
+        if _is_dataset(x):
+            x, y, sample_weight = _dataset_arrays(x)
+        texts = text_tensor(x)
+        count = num_texts(texts)
+        if y is None:
+            raise ValueError("evaluate needs y")
+        del kwargs  # Keras' steps and callbacks: the windows are predicted, then scored at once.
+        logits = tf.constant(self._pooled_logits(texts, batch_size, verbose=verbose), tf.float32)
+        y = tf.constant(label_array(y, count))
+        weights = None if sample_weight is None else tf.constant(label_array(sample_weight, count, "sample_weight"))
+        self.reset_metrics()
+        loss = self.compute_loss(x=None, y=y, y_pred=logits, sample_weight=weights, training=False)
+        results = {name: float(value) for name, value in self.compute_metrics(None, y, logits, weights).items()}
+        results["loss"] = float(loss)
+        return results if return_dict else self._flatten_metrics_in_order(results)
+
+    def _pooled_logits(self, texts, batch_size, **kwargs):
+        """[n, num_classes] logits of [n] texts: each text's windows' pooled (float64)."""
+        inputs, text_index = self._long_text_arrays(texts)
+        logits = predict_token_ids(self, inputs, batch_size, cut=self.real_tokens_only, description="windows",
+                                   **kwargs)
+        return pool_window_logits(logits, text_index, num_texts(texts), self.long_text.window_pooling)
 
     def predict(self, x, batch_size=None, **kwargs):
         """Class probabilities, float32 [num_texts, num_classes] (the score
         [num_texts] for regression; each label's own probability with
         `multi_label`). `x`: a list of texts, one text, a tuple
-        `(texts_a, texts_b)` of pairs, or a dataset."""
+        `(texts_a, texts_b)` of pairs, or a dataset. With
+        `long_text="windows"`, of each text's windows' pooled logits."""
         from keras_bert_impl.probabilities import softmax
 
         check_count(batch_size, "batch_size")
+        if _is_dataset(x) and self.long_text.mode == WINDOWS:
+            x = _dataset_arrays(x)[0]  # Its texts, each pooled over its windows below.
         if _is_dataset(x):
             logits = super().predict(self._dataset(x, batch_size=batch_size), **kwargs)
         else:
             texts = text_tensor(x)
             if num_texts(texts) == 0:
                 logits = np.zeros((0, self.num_classes), np.float32)
+            elif self.long_text.mode == WINDOWS:
+                logits = self._pooled_logits(texts, batch_size, **kwargs)
+            elif self.long_text.mode == HEAD_TAIL:
+                logits = predict_token_ids(self, self._long_text_arrays(texts)[0], batch_size,
+                                           cut=self.real_tokens_only, **kwargs)
             else:
                 # Tokenized once for all texts (mapping in tf.data would
                 # rebuild the tokenizer graph per call), then predicted batch
@@ -451,6 +578,10 @@ class TextClassifier(BertClassifier):
             "label_names": None if self.label_names is None else list(self.label_names),
             "multi_label": self.multi_label,
             "threshold": self.threshold if np.ndim(self.threshold) == 0 else list(self.threshold),
+            "long_text": self.long_text.mode,
+            "head_tokens": self.long_text.head_tokens,
+            "window_stride": self.long_text.window_stride,
+            "window_pooling": self.long_text.window_pooling,
         }
 
 
@@ -491,6 +622,27 @@ def _check_no_arrays_beside(dataset, y, sample_weight, validation_split, method)
     if given:
         raise ValueError(f"{method}: {' and '.join(given)} cannot be given with a dataset; the dataset's elements "
                          "carry labels and weights: (texts, labels[, sample_weights])")
+
+
+def _dataset_arrays(dataset):
+    """`(texts, labels, sample_weights)` of a dataset of texts, `(texts, labels)` or `(texts, labels,
+    weights)`, batched or not, read whole (None where the elements lack them); texts as a [n] tensor."""
+    import tensorflow as tf
+
+    parts = None
+    for element in dataset:
+        element = element if isinstance(element, tuple) else (element,)
+        if isinstance(element[0], tuple) or (len(element) == 2 and element[1].dtype == tf.string):
+            raise ValueError("long_text reads single texts; this dataset holds text pairs")
+        element = [tf.reshape(part, [-1]) if part.shape.rank == 0 else part for part in element]
+        parts = [[] for _ in element] if parts is None else parts
+        for collected, part in zip(parts, element):
+            collected.append(part.numpy())
+    if parts is None:
+        return tf.constant([], tf.string), None, None
+    texts, *rest = [np.concatenate(collected) for collected in parts]
+    rest += [None] * (2 - len(rest))
+    return tf.constant(texts, tf.string), rest[0], rest[1]
 
 
 def _unpack(data):

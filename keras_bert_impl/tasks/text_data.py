@@ -281,6 +281,46 @@ def text_dataset(x, y=None, sample_weight=None, batch_size=32, preprocess=None, 
     return without_autotune_thread(dataset.prefetch(tf.data.AUTOTUNE))
 
 
+def window_dataset(x, y=None, sample_weight=None, batch_size=32, preprocess=None, shuffle=False, seed=None,
+                   repeat=False, drop_remainder=False):
+    """`text_dataset` with each text made into rows of its own (a long text's windows), batched as rows.
+
+    Args:
+        x, y, sample_weight, shuffle, seed, repeat: As `text_dataset`'s (texts
+            shuffled as texts).
+        batch_size: Rows per batch (texts are read in batches of as many).
+        preprocess: `preprocess(texts) -> (inputs, text_index)`: [n] single
+            texts to model inputs [rows, ...] and each row's text [rows]
+            (`tokenization.long_text.long_text_inputs`).
+        drop_remainder: Only full batches of rows.
+
+    Returns:
+        A `tf.data.Dataset` of `inputs`, or of `(inputs, labels[, weights])`
+        where each row has its text's label and weight.
+
+    Raises:
+        ValueError: the texts are pairs (`preprocess` reads single texts).
+
+    Example:
+    >>> def two_rows_each(texts):
+    ...     return {"n": tf.repeat(texts, 2)}, tf.repeat(tf.range(tf.size(texts)), 2)
+    >>> batches = window_dataset(["a", "b"], np.array([0, 1]), batch_size=3, preprocess=two_rows_each)
+    >>> [y.numpy().tolist() for x, y in batches]
+    [[0, 0, 1], [1]]
+    """
+    dataset = text_dataset(x, y, sample_weight, batch_size=batch_size, shuffle=shuffle, seed=seed, repeat=repeat)
+
+    def rows(*item):
+        if isinstance(item[0], tuple) or (len(item) == 2 and all(_is_text(part) for part in item)):
+            raise ValueError("long texts are read as single texts; text pairs are cut")
+        inputs, text_index = preprocess(item[0])
+        others = tuple(tf.gather(part, text_index) for part in item[1:])  # each row its text's label, weight
+        return (inputs,) + others if others else inputs
+
+    dataset = dataset.map(rows).unbatch().batch(batch_size, drop_remainder=drop_remainder)
+    return without_autotune_thread(dataset.prefetch(tf.data.AUTOTUNE))
+
+
 def _preprocessed(preprocess, item):
     if len(item) == 1:  # texts only
         return preprocess(item[0])

@@ -605,14 +605,37 @@ def recorded_labels(output_dir, init_checkpoint=None, training=False):
     """
     from keras_bert_impl.io import read_utf8_lines
 
-    directories = [output_dir]
-    if not training and not filesystem.exists(filesystem.join(output_dir, FINE_TUNED_CHECKPOINT + ".index")):
-        directories.append(filesystem.dirname(init_checkpoint or ""))
-    for directory in directories:
+    for directory in _fine_tuned_directories(output_dir, init_checkpoint, training):
         path = filesystem.join(directory, LABEL_LIST_FILE)
         if directory and filesystem.exists(path):
             return [line.strip() for _, line in read_utf8_lines(path, kind="label list") if line.strip()], path
     return None, None
+
+
+def _fine_tuned_directories(output_dir, init_checkpoint, training):
+    """Where the fine-tuned weights a run will use, and what is recorded beside them, may be: in order."""
+    directories = [output_dir]
+    if not training and not filesystem.exists(filesystem.join(output_dir, FINE_TUNED_CHECKPOINT + ".index")):
+        directories.append(filesystem.dirname(init_checkpoint or ""))
+    return directories
+
+
+def recorded_long_text(output_dir, init_checkpoint=None, training=False):
+    """The `LongTextOptions` recorded beside the fine-tuned weights a run will use (as `recorded_labels`
+    finds them), or None where the release has none (it cut long texts) or the run trains.
+
+    Raises:
+        CheckpointError: a `long_text.json` that is not long-text options, naming it.
+    """
+    from keras_bert_impl.checkpoints.release import LONG_TEXT_FILE, read_release_long_text
+
+    if training:
+        return None
+    for directory in _fine_tuned_directories(output_dir, init_checkpoint, training):
+        if directory and (filesystem.exists(filesystem.join(directory, LONG_TEXT_FILE))
+                          or filesystem.exists(filesystem.join(directory, LABEL_LIST_FILE))):
+            return read_release_long_text(directory)  # The release whose labels are read: its reading too.
+    return None
 
 
 def check_labels(labels, recorded, path, flag="--labels"):

@@ -361,6 +361,15 @@ def test_a_multi_label_bert_head_converts_into_a_multi_label_release(tmp_path, c
         f"bert-run-classifier: error: {release / 'multi_label.json'}: the fine-tuned release is a multi-label "
         "classifier (a sigmoid per label); pass --multi_label"]
     assert not (tmp_path / "single").exists()
+    # Thresholds tuned on dev, recorded in the release that was evaluated (given as --output_dir), then used.
+    from keras_bert_impl.data.multi_label import tune_thresholds
+
+    run_classifier(["--task_name=csv", f"--data_dir={data}", f"--model_dir={release}", f"--output_dir={release}",
+                    "--multi_label", "--do_eval", "--tune_threshold", "--max_seq_length=16"])
+    tuned = tune_thresholds(expected, np.array([[1, 0, 0]] * len(TAG_TEXTS)))
+    assert tuned[0] != 0.5 and tuned[1:] == (0.5, 0.5)  # toxic: every text; the others: none in dev
+    assert json.loads((release / "multi_label.json").read_text())["thresholds"] == pytest.approx(list(tuned))
+    assert TextClassifier.from_release(release, max_seq_length=16).threshold == pytest.approx(tuned)
 
 
 def test_bert_export_of_a_converted_multi_label_head_answers_its_sigmoids(tmp_path, capsys):

@@ -237,7 +237,10 @@ class MultiLabelFineTuning(FineTuningSpec):
         return result
 
     def _tuned_thresholds(self, logits, targets, inputs, run, log):
-        """Each label's threshold for its F1 on the dev set, recorded in `output_dir`'s release if it holds one."""
+        """Each label's threshold for its F1 on the dev set, recorded in the release of the evaluated weights
+        where that release is `output_dir` (trained there, or read from there: not another directory's)."""
+        import os
+
         from keras_bert_impl.checkpoints.release import MULTI_LABEL_FILE, MultiLabelRecord, write_release_multi_label
         from keras_bert_impl.data.multi_label import tune_thresholds
         from keras_bert_impl.training.fine_tuning import FINE_TUNED_CHECKPOINT
@@ -245,12 +248,16 @@ class MultiLabelFineTuning(FineTuningSpec):
         thresholds = tune_thresholds(sigmoid(logits), targets)
         log("thresholds tuned on the dev set: " + ", ".join(f"{label} {value:g}" for label, value
                                                              in zip(inputs.labels, thresholds)))
-        if filesystem.exists(filesystem.join(run.output_dir, FINE_TUNED_CHECKPOINT + ".index")):
+        trained_here = run.do_train or filesystem.exists(filesystem.join(run.output_dir, FINE_TUNED_CHECKPOINT
+                                                                         + ".index"))
+        read_from_here = os.path.normpath(filesystem.dirname(run.init_checkpoint or "") or ".") == \
+            os.path.normpath(run.output_dir)
+        if trained_here or read_from_here:
             write_release_multi_label(run.output_dir, MultiLabelRecord(inputs.labels, thresholds))
             log(f"wrote them to {filesystem.join(run.output_dir, MULTI_LABEL_FILE)}")
         else:
-            log(f"{run.output_dir} holds no fine-tuned release (the weights are {run.init_checkpoint}'s): the "
-                "thresholds are in eval_results.txt only")
+            log(f"the evaluated weights are {run.init_checkpoint}'s, whose release is not --output_dir: the "
+                "thresholds are in eval_results.txt only (give --output_dir that release to record them there)")
         return thresholds
 
     def predict(self, model, inputs, release, global_step, run, log):

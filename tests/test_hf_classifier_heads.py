@@ -231,9 +231,6 @@ def test_a_regression_head_converts_without_labels(tmp_path, capsys):
     ("albert", {"id2label": {"0": "a", "1": "two\nlines", "2": "c"}},
      "{config}: id2label[1] is 'two\\nlines': a label must be text without line breaks or leading and trailing "
      "spaces"),
-    ("roberta", {"problem_type": "multi_label_classification"},
-     "{config}: problem_type is 'multi_label_classification' (a sigmoid per label); our classifier is "
-     "single-label (a softmax over the labels)"),
     ("roberta", {"pooler": True},
      "{weights}: tensors classifier.dense.bias and roberta.pooler.dense.bias are both "
      "bert/pooler/dense/bias: two heads where the model has a place for one"),
@@ -294,3 +291,129 @@ def test_a_bert_model_pools_with_the_configs_activation(pooler_act):
     expected = np.tanh(pre) if pooler_act == "tanh" else np.maximum(pre, 0.0)
     np.testing.assert_allclose(outputs["pooled_output"].numpy(), expected, atol=1e-5)
     assert (pre < 0).any()  # the two activations differ on this input
+
+
+# -- multi-label heads (`problem_type: multi_label_classification`) ------------------------------------
+
+TAGS = ("toxic", "insult", "threat")
+# The tiny BERT's vocabulary with BERT's special tokens, so that raw text goes in; ids written out by hand below.
+TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{k}" for k in range(5, TINY["vocab_size"])]
+TAG_TEXTS = ["w7 w9 w12", "w20", "w5 w6 w7 w8 w9 w30", "w39 w11"]
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-np.asarray(x, np.float64)))
+
+
+def multi_label_bert_release(tmp_path, capsys):
+    """A tiny BERT `BertForSequenceClassification` with `problem_type: multi_label_classification`,
+    converted: `(release, probabilities of TAG_TEXTS)`, those of NumPy (tests/numpy_bert.py and Hugging Face's
+    head, a sigmoid per label)."""
+    weights = write_tiny_hf_dir(tmp_path / "hf", seed=5)
+    (tmp_path / "hf" / "vocab.txt").write_text("".join(f"{token}\n" for token in TINY_VOCAB))
+    head = as_sequence_classifier(tmp_path / "hf", "bert", labels=TAGS, problem_type="multi_label_classification")
+    code, lines = convert(capsys, tmp_path / "hf", tmp_path / "release")
+    assert code == 0, lines
+    assert f"convert_hf_checkpoint: a multi-label classifier of 3 labels: {', '.join(TAGS)}" in lines
+    weights["bert/pooler/dense/kernel"] = head["bert.pooler.dense.weight"].T
+    weights["bert/pooler/dense/bias"] = head["bert.pooler.dense.bias"]
+    ids = np.zeros((len(TAG_TEXTS), 8), "int32")  # [CLS] words [SEP], each word's row in TINY_VOCAB, padded
+    for row, text in enumerate(TAG_TEXTS):
+        tokens = [2] + [TINY_VOCAB.index(word) for word in text.split()] + [3]
+        ids[row, :len(tokens)] = tokens
+    layers, _, _ = numpy_bert.bert_forward(weights, dict(TINY, hidden_act="gelu_exact"), ids, (ids > 0).astype("int32"),
+                                           np.zeros_like(ids))
+    return tmp_path / "release", sigmoid(reference_logits("bert", head, layers[-1]))
+
+
+def test_a_multi_label_bert_head_converts_into_a_multi_label_release(tmp_path, capsys):
+    """A sigmoid per label of the converted head's logits, through `TextClassifier.from_release` and
+    `run_classifier --multi_label --do_predict`, equals NumPy's; the release says it is multi-label."""
+    from keras_bert_impl.tasks.text_classifier import TextClassifier
+    from tools.run_classifier import main as run_classifier
+
+    release, expected = multi_label_bert_release(tmp_path, capsys)
+    assert (release / "label_list.txt").read_text() == "".join(f"{tag}\n" for tag in TAGS)
+    assert json.loads((release / "multi_label.json").read_text()) == {"labels": list(TAGS),
+                                                                       "thresholds": [0.5, 0.5, 0.5]}
+    classifier = TextClassifier.from_release(release, max_seq_length=16)
+    assert classifier.multi_label and classifier.label_names == TAGS and classifier.threshold == (0.5, 0.5, 0.5)
+    assert not classifier.load_report.fresh
+    probabilities = classifier.predict(TAG_TEXTS, verbose=0)
+    np.testing.assert_allclose(probabilities, expected, atol=TOLERANCE)
+    assert ((expected > 0.5) & (expected < 0.95)).any() and (expected < 0.5).any()  # a sigmoid, not a softmax
+    np.testing.assert_array_equal(classifier.predict_labels(TAG_TEXTS, verbose=0), expected >= 0.5)
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "test.csv").write_text("text\n" + "".join(f"{text}\n" for text in TAG_TEXTS))
+    (data / "dev.csv").write_text("text,labels\n" + "".join(f"{text},toxic\n" for text in TAG_TEXTS))
+    out = tmp_path / "predicted"
+    run_classifier(["--task_name=csv", f"--data_dir={data}", f"--model_dir={release}", f"--output_dir={out}",
+                    "--multi_label", "--do_predict", "--max_seq_length=16"])
+    np.testing.assert_allclose(np.loadtxt(out / "test_results.tsv", ndmin=2), expected, atol=TOLERANCE)
+    capsys.readouterr()
+    # Without --multi_label its softmax would be no answer of this model: one line, before any output.
+    code = run_tool(run_classifier, ["--task_name=csv", f"--data_dir={data}", f"--model_dir={release}",
+                                     f"--output_dir={tmp_path / 'single'}", "--do_eval", "--label_column=labels",
+                                     "--max_seq_length=16"], prog="bert-run-classifier")
+    assert code == 1 and capsys.readouterr().err.strip().splitlines() == [
+        f"bert-run-classifier: error: {release / 'multi_label.json'}: the fine-tuned release is a multi-label "
+        "classifier (a sigmoid per label); pass --multi_label"]
+    assert not (tmp_path / "single").exists()
+    # Thresholds tuned on dev, recorded in the release that was evaluated (given as --output_dir), then used.
+    from keras_bert_impl.data.multi_label import tune_thresholds
+
+    run_classifier(["--task_name=csv", f"--data_dir={data}", f"--model_dir={release}", f"--output_dir={release}",
+                    "--multi_label", "--do_eval", "--tune_threshold", "--max_seq_length=16"])
+    tuned = tune_thresholds(expected, np.array([[1, 0, 0]] * len(TAG_TEXTS)))
+    assert tuned[0] != 0.5 and tuned[1:] == (0.5, 0.5)  # toxic: every text; the others: none in dev
+    assert json.loads((release / "multi_label.json").read_text())["thresholds"] == pytest.approx(list(tuned))
+    assert TextClassifier.from_release(release, max_seq_length=16).threshold == pytest.approx(tuned)
+
+
+def test_bert_export_of_a_converted_multi_label_head_answers_its_sigmoids(tmp_path, capsys):
+    import tensorflow as tf
+
+    from keras_bert_impl.serving.export import read_export_metadata
+    from tools.export_saved_model import main as export_main
+
+    release, expected = multi_label_bert_release(tmp_path, capsys)
+    flags = [f"--model_dir={release}", "--max_seq_length=16", f"--export_dir={tmp_path / 'saved' / 'tags'}"]
+    code = run_tool(export_main, flags + ["--task=classifier"], prog="bert-export")
+    assert code == 1 and capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"bert-export: error: {release / 'multi_label.json'}: the release is a multi-label classifier (a sigmoid "
+        "per label); export it with --task=multi_label, not classifier")
+    assert run_tool(export_main, flags + ["--task=multi_label"], prog="bert-export") == 0
+    version = tmp_path / "saved" / "tags" / "1"
+    assert (version / "assets" / "labels.txt").read_text().split() == list(TAGS)
+    assert read_export_metadata(str(version))["thresholds"] == [0.5, 0.5, 0.5]
+    outputs = tf.saved_model.load(str(version)).signatures["serving_default"](tf.constant(TAG_TEXTS))
+    np.testing.assert_allclose(outputs["probabilities"].numpy(), expected, atol=TOLERANCE)
+    np.testing.assert_array_equal(outputs["label_mask"].numpy(), expected >= 0.5)
+
+
+@pytest.mark.parametrize("model_type", sorted(_manifest()["models"]) or ["albert", "distilbert", "roberta"])
+def test_a_variant_multi_label_head_computes_the_sigmoids_of_transformers_logits(model_type, tmp_path, capsys):
+    """The oracle's last hidden state (transformers), Hugging Face's head, a sigmoid per label; against
+    the converted release loaded as `TextClassifier.from_release` loads it."""
+    from keras_bert_impl.tasks.text_classifier import TextClassifier
+
+    if not (ORACLE / "manifest.json").is_file():
+        pytest.skip("no transformers oracle directory")
+    hf_dir = _with_tokenizer_files(model_type, tmp_path)
+    head = as_sequence_classifier(hf_dir, model_type, labels=TAGS, problem_type="multi_label_classification")
+    code, lines = convert(capsys, hf_dir, tmp_path / "release")
+    assert code == 0, lines
+    classifier = TextClassifier.from_release(tmp_path / "release", max_seq_length=8)
+    assert classifier.multi_label and classifier.label_names == TAGS and classifier.threshold == (0.5, 0.5, 0.5)
+    for batch in _manifest()["models"][model_type]["batches"]:
+        load = lambda key: np.load(ORACLE / model_type / f"{batch}_{key}.npy")  # noqa: E731
+        token_types = ORACLE / model_type / f"{batch}_token_type_ids.npy"
+        inputs = {"input_ids": load("input_ids").astype("int32"),
+                  "input_mask": load("attention_mask").astype("int32"),
+                  "segment_ids": (np.load(token_types) if token_types.exists()
+                                  else np.zeros_like(load("input_ids"))).astype("int32")}
+        ours = sigmoid(classifier(inputs, training=False))
+        expected = sigmoid(reference_logits(model_type, head, load("last_hidden_state")))
+        assert np.max(np.abs(ours - expected)) < TOLERANCE, (model_type, batch, np.max(np.abs(ours - expected)))

@@ -1,7 +1,9 @@
 """Multi-label classification: the scores against scikit-learn, the loss against a
 hand-computed value, the readers' one-line errors, and learning on a tiny
 synthetic set through `TextClassifier(multi_label=True)` and
-`bert-run-classifier --multi_label`."""
+`bert-run-classifier --multi_label`; thresholds tuned per label against a
+brute-force search with scikit-learn, recorded in the release and answered
+with by the export."""
 
 import csv
 import json
@@ -12,10 +14,12 @@ import numpy as np
 import pytest
 
 from keras_bert_impl.data.multi_label import (
+    DEFAULT_THRESHOLD_GRID,
     MultiLabelDataset,
     multi_hot,
     multi_label_scores,
     per_example_binary_cross_entropy,
+    tune_thresholds,
 )
 from keras_bert_impl.errors import InputFileError
 from tests.helpers import tiny_config
@@ -240,6 +244,13 @@ def test_run_classifier_multi_label_flags_are_checked(release, tmp_path):
         run_classifier.main(base + ["--multi_label"])
     with pytest.raises(FlagError, match="--threshold applies with --multi_label only"):
         run_classifier.main(base + ["--threshold=0.3"])
+    with pytest.raises(FlagError, match="--tune_threshold applies with --multi_label only"):
+        run_classifier.main(base + ["--tune_threshold"])
+    csv_task = [flag.replace("mrpc", "csv") for flag in base] + ["--multi_label", "--tune_threshold"]
+    with pytest.raises(FlagError, match="^--tune_threshold chooses the thresholds on the dev set: it needs --do_eval$"):
+        run_classifier.main(csv_task)
+    with pytest.raises(FlagError, match="^--threshold and --tune_threshold both set the thresholds: give one$"):
+        run_classifier.main(csv_task + ["--do_eval", "--threshold=0.3"])
 
 
 def test_export_answers_predicts_probabilities_and_its_threshold(tmp_path):
@@ -265,3 +276,168 @@ def test_export_answers_predicts_probabilities_and_its_threshold(tmp_path):
     outputs = served(tf.constant(texts))
     np.testing.assert_allclose(outputs["probabilities"].numpy(), probabilities, atol=1e-4)
     assert outputs["label_mask"].numpy().tolist() == (probabilities >= np.array([0.5, 0.3, 0.7])).tolist()
+
+
+# -- thresholds tuned per label ------------------------------------------------------
+
+
+def brute_force_thresholds(probabilities, targets, grid):
+    """Each label's best threshold by scikit-learn's F1 at every grid value; of equal F1 the nearest 0.5,
+    then the lower; a label without positives 0.5."""
+    from sklearn import metrics
+
+    chosen = []
+    for label in range(targets.shape[1]):
+        if not targets[:, label].any():
+            chosen.append(0.5)
+            continue
+        scores = {t: metrics.f1_score(targets[:, label], probabilities[:, label] >= t, zero_division=0) for t in grid}
+        best = max(scores.values())
+        chosen.append(min((t for t, f1 in scores.items() if f1 == best), key=lambda t: (abs(t - 0.5), t)))
+    return tuple(chosen)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_tuned_thresholds_are_the_brute_force_best(seed):
+    rng = np.random.default_rng(seed)
+    targets = rng.integers(0, 2, (40, 5))
+    targets[:, 4] = 0  # no positive in dev: keeps 0.5
+    # Probabilities that lean to the truth, some on the grid's values themselves (ties at ">=").
+    probabilities = np.clip(0.35 * targets + rng.uniform(0, 0.7, targets.shape), 0.01, 0.99)
+    probabilities[:8] = rng.choice(DEFAULT_THRESHOLD_GRID, (8, 5))
+    assert tune_thresholds(probabilities, targets) == brute_force_thresholds(probabilities, targets,
+                                                                             DEFAULT_THRESHOLD_GRID)
+    grid = (0.2, 0.45, 0.55, 0.8)  # 0.45 and 0.55 as near 0.5: a tie goes to the lower
+    assert tune_thresholds(probabilities, targets, grid) == brute_force_thresholds(probabilities, targets, grid)
+
+
+def test_tuned_threshold_ties_and_bad_input():
+    # Label 0: every threshold up to 0.3 gives F1 1: the nearest 0.5 of them. Label 1: F1 the same at 0.45 and 0.55.
+    probabilities = np.array([[0.3, 0.6], [0.3, 0.4], [0.1, 0.5]])
+    targets = np.array([[1, 1], [1, 0], [0, 0]])
+    assert tune_thresholds(probabilities, targets) == (0.3, 0.55)
+    assert tune_thresholds(probabilities, targets, grid=(0.45, 0.55)) == (0.45, 0.55)  # label 0: F1 0.8 at both
+    with pytest.raises(ValueError, match=r"probabilities \(3, 2\) and targets \(3, 3\)"):
+        tune_thresholds(probabilities, np.zeros((3, 3)))
+    with pytest.raises(ValueError, match=r"grid \[0.5, 1.0\]: the thresholds tried must be at least one, each in"):
+        tune_thresholds(probabilities, targets, grid=(0.5, 1.0))
+
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "goal", "vote", "theory", "news", "today", "match", "senate"]
+TAG_NAMES = ("sports", "politics", "science")
+
+
+def random_tagger():
+    from keras_bert_impl.tasks.text_classifier import TextClassifier
+    from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
+    from tests.helpers import randomize
+
+    model = TextClassifier(tiny_config(vocab_size=len(VOCAB)), num_classes=3, multi_label=True,
+                           label_names=TAG_NAMES, preprocessor=BertPreprocessor(VOCAB, max_seq_length=10))
+    randomize(model, seed=2, scale=0.4)
+    rng = random.Random(3)
+    texts = [" ".join(rng.choice(VOCAB[4:]) for _ in range(rng.randint(1, 6))) for _ in range(24)]
+    return model, texts
+
+
+def test_tuned_thresholds_go_into_the_release_and_the_export(tmp_path, capsys):
+    """`tune_threshold` sets the brute-force thresholds; `save_release` records them, `from_release` and
+    `bert-export --model_dir` (verified as TF Serving loads it) answer with them."""
+    import tensorflow as tf
+
+    from keras_bert_impl.cli import run_tool
+    from keras_bert_impl.serving.export import read_export_metadata
+    from keras_bert_impl.tasks.text_classifier import TextClassifier
+    from tools.export_saved_model import main as export_main
+
+    model, texts = random_tagger()
+    probabilities = model.predict(texts, verbose=0)
+    # Each label's true set: the texts over a quantile of its own probabilities, so the best thresholds differ.
+    targets = (probabilities >= np.diag(np.quantile(probabilities, [0.2, 0.5, 0.8], axis=0))).astype(int)
+    tuned = model.tune_threshold(texts, targets, verbose=0)
+    assert tuned == model.threshold == brute_force_thresholds(probabilities, targets, DEFAULT_THRESHOLD_GRID)
+    masks = probabilities >= np.array(tuned, np.float32)
+    assert (masks != (probabilities >= 0.5)).any()  # the thresholds change answers
+
+    model.save_release(tmp_path / "release")
+    assert json.loads((tmp_path / "release" / "multi_label.json").read_text()) == {
+        "labels": list(TAG_NAMES), "thresholds": list(tuned)}
+    again = TextClassifier.from_release(tmp_path / "release", max_seq_length=10)
+    assert again.multi_label and again.threshold == tuned and again.label_names == TAG_NAMES
+    np.testing.assert_array_equal(again.predict_labels(texts, verbose=0), masks)
+
+    export_dir = tmp_path / "saved" / "tags"
+    assert run_tool(export_main, [f"--model_dir={tmp_path / 'release'}", "--task=multi_label", "--max_seq_length=10",
+                                  f"--export_dir={export_dir}"], prog="bert-export") == 0, capsys.readouterr().err
+    assert read_export_metadata(str(export_dir / "1"))["thresholds"] == list(tuned)
+    outputs = tf.saved_model.load(str(export_dir / "1")).signatures["serving_default"](tf.constant(texts))
+    np.testing.assert_allclose(outputs["probabilities"].numpy(), probabilities, atol=1e-4)
+    np.testing.assert_array_equal(outputs["label_mask"].numpy(), masks)
+
+
+def test_a_bad_multi_label_record_is_one_line(tmp_path, capsys):
+    from keras_bert_impl.cli import run_tool
+    from keras_bert_impl.errors import CheckpointError
+    from keras_bert_impl.tasks.text_classifier import TextClassifier
+    from tools.export_saved_model import main as export_main
+
+    model, _ = random_tagger()
+    model.save_release(tmp_path / "release")
+    record = tmp_path / "release" / "multi_label.json"
+    record.write_text(json.dumps({"labels": list(TAG_NAMES), "thresholds": [0.5, 0.3]}))
+    message = f"{record}: thresholds has 2 values for 3 labels: give one number, or one per label"
+    with pytest.raises(CheckpointError) as raised:
+        TextClassifier.from_release(tmp_path / "release", max_seq_length=10)
+    assert str(raised.value) == message
+    capsys.readouterr()
+    assert run_tool(export_main, [f"--model_dir={tmp_path / 'release'}", "--task=multi_label", "--max_seq_length=10",
+                                  f"--export_dir={tmp_path / 'saved' / 'tags'}"], prog="bert-export") == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"bert-export: error: {message}"
+    record.write_text(json.dumps({"labels": ["sports", "politics", "maths"], "thresholds": [0.5, 0.3, 0.9]}))
+    with pytest.raises(CheckpointError, match="labels sports,politics,maths are not those of .*label_list.txt: "
+                                              "sports,politics,science"):
+        TextClassifier.from_release(tmp_path / "release", max_seq_length=10)
+    record.write_text(json.dumps({"labels": list(TAG_NAMES), "thresholds": [0.5, 1.0, 0.2]}))
+    with pytest.raises(CheckpointError, match=r"thresholds: 1.0 is not in \(0, 1\)"):
+        TextClassifier.from_release(tmp_path / "release", max_seq_length=10)
+
+
+def test_run_classifier_tunes_thresholds_on_dev_and_the_export_uses_them(release, tmp_path, capsys):
+    from sklearn import metrics
+
+    from keras_bert_impl.cli import run_tool
+    from keras_bert_impl.serving.export import read_export_metadata
+    from tools.export_saved_model import main as export_main
+
+    rng = random.Random(4)
+    data_dir, output_dir = tmp_path / "topics", tmp_path / "out"
+    data_dir.mkdir()
+    train, dev = topical_set(rng, 96), topical_set(rng, 48)
+    write_csv(data_dir / "train.csv", ["text", "labels"], [[text, "|".join(topics)] for text, topics in train])
+    write_csv(data_dir / "dev.csv", ["text", "labels"], [[text, "|".join(topics)] for text, topics in dev])
+    write_csv(data_dir / "test.csv", ["text"], [[text] for text, _ in dev])
+    flags = ["--task_name=csv", f"--data_dir={data_dir}", f"--vocab_file={release / 'vocab.txt'}",
+             f"--bert_config_file={release / 'bert_config.json'}", f"--init_checkpoint={release / 'bert_model.ckpt'}",
+             f"--output_dir={output_dir}", "--max_seq_length=16", "--multi_label", "--label_delimiter=|"]
+    run_classifier.main(flags + ["--train_batch_size=16", "--learning_rate=1e-3", "--num_train_epochs=4",
+                                 "--do_train", "--do_eval", "--do_predict", "--tune_threshold"])
+    labels = ("politics", "science", "sports")
+    targets = np.array([[label in topics for label in labels] for _, topics in dev]).astype(int)
+    probabilities = np.loadtxt(output_dir / "test_results.tsv", ndmin=2)  # the dev texts
+    tuned = brute_force_thresholds(probabilities, targets, DEFAULT_THRESHOLD_GRID)
+    values = dict(line.split(" = ") for line in (output_dir / "eval_results.txt").read_text().splitlines())
+    assert tuple(float(values[f"{label}_threshold"]) for label in labels) == pytest.approx(tuned)
+    assert float(values["micro_f1"]) == pytest.approx(
+        metrics.f1_score(targets, probabilities >= np.array(tuned), average="micro"), abs=1e-6)
+    assert json.loads((output_dir / "multi_label.json").read_text()) == {"labels": list(labels),
+                                                                         "thresholds": pytest.approx(list(tuned))}
+    # An evaluation-only rerun scores at the thresholds the release records.
+    (output_dir / "eval_results.txt").unlink()
+    run_classifier.main(flags + ["--do_eval"])
+    again = dict(line.split(" = ") for line in (output_dir / "eval_results.txt").read_text().splitlines())
+    assert again == values
+
+    export_dir = tmp_path / "saved" / "topics"
+    assert run_tool(export_main, [f"--model_dir={output_dir}", "--task=multi_label", "--max_seq_length=16",
+                                  f"--export_dir={export_dir}"], prog="bert-export") == 0, capsys.readouterr().err
+    assert read_export_metadata(str(export_dir / "1"))["thresholds"] == pytest.approx(list(tuned))

@@ -16,6 +16,11 @@ it; `--precision=bfloat16|int8` and `--optimize_for=this_cpu` (this CPU's
 fastest form: bfloat16 where its bf16 units outrun float32, Dense kernels that
 oneDNN packs once) are asked for by name. `assets.extra/export_metadata.json`
 and the tool's last line say what the export needs to run well.
+For `--task=multi_label`, `label_mask` holds the labels at or over each label's
+threshold as the release records them (`multi_label.json`, written by
+`bert-run-classifier --multi_label [--tune_threshold]`, `TextClassifier.save_release`
+and `bert-convert-hf`), else 0.5; a release that records multi-label is refused
+as `--task=classifier`.
 
 Example:
     bert-export --bert_config_file=release/bert_config.json \

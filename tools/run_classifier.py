@@ -35,8 +35,13 @@ default `labels`; a JSON list in jsonl; empty for none), or one 0/1 column
 per label (`--label_columns=toxic,insult,...`). Each label gets a sigmoid and
 binary cross-entropy; `eval_results.txt` holds `micro_f1`, `macro_f1`,
 `micro_precision`, `micro_recall`, `exact_match` and per label
-`<label>_precision/_recall/_f1/_support` at `--threshold` (0.5), and
-`test_results.tsv` each label's probability.
+`<label>_precision/_recall/_f1/_support` at `--threshold` (0.5; without
+training, what the release records) with each `<label>_threshold`, and
+`test_results.tsv` each label's probability. `--tune_threshold` chooses each
+label's threshold for its F1 on the dev set (0.05 to 0.95; ties nearest 0.5,
+a label with no positive in dev keeps 0.5) and scores at them. The release
+records the labels and thresholds (`multi_label.json`), which
+`TextClassifier.from_release` and `bert-export --task=multi_label` use.
 
 `--long_text=head_tail|windows` keeps what the original cuts off a text longer
 than `--max_seq_length`: its first `--head_tokens` and last word pieces, or
@@ -106,7 +111,8 @@ def define_flags(fv):
     flags.DEFINE_boolean("multi_label", False, "csv/tsv/jsonl tasks: each text has any number of labels (a sigmoid per label, binary cross-entropy, micro/macro F1).", **define)
     flags.DEFINE_list("label_columns", None, "With --multi_label: one 0/1 column per label, named as the labels (instead of --label_column).", **define)
     flags.DEFINE_string("label_delimiter", ",", "With --multi_label: between the label names in --label_column (default: labels; a JSON list in jsonl).", **define)
-    flags.DEFINE_float("threshold", 0.5, "With --multi_label: a label is predicted where its probability is at least this.", **define)
+    flags.DEFINE_float("threshold", 0.5, "With --multi_label: a label is predicted where its probability is at least this (default 0.5; without --do_train, the thresholds the release records in multi_label.json).", **define)
+    flags.DEFINE_boolean("tune_threshold", False, "With --multi_label and --do_eval: choose each label's threshold for its F1 on the dev set, score at them, and write them to eval_results.txt and the fine-tuned release's multi_label.json (which bert-export uses).", **define)
     define_long_text_flags(fv, "Default: cut when training; else what the fine-tuned release records "
                                "(its long_text.json, written by a run that trained with head_tail or windows).")
 
@@ -143,9 +149,14 @@ def main(argv=None):
         raise FlagError("--max_seq_length must be at least 3 ([CLS] a [SEP])")
     options = classification_dataset_options(fv)
     if not fv.multi_label:
-        changed = [f"--{name}" for name in ("label_columns", "label_delimiter", "threshold") if fv[name].present]
+        changed = [f"--{name}" for name in ("label_columns", "label_delimiter", "threshold", "tune_threshold")
+                   if fv[name].present]
         if changed:
             raise FlagError(f"{changed[0]} applies with --multi_label only")
+    if fv.tune_threshold and fv["threshold"].present:
+        raise FlagError("--threshold and --tune_threshold both set the thresholds: give one")
+    if fv.tune_threshold and not fv.do_eval:
+        raise FlagError("--tune_threshold chooses the thresholds on the dev set: it needs --do_eval")
     dataset = multi_label_dataset(fv, options) if fv.multi_label else None
     long_text = long_text_flag_options(fv)
     if long_text is not None and fv.multi_label:
@@ -160,7 +171,8 @@ def main(argv=None):
     from keras_bert_impl.training.fine_tuning import log_to_stderr
 
     run_fine_tuning(
-        MultiLabelFineTuning(dataset, fv.data_dir, fv.threshold) if fv.multi_label
+        MultiLabelFineTuning(dataset, fv.data_dir, fv.threshold if fv["threshold"].present else None,
+                             fv.tune_threshold) if fv.multi_label
         else ClassifierFineTuning(get_dataset(fv.task_name, **options), fv.data_dir, long_text),
         fine_tuning_run(fv),
         log=log_to_stderr("run_classifier"),

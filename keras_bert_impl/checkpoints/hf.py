@@ -16,7 +16,11 @@ A `*ForSequenceClassification` directory of any of the four converts into a
 fine-tuned classifier (`BertClassifier`): its head is the pooler (a dense
 layer on the first token and its activation) and `output_weights`
 (`HF_SEQUENCE_CLASSIFIER_HEADS`), its labels those of `id2label`
-(`sequence_classifier_head`).
+(`sequence_classifier_head`). One whose `problem_type` is
+`multi_label_classification` (a sigmoid per label) converts into a
+multi-label classifier release: the same head, and `multi_label.json`
+(`release.MULTI_LABEL_FILE`: its labels, each at threshold 0.5) beside
+`label_list.txt` (`classifier_release_files`).
 """
 
 import dataclasses
@@ -30,7 +34,13 @@ import numpy as np
 from keras_bert_impl import filesystem
 from keras_bert_impl.checkpoints.original import assign_original_weights, original_weights, write_checkpoint_tensors
 from keras_bert_impl.checkpoints.hf_checks import check_weights_fit_config, tokenizer_files_to_copy
-from keras_bert_impl.checkpoints.release import begin_release
+from keras_bert_impl.checkpoints.release import (
+    LABEL_LIST_FILE,
+    MultiLabelRecord,
+    begin_release,
+    write_release_labels,
+    write_release_multi_label,
+)
 from keras_bert_impl.config import BertConfig
 from keras_bert_impl.errors import CheckpointError, ConfigError
 from keras_bert_impl.io import copy_atomically
@@ -598,11 +608,14 @@ class SequenceClassifierHead:
         labels: The label names in class-id order (`id2label`), or None for
             a regression.
         pooler_act: The activation of the dense layer on the first token.
+        multi_label: A sigmoid per label (`problem_type:
+            multi_label_classification`), not a softmax over them.
     """
 
     num_labels: int
     labels: tuple
     pooler_act: str
+    multi_label: bool = False
 
 
 def _strip_prefix(name, model_type):
@@ -661,8 +674,7 @@ def sequence_classifier_head(hf_dir, values, model_type, hidden_size, shapes):
             output layer whose rows are not `config.json`'s labels; naming
             the file and the tensor.
         ConfigError: an `id2label` or `num_labels` that cannot be a label
-            list; a multi-label classifier (sigmoid per label, where ours is
-            a softmax over them) or a regression of several outputs.
+            list; a regression of several outputs.
     """
     dense, activation, output = HF_SEQUENCE_CLASSIFIER_HEADS[model_type]
     names = {_strip_prefix(name, model_type): name for name in shapes}
@@ -696,13 +708,13 @@ def sequence_classifier_head(hf_dir, values, model_type, hidden_size, shapes):
                                   f"of {what} scores each choice with one")
         return SequenceClassifierHead(1, None, activation)
     problem = values.get("problem_type")
-    if problem == "multi_label_classification":
-        raise ConfigError(f"{config_path}: problem_type is 'multi_label_classification' (a sigmoid per label); "
-                          "our classifier is single-label (a softmax over the labels)")
     num_labels, labels = _hf_labels(values, config_path)
     if num_labels is not None and num_labels != rows:
         raise CheckpointError(f"{weights_path}: tensor {names[f'{output}.weight']} has {rows} rows (one per label) "
                               f"but {config_path} names {num_labels} labels")
+    if problem == "multi_label_classification":  # The same head; a sigmoid per label on its logits.
+        return SequenceClassifierHead(rows, labels or tuple(f"LABEL_{i}" for i in range(rows)), activation,
+                                      multi_label=True)
     if problem == "regression" or (problem is None and rows == 1):
         if rows != 1:
             raise ConfigError(f"{config_path}: problem_type 'regression' of {rows} outputs; ours predicts one score")
@@ -732,6 +744,8 @@ class HfModel:
             the original layout.
         labels: A sequence classifier's label names in class-id order
             (`SequenceClassifierHead.labels`), else None.
+        multi_label: The sequence classifier is multi-label (a sigmoid per
+            label).
     """
 
     config: object
@@ -739,6 +753,7 @@ class HfModel:
     absent: tuple = ()
     unconverted: tuple = ()
     labels: tuple = None
+    multi_label: bool = False
 
 
 def load_hf_model(hf_dir):
@@ -782,7 +797,23 @@ def load_hf_model(hf_dir):
     # Tensors with original names that this model has no place for (a classifier head beside pre-training heads).
     unplaced = [f"{name} (no place in a {model.name})" for name in report.unexpected]
     return HfModel(config, model, tuple(sorted(report.fresh)), tuple(sorted(unconverted + unplaced)),
-                   head.labels if head is not None else None)
+                   head.labels if head is not None else None, head is not None and head.multi_label)
+
+
+def classifier_release_files(loaded):
+    """`write_more(directory)` for `write_converted_release`: what a release of `loaded` (an `HfModel`)
+    holds besides its weights and tokenizer: a sequence classifier's `label_list.txt` (its `id2label`) and,
+    for a multi-label one, `multi_label.json` (those labels, each at threshold 0.5); an earlier release's
+    files of either kind there are removed where `loaded` has none."""
+    def write_more(directory):
+        if loaded.labels is None:
+            filesystem.remove(filesystem.join(directory, LABEL_LIST_FILE), missing_ok=True)
+        else:
+            write_release_labels(directory, loaded.labels)
+        record = MultiLabelRecord(loaded.labels, (0.5,) * len(loaded.labels)) if loaded.multi_label else None
+        write_release_multi_label(directory, record)
+
+    return write_more
 
 
 def activation_change_difference(model, hidden_act, inputs=None, batch_size=2, seq_length=16, seed=0):

@@ -39,6 +39,8 @@ TOKENIZER_EXTRAS = ("tokenizer.json", "tokenizer_config.json", "special_tokens_m
 LABEL_LIST_FILE = "label_list.txt"
 # How a fine-tuned classifier read texts longer than max_seq_length (`tokenization.long_text`), where not cut.
 LONG_TEXT_FILE = "long_text.json"
+# A multi-label classifier's labels and each label's threshold (a sigmoid per label, not a softmax over them).
+MULTI_LABEL_FILE = "multi_label.json"
 
 
 def tokenizer_files_of(model_type):
@@ -142,6 +144,78 @@ def read_release_long_text(directory):
     except (ValueError, UnicodeDecodeError) as error:  # JSONDecodeError is a ValueError
         message = str(error) if str(error).startswith(path) else f"{path}: not JSON ({error})"
         raise CheckpointError(message) from None
+
+
+@dataclasses.dataclass(frozen=True)
+class MultiLabelRecord:
+    """What a multi-label classifier's release records in its `MULTI_LABEL_FILE`.
+
+    Attributes:
+        labels: The label names in output order (None: the model has none).
+        thresholds: One probability per label, at or over which the label
+            is predicted.
+    """
+
+    labels: tuple
+    thresholds: tuple
+
+
+def write_release_multi_label(directory, record):
+    """Writes `record` (a `MultiLabelRecord`) as the release's `MULTI_LABEL_FILE`; None (a single-label
+    model) removes an earlier one instead, so that it never calls another model multi-label."""
+    import json
+
+    path = filesystem.join(directory, MULTI_LABEL_FILE)
+    if record is None:
+        filesystem.remove(path, missing_ok=True)
+        return
+    values = {"labels": None if record.labels is None else list(record.labels),
+              "thresholds": [float(t) for t in record.thresholds]}
+    write_text_atomically(path, json.dumps(values, indent=2) + "\n")
+
+
+def read_release_multi_label(directory):
+    """The `MultiLabelRecord` of a release in `directory` (its `MULTI_LABEL_FILE`), or None without one.
+
+    Raises:
+        CheckpointError: naming the file and the key: not JSON, no
+            `thresholds`, labels that are not distinct names, thresholds
+            not in (0, 1) or not one per label, labels other than the
+            release's `label_list.txt`.
+    """
+    import json
+
+    from keras_bert_impl.data.multi_label import per_label_thresholds
+    from keras_bert_impl.io import read_utf8_lines
+
+    path = filesystem.join(directory, MULTI_LABEL_FILE)
+    if not directory or not filesystem.exists(path):
+        return None
+    try:
+        with filesystem.open_file(path) as f:
+            values = json.load(f)
+    except (ValueError, UnicodeDecodeError) as error:  # JSONDecodeError is a ValueError
+        raise CheckpointError(f"{path}: not JSON ({error})") from None
+    if not isinstance(values, dict) or "thresholds" not in values:
+        raise CheckpointError(f"{path}: not a multi-label record (a JSON object with 'labels' and 'thresholds')")
+    labels, thresholds = values.get("labels"), values["thresholds"]
+    if labels is not None and (not isinstance(labels, list) or not labels or len(set(map(str, labels))) != len(labels)
+                               or not all(isinstance(label, str) and label.strip() == label and label
+                                          for label in labels)):
+        raise CheckpointError(f"{path}: labels is {labels!r}: a list of distinct names (or null)")
+    if not isinstance(thresholds, list) or not thresholds:
+        raise CheckpointError(f"{path}: thresholds is {thresholds!r}: a list of one probability per label")
+    try:
+        thresholds = per_label_thresholds(thresholds, len(labels) if labels else len(thresholds),
+                                          f"{path}: thresholds")
+    except ValueError as error:
+        raise CheckpointError(str(error)) from None
+    listed = filesystem.join(directory, LABEL_LIST_FILE)
+    if labels is not None and filesystem.exists(listed):
+        names = [line.strip() for _, line in read_utf8_lines(listed, kind="label list") if line.strip()]
+        if names != labels:
+            raise CheckpointError(f"{path}: labels {','.join(labels)} are not those of {listed}: {','.join(names)}")
+    return MultiLabelRecord(None if labels is None else tuple(labels), thresholds)
 
 
 def release_model_type(config_file):

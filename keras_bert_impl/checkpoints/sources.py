@@ -498,10 +498,7 @@ def write_safetensors(tensors, path):
 
 def _convert(hub, download_dir, release_dir, log):
     """Converts the downloaded HF directory into a release (`checkpoints.hf`, as `bert-convert-hf` does)."""
-    import functools
-
-    from keras_bert_impl.checkpoints.hf import load_hf_model, write_converted_release
-    from keras_bert_impl.checkpoints.release import write_release_labels
+    from keras_bert_impl.checkpoints.hf import classifier_release_files, load_hf_model, write_converted_release
 
     if _is_keras_hub_preset(os.path.join(download_dir, "config.json")):
         from keras_bert_impl.checkpoints.kaggle_presets import convert_preset
@@ -516,11 +513,11 @@ def _convert(hub, download_dir, release_dir, log):
     if loaded.unconverted:
         log(f"{hub}: {len(loaded.unconverted)} tensors with no place in the original layout, not converted: "
             f"{', '.join(loaded.unconverted)}")
-    write_labels = None
     if loaded.labels is not None:
-        log(f"{hub}: a sequence classifier of {len(loaded.labels)} labels: {', '.join(loaded.labels)}")
-        write_labels = functools.partial(write_release_labels, labels=loaded.labels)
-    write_converted_release(loaded.model, loaded.config, download_dir, release_dir, loaded.absent, write_labels)
+        kind = "multi-label classifier" if loaded.multi_label else "sequence classifier"
+        log(f"{hub}: a {kind} of {len(loaded.labels)} labels: {', '.join(loaded.labels)}")
+    write_converted_release(loaded.model, loaded.config, download_dir, release_dir, loaded.absent,
+                            classifier_release_files(loaded))
     return loaded.config
 
 

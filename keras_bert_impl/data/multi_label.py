@@ -9,12 +9,15 @@ and the column.
 
 The scores are pure NumPy (micro and macro F1, per-label precision, recall,
 F1 and support, exact-match accuracy), as scikit-learn defines them with
-`zero_division=0` (tested against it).
+`zero_division=0` (tested against it); so is `tune_thresholds`, each label's
+threshold chosen on a grid for that label's F1 on the dev set.
 
 Example:
 >>> scores = multi_label_scores(np.array([[1, 0], [1, 1]]), np.array([[1, 0], [0, 1]]), ("a", "b"))
 >>> scores["micro_f1"], scores["a_recall"], scores["exact_match"]
 (0.8, 0.5, 0.5)
+>>> tune_thresholds(np.array([[0.9, 0.2], [0.3, 0.1]]), np.array([[1, 0], [1, 0]]))
+(0.3, 0.5)
 """
 
 import dataclasses
@@ -191,6 +194,81 @@ def multi_label_scores(targets, predictions, labels):
                    "macro_f1": float(np.mean(f1s)),
                    "exact_match": float((targets == predictions).all(axis=1).mean())})
     return result
+
+
+# The thresholds `tune_thresholds` tries by default: 0.05, 0.10, ..., 0.95.
+DEFAULT_THRESHOLD_GRID = tuple(round(0.05 * i, 2) for i in range(1, 20))
+
+
+def per_label_thresholds(threshold, num_labels, source="threshold"):
+    """`threshold` (one number, or one per label) as a tuple of one float per label, each in (0, 1).
+
+    Raises:
+        ValueError: naming `source`: not a number or a list of numbers, a
+            list of another length than `num_labels`, a value outside (0, 1).
+
+    Example:
+    >>> per_label_thresholds(0.4, 3)
+    (0.4, 0.4, 0.4)
+    >>> per_label_thresholds([0.5, 0.3], 3, "multi_label.json: thresholds")
+    Traceback (most recent call last):
+    ...
+    ValueError: multi_label.json: thresholds has 2 values for 3 labels: give one number, or one per label
+    """
+    values = [threshold] if np.ndim(threshold) == 0 else threshold
+    if np.ndim(threshold) > 1 or not all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
+                                         for v in values):
+        raise ValueError(f"{source} is {threshold!r}: give one number, or one per label")
+    if len(values) not in (1, num_labels):
+        raise ValueError(f"{source} has {len(values)} values for {num_labels} labels: give one number, or one per "
+                         "label")
+    outside = [v for v in values if not 0.0 < float(v) < 1.0]
+    if outside:
+        raise ValueError(f"{source}: {outside[0]} is not in (0, 1): a threshold is a probability strictly between")
+    return tuple(float(v) for v in values) * (num_labels if len(values) == 1 else 1)
+
+
+def tune_thresholds(probabilities, targets, grid=DEFAULT_THRESHOLD_GRID):
+    """Each label's threshold that maximises that label's F1 on a (dev) set: one float per label.
+
+    A label is predicted where its probability is at or over its threshold.
+    Of thresholds with the same F1 the one nearest 0.5 wins (the lower of
+    two as near); a label with no positive example keeps 0.5 (its F1 is 0
+    at any threshold, so the set says nothing about it).
+
+    Args:
+        probabilities: [n, num_labels], each label's probability.
+        targets: 0/1 [n, num_labels], the true label sets.
+        grid: The thresholds tried, each in (0, 1).
+
+    Returns:
+        A tuple of `num_labels` floats, each from `grid` (or 0.5).
+
+    Raises:
+        ValueError: shapes that differ or are not [n, num_labels] with
+            n >= 1, an empty grid or a grid value outside (0, 1).
+    """
+    probabilities = np.asarray(probabilities, np.float64)
+    targets = np.asarray(targets) > 0.5
+    if probabilities.ndim != 2 or probabilities.shape != targets.shape or not probabilities.shape[0]:
+        raise ValueError(f"probabilities {probabilities.shape} and targets {targets.shape}: both must be "
+                         "[num_examples, num_labels], with at least one example")
+    grid = np.asarray(grid, np.float64).reshape(-1)
+    if not grid.size or not ((grid > 0.0) & (grid < 1.0)).all():
+        raise ValueError(f"grid {grid.tolist()}: the thresholds tried must be at least one, each in (0, 1)")
+    # Nearest 0.5 first, the lower of two as near first: argmax keeps the first of equal F1s.
+    grid = grid[np.lexsort((grid, np.abs(grid - 0.5)))]
+    thresholds = []
+    for label in range(targets.shape[1]):
+        actual = int(targets[:, label].sum())
+        if not actual:
+            thresholds.append(0.5)
+            continue
+        predicted = probabilities[:, label][None, :] >= grid[:, None]  # [grid, n]
+        true_positives = (predicted & targets[:, label][None, :]).sum(axis=1)
+        f1 = 2.0 * true_positives / (predicted.sum(axis=1) + actual)  # actual > 0: never 0 / 0
+        thresholds.append(float(grid[int(np.argmax(f1))]))
+    return tuple(thresholds)
 
 
 def per_example_binary_cross_entropy(logits, targets):

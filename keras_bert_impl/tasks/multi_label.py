@@ -4,9 +4,11 @@ The model is `BertClassifier` as it is (`output_weights` [num_labels, H]
 on the pooled output); what differs is the loss (each label's sigmoid
 cross-entropy, averaged: transformers' `problem_type=
 "multi_label_classification"`), the outputs (a probability per label, the
-labels at or over a threshold, default 0.5) and the scores (micro/macro F1,
+labels at or over a threshold, default 0.5, or one per label tuned on the
+dev set: `data.multi_label.tune_thresholds`) and the scores (micro/macro F1,
 per-label precision/recall/F1). `MultiLabelFineTuning` is
-`bert-run-classifier --multi_label`.
+`bert-run-classifier --multi_label`; the release records the labels and
+thresholds as `multi_label.json` (`checkpoints.release.MultiLabelRecord`).
 
 Example:
 >>> MULTI_LABEL.head_variables
@@ -27,11 +29,13 @@ from keras_bert_impl.training.fine_tuning import TrainingData, check_labels, pre
 
 def multi_label_serving_outputs(serving, inputs, padded_length):
     """`probabilities` [batch, num_labels] (a sigmoid each) and `label_mask` [batch, num_labels]: the
-    labels at or over the model's `threshold` (a `TextClassifier`'s; 0.5 for a model without one)."""
+    labels at or over the export's `threshold` (`serving.export.ExportOptions.threshold`), else the
+    model's (a `TextClassifier`'s; 0.5 for a model without one)."""
     import tensorflow as tf
 
     probabilities = tf.sigmoid(tf.cast(serving.forward(inputs), tf.float32))
-    threshold = tf.constant(getattr(serving.model, "threshold", 0.5), tf.float32)
+    threshold = getattr(serving, "threshold", None)
+    threshold = tf.constant(getattr(serving.model, "threshold", 0.5) if threshold is None else threshold, tf.float32)
     return {"probabilities": probabilities, "label_mask": probabilities >= threshold}
 
 
@@ -97,13 +101,18 @@ def multi_label_evaluation(targets, logits, labels, threshold, global_step):
         targets: 0/1 [n, num_labels].
         logits: The model's logits [n, num_labels].
         labels: The label names.
-        threshold: Probability at or over which a label is predicted.
+        threshold: Probability at or over which a label is predicted: one
+            number, or one per label (written as `<label>_threshold`).
         global_step: Training steps of the evaluated weights.
     """
     from keras_bert_impl.data.multi_label import multi_label_scores, per_example_binary_cross_entropy
 
-    predictions = sigmoid(logits) >= threshold
+    from keras_bert_impl.data.multi_label import per_label_thresholds
+
+    thresholds = per_label_thresholds(threshold, len(labels))
+    predictions = sigmoid(logits) >= thresholds
     result = multi_label_scores(targets, predictions, labels)
+    result.update({f"{label}_threshold": value for label, value in zip(labels, thresholds)})
     result["eval_loss"] = float(per_example_binary_cross_entropy(logits, targets).mean())
     result["global_step"] = int(global_step)
     return result
@@ -121,14 +130,23 @@ class MultiLabelFineTuning(FineTuningSpec):
     """Fine-tuning a multi-label classifier on column files (`bert-run-classifier --multi_label`).
 
     Writes `eval_results.txt` (micro/macro F1, per-label scores at
-    `threshold`, `eval_loss`, `global_step`) with `do_eval`, and
-    `test_results.tsv` (each label's probability per line) with `do_predict`.
-    The label list goes beside the fine-tuned release as `label_list.txt`.
+    the thresholds, each `<label>_threshold`, `eval_loss`, `global_step`)
+    with `do_eval`, and `test_results.tsv` (each label's probability per
+    line) with `do_predict`. The label list goes beside the fine-tuned
+    release as `label_list.txt`, with the thresholds as `multi_label.json`.
 
     Args:
         dataset: A `data.multi_label.MultiLabelDataset`.
         data_dir: Its directory.
-        threshold: The decision threshold on each label's probability.
+        threshold: The decision threshold on each label's probability (one
+            number, or one per label); None: what the fine-tuned release
+            records (`multi_label.json`) where the run does not train, else 0.5.
+        tune_threshold: Choose each label's threshold for its F1 on the
+            dev set (`data.multi_label.tune_thresholds`) and score at them;
+            they go into `eval_results.txt` and, where `output_dir` holds
+            the fine-tuned release, its `multi_label.json`. The dev scores
+            are then those of thresholds fit to the dev set itself:
+            optimistic, a held-out set says how they carry over.
 
     Example:
     >>> from keras_bert_impl.data.multi_label import MultiLabelDataset
@@ -138,7 +156,8 @@ class MultiLabelFineTuning(FineTuningSpec):
 
     dataset: object
     data_dir: str
-    threshold: float = 0.5
+    threshold: object = None
+    tune_threshold: bool = False
     name = "classifier"
     head_description = "multi-label classification"
     variant_tokenizers = True
@@ -181,6 +200,23 @@ class MultiLabelFineTuning(FineTuningSpec):
     def compile_options(self, inputs):
         return multi_label_compile_options()
 
+    def thresholds(self, inputs, run):
+        """One threshold per label: `threshold`, else the fine-tuned release's (where the run does not
+        train), else 0.5."""
+        from keras_bert_impl.data.multi_label import per_label_thresholds
+        from keras_bert_impl.training.fine_tuning import recorded_multi_label
+
+        threshold = self.threshold
+        if threshold is None:
+            record, _ = recorded_multi_label(run.output_dir, run.init_checkpoint, training=run.do_train)
+            threshold = record.thresholds if record is not None else 0.5
+        return per_label_thresholds(threshold, len(inputs.labels))
+
+    def release_files(self, output_dir, inputs, run):
+        from keras_bert_impl.checkpoints.release import MultiLabelRecord, write_release_multi_label
+
+        write_release_multi_label(output_dir, MultiLabelRecord(inputs.labels, self.thresholds(inputs, run)))
+
     def _logits(self, model, examples, release, batch_size, run, log):
         return predict_batches(model, encode(examples, release.tokenizer, run.max_seq_length), batch_size,
                                run.training, log)
@@ -190,12 +226,39 @@ class MultiLabelFineTuning(FineTuningSpec):
 
         examples = inputs.splits["dev"]
         logits = self._logits(model, examples, release, run.eval_batch_size, run, log)
-        result = multi_label_evaluation(multi_hot(examples, inputs.labels), logits, inputs.labels, self.threshold,
-                                        global_step)
+        targets = multi_hot(examples, inputs.labels)
+        thresholds = self.thresholds(inputs, run)
+        if self.tune_threshold:
+            thresholds = self._tuned_thresholds(logits, targets, inputs, run, log)
+        result = multi_label_evaluation(targets, logits, inputs.labels, thresholds, global_step)
         text = format_eval_results(result)
         write_text_atomically(filesystem.join(run.output_dir, "eval_results.txt"), text)
         log(f"eval on {len(examples)} examples: micro_f1 {result['micro_f1']:.4f}, macro_f1 {result['macro_f1']:.4f}")
         return result
+
+    def _tuned_thresholds(self, logits, targets, inputs, run, log):
+        """Each label's threshold for its F1 on the dev set, recorded in the release of the evaluated weights
+        where that release is `output_dir` (trained there, or read from there: not another directory's)."""
+        import os
+
+        from keras_bert_impl.checkpoints.release import MULTI_LABEL_FILE, MultiLabelRecord, write_release_multi_label
+        from keras_bert_impl.data.multi_label import tune_thresholds
+        from keras_bert_impl.training.fine_tuning import FINE_TUNED_CHECKPOINT
+
+        thresholds = tune_thresholds(sigmoid(logits), targets)
+        log("thresholds tuned on the dev set: " + ", ".join(f"{label} {value:g}" for label, value
+                                                             in zip(inputs.labels, thresholds)))
+        trained_here = run.do_train or filesystem.exists(filesystem.join(run.output_dir, FINE_TUNED_CHECKPOINT
+                                                                         + ".index"))
+        read_from_here = os.path.normpath(filesystem.dirname(run.init_checkpoint or "") or ".") == \
+            os.path.normpath(run.output_dir)
+        if trained_here or read_from_here:
+            write_release_multi_label(run.output_dir, MultiLabelRecord(inputs.labels, thresholds))
+            log(f"wrote them to {filesystem.join(run.output_dir, MULTI_LABEL_FILE)}")
+        else:
+            log(f"the evaluated weights are {run.init_checkpoint}'s, whose release is not --output_dir: the "
+                "thresholds are in eval_results.txt only (give --output_dir that release to record them there)")
+        return thresholds
 
     def predict(self, model, inputs, release, global_step, run, log):
         examples = inputs.splits["test"]

@@ -73,7 +73,8 @@ class TextClassifier(BertClassifier):
             each label's probability, `predict_labels` the labels at or
             over `threshold`.
         threshold: With `multi_label`, the probability at or over which a
-            label is predicted: one number, or one per label.
+            label is predicted: one number, or one per label
+            (`tune_threshold` sets one per label from a dev set).
         long_text: How a text longer than the preprocessor's
             `max_seq_length` is read (`tokenization.long_text`): "cut" (the
             original: its first `max_seq_length - 2` word pieces),
@@ -122,10 +123,11 @@ class TextClassifier(BertClassifier):
         self.label_names = None if label_names is None else tuple(label_names)
         self.multi_label = bool(multi_label)
         self.long_text = long_text
+        if multi_label:
+            from keras_bert_impl.data.multi_label import per_label_thresholds
+
+            per_label_thresholds(threshold, num_classes)  # ValueError: not a number or one per label in (0, 1)
         self.threshold = threshold if np.ndim(threshold) == 0 else tuple(float(t) for t in threshold)
-        if multi_label and (np.ndim(threshold) not in (0, 1) or np.size(threshold) not in (1, num_classes)
-                            or not np.all((np.asarray(threshold) > 0) & (np.asarray(threshold) < 1))):
-            raise ValueError(f"threshold must be a number in (0, 1) or one per label ({num_classes}), got {threshold}")
         self._original_recipe = None
         from keras_bert_impl.training.fine_tuning import FineTuningSettings, compute_on_real_tokens
 
@@ -166,7 +168,11 @@ class TextClassifier(BertClassifier):
             as the release's `long_text.json` records (written by
             `save_release` and `bert-run-classifier --long_text`) unless
             `long_text` is given, else cut. The recorded options fill in
-            those not given.
+            those not given. A multi-label release (its `multi_label.json`,
+            written by `save_release`, `bert-run-classifier --multi_label`
+            and `bert-convert-hf` from a Hugging Face multi-label head)
+            comes back `multi_label` with its labels and thresholds, unless
+            `multi_label` or `threshold` is given.
 
         Raises:
             ValueError: `num_classes` is None and the release has no
@@ -182,10 +188,20 @@ class TextClassifier(BertClassifier):
         if "label_names" not in kwargs:
             labels, _ = recorded_labels(os.path.dirname(find_release(path).checkpoint))
             kwargs["label_names"] = labels if labels and len(labels) == num_classes else None
+        directory = os.path.dirname(find_release(path).checkpoint)
+        if kwargs.get("multi_label", True):  # A multi-label release: a sigmoid per label at its thresholds.
+            from keras_bert_impl.checkpoints.release import read_release_multi_label
+
+            record = read_release_multi_label(directory)
+            if record is not None and len(record.thresholds) == num_classes:
+                kwargs.setdefault("multi_label", True)
+                kwargs.setdefault("threshold", record.thresholds)
+                if kwargs.get("label_names") is None and record.labels is not None:
+                    kwargs["label_names"] = record.labels
         if "long_text" not in kwargs:  # The release's reading, the options given in place of its.
             from keras_bert_impl.checkpoints.release import read_release_long_text
 
-            recorded = read_release_long_text(os.path.dirname(find_release(path).checkpoint))
+            recorded = read_release_long_text(directory)
             if recorded is not None:
                 kwargs["long_text"] = recorded.mode
                 for name, value in dataclasses.asdict(recorded).items():
@@ -200,10 +216,18 @@ class TextClassifier(BertClassifier):
         With `label_names`, the release holds them as `label_list.txt`, as
         the fine-tuning tools write it (`bert-export` and `from_release` read
         it); without, an earlier release's list there is removed. A
-        `long_text` other than "cut" is recorded as `long_text.json`.
+        `long_text` other than "cut" is recorded as `long_text.json`; a
+        `multi_label` model's labels and thresholds as `multi_label.json`
+        (`from_release` and `bert-export` read both).
         """
         from keras_bert_impl import filesystem
-        from keras_bert_impl.checkpoints.release import write_release, write_release_long_text
+        from keras_bert_impl.checkpoints.release import (
+            MultiLabelRecord,
+            write_release,
+            write_release_long_text,
+            write_release_multi_label,
+        )
+        from keras_bert_impl.data.multi_label import per_label_thresholds
         from keras_bert_impl.training.fine_tuning import LABEL_LIST_FILE, write_label_list
 
         optimizer = getattr(self, "optimizer", None)  # None before `compile`
@@ -212,9 +236,13 @@ class TextClassifier(BertClassifier):
         labels = (functools.partial(write_label_list, labels=self.label_names) if self.label_names
                   else lambda directory: filesystem.remove(filesystem.join(directory, LABEL_LIST_FILE), missing_ok=True))
 
+        record = (MultiLabelRecord(self.label_names, per_label_thresholds(self.threshold, self.num_classes))
+                  if self.multi_label else None)
+
         def write_more(directory):
             labels(directory)
             write_release_long_text(directory, self.long_text)
+            write_release_multi_label(directory, record)
 
         return write_release(self, path, self.bert_config, self.preprocessor.vocabulary, global_step,
                              write_tokenizer=getattr(self.preprocessor, "write_tokenizer_files", None),
@@ -560,6 +588,40 @@ class TextClassifier(BertClassifier):
         if not self.multi_label:
             raise ValueError("predict_labels is for a multi_label classifier; take predict(x).argmax(-1)")
         return self.predict(x, batch_size=batch_size, **kwargs) >= np.asarray(self.threshold, np.float32)
+
+    def tune_threshold(self, x, y, batch_size=None, grid=None, **kwargs):
+        """Sets `threshold` to each label's threshold that maximises its F1 on `(x, y)` (a dev set); returns it.
+
+        The thresholds are `data.multi_label.tune_thresholds` of `predict(x)`:
+        of equal F1 the one nearest 0.5; a label without a positive text in
+        `y` keeps 0.5. `save_release` records them, `export` answers with them.
+
+        Args:
+            x: Texts, as `predict` takes them.
+            y: 0/1 [num_texts, num_classes], the true label sets.
+            batch_size: Of `predict`.
+            grid: The thresholds tried (default 0.05, 0.10, ..., 0.95).
+            **kwargs: Passed to `predict`.
+
+        Returns:
+            The thresholds, one float per label.
+
+        Raises:
+            ValueError: the model is not `multi_label`; `y` is not 0/1 rows
+                of its labels, one per text.
+        """
+        from keras_bert_impl.data.multi_label import DEFAULT_THRESHOLD_GRID, tune_thresholds
+        from keras_bert_impl.tasks.multi_label import check_multi_hot
+
+        if not self.multi_label:
+            raise ValueError("tune_threshold is for a multi_label classifier")
+        probabilities = self.predict(x, batch_size=batch_size, **kwargs)
+        y = np.asarray(y)
+        if y.ndim == 2 and y.shape[0] != probabilities.shape[0]:
+            raise ValueError(f"y has {y.shape[0]} rows for {probabilities.shape[0]} texts")
+        check_multi_hot(y, self.num_classes)
+        self.threshold = tune_thresholds(probabilities, y, DEFAULT_THRESHOLD_GRID if grid is None else grid)
+        return self.threshold
 
     def get_config(self):
         config = super().get_config()

@@ -638,6 +638,26 @@ def recorded_long_text(output_dir, init_checkpoint=None, training=False):
     return None
 
 
+def recorded_multi_label(output_dir, init_checkpoint=None, training=False):
+    """`(record, directory)`: the `checkpoints.release.MultiLabelRecord` recorded beside the fine-tuned
+    weights a run will use (as `recorded_labels` finds them), or `(None, None)` where that release is not
+    multi-label or the run trains.
+
+    Raises:
+        CheckpointError: a `multi_label.json` that is not a record, naming it.
+    """
+    from keras_bert_impl.checkpoints.release import MULTI_LABEL_FILE, read_release_multi_label
+
+    if training:
+        return None, None
+    for directory in _fine_tuned_directories(output_dir, init_checkpoint, training):
+        if directory and (filesystem.exists(filesystem.join(directory, MULTI_LABEL_FILE))
+                          or filesystem.exists(filesystem.join(directory, LABEL_LIST_FILE))):
+            record = read_release_multi_label(directory)  # The release whose labels are read: its record too.
+            return (record, directory) if record is not None else (None, None)
+    return None, None
+
+
 def check_labels(labels, recorded, path, flag="--labels"):
     """Refuses a label list other than the one the weights were trained with.
 

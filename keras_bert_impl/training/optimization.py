@@ -15,6 +15,12 @@ _PACKAGE = "keras_bert_impl"
 EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 
 
+def _path_matches(variable, patterns):
+    """Whether one of the regular expressions `patterns` occurs in `variable`'s path."""
+    path = getattr(variable, "path", variable.name)
+    return any(re.search(p, path) for p in patterns)
+
+
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
     """The original learning rate: `init_lr * step / warmup` while
@@ -102,10 +108,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
 
     def decays(self, variable):
         """Whether `variable` gets weight decay (the original's `_do_use_weight_decay`)."""
-        if not self.weight_decay_rate:
-            return False
-        path = getattr(variable, "path", variable.name)
-        return not any(re.search(p, path) for p in self.exclude_from_weight_decay_patterns)
+        return bool(self.weight_decay_rate) and not _path_matches(variable, self.exclude_from_weight_decay_patterns)
 
     def build(self, var_list):
         if self.built:
@@ -113,15 +116,19 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         super().build(var_list)
         self._m, self._v = self.add_optimizer_variables(var_list, ["adam_m", "adam_v"])
 
-    def update_step(self, gradient, variable, learning_rate):
-        lr = ops.cast(learning_rate, variable.dtype)
+    def _gradient_and_moments(self, gradient, variable):
+        """`gradient` dense in `variable`'s dtype, and the variable's `m` and `v` slots."""
         if isinstance(gradient, tf.IndexedSlices):
             # Embedding gradients arrive sparse; the original's dense Adam
-            # arithmetic densifies them too.
+            # arithmetic densifies them too (and LAMB's trust ratio needs
+            # the whole update's norm, as tf-models').
             gradient = tf.convert_to_tensor(gradient)
-        gradient = ops.cast(gradient, variable.dtype)
         index = self._get_variable_index(variable)
-        m, v = self._m[index], self._v[index]
+        return ops.cast(gradient, variable.dtype), self._m[index], self._v[index]
+
+    def update_step(self, gradient, variable, learning_rate):
+        lr = ops.cast(learning_rate, variable.dtype)
+        gradient, m, v = self._gradient_and_moments(gradient, variable)
         if self.decays(variable):
             # The original adds `wd * param` to the Adam update before
             # scaling by lr; taking `lr * wd * param` off first, from the
@@ -229,17 +236,11 @@ class Lamb(AdamWeightDecay):
 
     def adapts(self, variable):
         """Whether `variable`'s step is scaled by its trust ratio."""
-        path = getattr(variable, "path", variable.name)
-        return not any(re.search(p, path) for p in self.exclude_from_layer_adaptation_patterns)
+        return not _path_matches(variable, self.exclude_from_layer_adaptation_patterns)
 
     def update_step(self, gradient, variable, learning_rate):
         lr = ops.cast(learning_rate, variable.dtype)
-        if isinstance(gradient, tf.IndexedSlices):
-            # The trust ratio needs the whole update's norm: dense, as tf-models'.
-            gradient = tf.convert_to_tensor(gradient)
-        gradient = ops.cast(gradient, variable.dtype)
-        index = self._get_variable_index(variable)
-        m, v = self._m[index], self._v[index]
+        gradient, m, v = self._gradient_and_moments(gradient, variable)
         step = ops.cast(self.iterations + 1, variable.dtype)
         beta_1 = ops.cast(self.beta_1, variable.dtype)
         beta_2 = ops.cast(self.beta_2, variable.dtype)

@@ -29,6 +29,7 @@ _EXPORTS = {
     # Training pieces: the original optimizer and schedule, callbacks.
     "create_optimizer": "keras_bert_impl.training.optimization",
     "AdamWeightDecay": "keras_bert_impl.training.optimization",
+    "Lamb": "keras_bert_impl.training.optimization",
     "WarmupLinearDecay": "keras_bert_impl.training.optimization",
     "TrainingCheckpoint": "keras_bert_impl.training.checkpointing",
     "TrainingSummaries": "keras_bert_impl.training.callbacks",

@@ -1,6 +1,7 @@
 """The optimizer and schedule against a NumPy transcription of the original
 `optimization.py` (AdamWeightDecayOptimizer, polynomial decay + warmup,
-clip_by_global_norm)."""
+clip_by_global_norm); LAMB against a NumPy transcription of the paper's
+formulas and against tf-models-official's `LAMB`."""
 
 import re
 
@@ -8,7 +9,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_bert_impl.training.optimization import AdamWeightDecay, WarmupLinearDecay, create_optimizer
+from keras_bert_impl.training.optimization import AdamWeightDecay, Lamb, WarmupLinearDecay, create_optimizer
 
 
 def original_learning_rate(step, init_lr, num_train_steps, num_warmup_steps):
@@ -175,3 +176,168 @@ def test_overflow_on_any_replica_skips_the_step_on_all():
         "0 [1.0, 1.0] 0.5 1",
         "1 [1.0, 1.0] 0.5 1",
     ]
+
+
+def numpy_lamb_steps(params, grads_per_step, learning_rates, decayed, adapted, weight_decay_rate=0.01,
+                     clip_norm=None, first_step=1):
+    """LAMB (You et al. 2019, Algorithm 2, with Adam's bias correction and
+    decoupled weight decay, as tf-models-official), in float64.
+
+    Args:
+        params: `{name: array}` initial values.
+        grads_per_step: `[{name: gradient}]`, one dict per step.
+        learning_rates: The learning rate of each step.
+        decayed, adapted: Names that get weight decay / the trust ratio.
+        clip_norm: Clip each step's gradients to this global norm (None: no clipping).
+        first_step: `t` of the first step.
+    """
+    params = {k: v.astype(np.float64) for k, v in params.items()}
+    m = {k: np.zeros_like(v) for k, v in params.items()}
+    v = {k: np.zeros_like(v) for k, v in params.items()}
+    for t, (grads, lr) in enumerate(zip(grads_per_step, learning_rates), first_step):
+        scale = 1.0
+        if clip_norm:
+            scale = clip_norm / max(np.sqrt(sum((g.astype(np.float64) ** 2).sum() for g in grads.values())), clip_norm)
+        for name in params:
+            g = grads[name].astype(np.float64) * scale
+            m[name] = 0.9 * m[name] + 0.1 * g
+            v[name] = 0.999 * v[name] + 0.001 * g * g
+            r = (m[name] / (1 - 0.9**t)) / (np.sqrt(v[name] / (1 - 0.999**t)) + 1e-6)
+            if name in decayed:
+                r = r + weight_decay_rate * params[name]
+            ratio = 1.0
+            if name in adapted:
+                param_norm, update_norm = np.linalg.norm(params[name]), np.linalg.norm(r)
+                ratio = param_norm / update_norm if param_norm > 0 and update_norm > 0 else 1.0
+            params[name] = params[name] - lr * ratio * r
+    return params
+
+
+def lamb_variables(seed=0):
+    """A dense layer, a LayerNorm and an all-zero kernel: `{path below the model: variable}`."""
+    rng = np.random.default_rng(seed)
+    model = keras.Sequential([
+        keras.Input((4,)),
+        keras.layers.Dense(3, name="dense"),
+        keras.layers.LayerNormalization(name="output_LayerNorm"),
+        keras.layers.Dense(2, use_bias=False, kernel_initializer="zeros", name="pooler"),
+    ])
+    variables = {v.path.split("/", 1)[1]: v for v in model.trainable_variables}
+    for path, variable in variables.items():
+        if path != "pooler/kernel":  # The zero variable: ||param|| = 0, trust ratio 1.
+            variable.assign(rng.normal(size=variable.shape).astype("float32"))
+    return variables
+
+
+def lamb_gradients(variables, steps, scale, seed=1):
+    rng = np.random.default_rng(seed)
+    return [{k: rng.normal(0, scale, v.shape).astype("float32") for k, v in variables.items()} for _ in range(steps)]
+
+
+def test_lamb_updates_match_numpy_formulas_for_several_steps():
+    """Schedule with warmup, clipping at global norm 1.0 exercised, a bias
+    and a LayerNorm excluded from decay and trust ratio, a zero kernel."""
+    variables = lamb_variables()
+    initial = {k: v.numpy() for k, v in variables.items()}
+    grads = lamb_gradients(variables, 6, scale=2.0)
+
+    optimizer = create_optimizer(0.05, num_train_steps=6, num_warmup_steps=2, optimizer_type="lamb")
+    assert isinstance(optimizer, Lamb)
+    for step_grads in grads:
+        optimizer.apply_gradients([(step_grads[k], variables[k]) for k in variables])
+    kernels = {"dense/kernel", "pooler/kernel"}
+    assert {k for k, v in variables.items() if optimizer.decays(v)} == kernels
+    assert {k for k, v in variables.items() if optimizer.adapts(v)} == kernels
+    lrs = [original_learning_rate(step, 0.05, 6, 2) for step in range(6)]
+    expected = numpy_lamb_steps(initial, grads, lrs, decayed=kernels, adapted=kernels, clip_norm=1.0)
+    for name, variable in variables.items():
+        np.testing.assert_allclose(variable.numpy(), expected[name], rtol=1e-6, atol=1e-6, err_msg=name)
+    # The trust ratio changed the kernel's step: plain AdamW (ratio 1) lands elsewhere.
+    adamw = numpy_lamb_steps(initial, grads, lrs, decayed=kernels, adapted=set(), clip_norm=1.0)
+    assert np.abs(adamw["dense/kernel"] - expected["dense/kernel"]).max() > 1e-3
+
+
+def test_lamb_layer_adaptation_exclusions_are_their_own():
+    """Without weight decay nothing decays, but the trust ratio still
+    applies by the exclusion patterns (tf-models' rule); an empty list of
+    exclusions adapts every variable, the LayerNorm and bias included."""
+    variables = lamb_variables(seed=2)
+    initial = {k: v.numpy() for k, v in variables.items()}
+    grads = lamb_gradients(variables, 3, scale=0.1, seed=3)
+    optimizer = Lamb(0.01, weight_decay_rate=0.0, exclude_from_layer_adaptation=[], global_clipnorm=None)
+    for step_grads in grads:
+        optimizer.apply_gradients([(step_grads[k], variables[k]) for k in variables])
+    expected = numpy_lamb_steps(initial, grads, [0.01] * 3, decayed=set(), adapted=set(initial), weight_decay_rate=0.0)
+    for name, variable in variables.items():
+        np.testing.assert_allclose(variable.numpy(), expected[name], rtol=1e-6, atol=1e-6, err_msg=name)
+
+
+def test_lamb_matches_tf_models_official():
+    """tf-models-official's LAMB (a tf_keras legacy optimizer, so on plain
+    tf.Variables of the same names), same values and gradients, 5 steps."""
+    import tensorflow as tf
+
+    from official.modeling.optimization.lamb import LAMB
+
+    variables = lamb_variables(seed=4)
+    theirs = {k: tf.Variable(v.numpy(), name=k) for k, v in variables.items()}
+    grads = lamb_gradients(variables, 5, scale=0.5, seed=5)
+    exclude = ["LayerNorm", "layer_norm", "bias"]
+    reference = LAMB(learning_rate=0.02, weight_decay_rate=0.01, epsilon=1e-6, exclude_from_weight_decay=exclude)
+    optimizer = create_optimizer(0.02, 100, 0, optimizer_type="lamb", global_clipnorm=None)
+    optimizer._learning_rate = 0.02  # tf-models' LAMB without a schedule: constant rate.
+    for step_grads in grads:
+        reference.apply_gradients([(tf.constant(step_grads[k]), theirs[k]) for k in theirs])
+        optimizer.apply_gradients([(step_grads[k], variables[k]) for k in variables])
+    for name, variable in variables.items():
+        np.testing.assert_allclose(variable.numpy(), theirs[name].numpy(), rtol=1e-6, atol=1e-6, err_msg=name)
+    assert not np.allclose(variables["dense/kernel"].numpy(), lamb_variables(seed=4)["dense/kernel"].numpy())
+
+
+def test_lamb_serializable():
+    optimizer = create_optimizer(2e-3, 100, 10, optimizer_type="lamb", gradient_accumulation_steps=2,
+                                 exclude_from_layer_adaptation=["LayerNorm"], beta_2=0.98)
+    clone = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
+    assert isinstance(clone, Lamb)
+    assert clone.get_config() == optimizer.get_config()
+    assert clone.get_config()["exclude_from_layer_adaptation"] == ["LayerNorm"]
+    assert clone.get_config()["exclude_from_weight_decay"] == ["LayerNorm", "layer_norm", "bias"]
+    assert clone.beta_2 == 0.98 and clone.gradient_accumulation_steps == 2
+    assert clone._learning_rate.get_config() == {"init_lr": 2e-3, "num_train_steps": 100, "num_warmup_steps": 10}
+    assert Lamb.from_config(optimizer.get_config()).get_config() == optimizer.get_config()
+
+
+def test_unknown_optimizer_type():
+    with pytest.raises(ValueError, match="optimizer_type 'sgd' is unknown; choose one of adamw, lamb"):
+        create_optimizer(1e-3, 10, 1, optimizer_type="sgd")
+
+
+def test_lamb_under_mirrored_strategy_with_loss_scaling():
+    """MirroredStrategy (one CPU device) and float16's loss scaling around
+    LAMB: gradients scaled by 8 are unscaled before the update, which is the
+    NumPy formulas' (step count, bias correction and trust ratio included)."""
+    import tensorflow as tf
+
+    from keras_bert_impl.training.optimization import StepCountingLossScaleOptimizer
+
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    with strategy.scope():
+        variables = lamb_variables(seed=6)
+        optimizer = StepCountingLossScaleOptimizer(
+            Lamb(0.03, global_clipnorm=None), initial_scale=8.0, dynamic_growth_steps=1000
+        )
+        optimizer.build(list(variables.values()))
+    initial = {k: v.numpy() for k, v in variables.items()}
+    grads = lamb_gradients(variables, 4, scale=0.3, seed=7)
+
+    @tf.function
+    def step(scaled):
+        strategy.run(lambda: optimizer.apply_gradients([(scaled[k], variables[k]) for k in variables]))
+
+    for step_grads in grads:
+        step({k: tf.constant(g * 8.0) for k, g in step_grads.items()})
+    assert int(optimizer.iterations.numpy()) == 4 and float(optimizer.dynamic_scale.numpy()) == 8.0
+    kernels = {"dense/kernel", "pooler/kernel"}
+    expected = numpy_lamb_steps(initial, grads, [0.03] * 4, decayed=kernels, adapted=kernels)
+    for name, variable in variables.items():
+        np.testing.assert_allclose(variable.numpy(), expected[name], rtol=1e-6, atol=1e-6, err_msg=name)

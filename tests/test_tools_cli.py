@@ -87,6 +87,7 @@ def assert_one_line_error(result, fragment):
         ("export_saved_model.py", ["--task=classifier"], "missing required flag(s)"),
         ("run_pretraining.py", ["--bert_config_file=x", "--input_file=y", "--output_dir=z"], "at least one of --do_train or --do_eval"),
         ("run_pretraining.py", ["--bert_config_file=x", "--input_file=y", "--output_dir=z", "--do_eval", "--mixed_precision=fp8"], "--mixed_precision"),
+        ("run_pretraining.py", ["--bert_config_file=x", "--input_file=y", "--output_dir=z", "--do_train", "--optimizer=sgd"], "--optimizer=sgd: value should be one of <adamw|lamb>"),
         # -1 would delete each checkpoint as it is written.
         ("run_pretraining.py", ["--bert_config_file=x", "--input_file=y", "--output_dir=/tmp/never", "--do_train", "--keep_checkpoint_max=-1"], "--keep_checkpoint_max must be >= 0, got -1"),
         # 0 divided by zero at the first step, after the output directory was made.

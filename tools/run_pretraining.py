@@ -22,6 +22,8 @@ Example:
       --learning_rate=2e-5
     # RoBERTa's recipe on records of create_pretraining_data --full_sentences --dynamic_masking:
     bert-run-pretraining --nonext_sentence_prediction --dynamic_masking --vocab_file=vocab.txt ...
+    # LAMB for large batches (its learning rates are not AdamW's):
+    bert-run-pretraining --optimizer=lamb --train_batch_size=32768 --learning_rate=4e-3 ...
 """
 
 import math
@@ -46,7 +48,7 @@ from keras_bert_impl.jobs.run_pretraining import MIXED_PRECISION, run_pretrainin
 # The flags run_pretraining() takes; the TPU flags without effect are left out.
 JOB_FLAGS = (
     "bert_config_file", "input_file", "output_dir", "init_checkpoint", "max_seq_length", "max_predictions_per_seq",
-    "do_train", "do_eval", "train_batch_size", "eval_batch_size", "learning_rate", "num_train_steps",
+    "do_train", "do_eval", "train_batch_size", "eval_batch_size", "learning_rate", "optimizer", "num_train_steps",
     "num_warmup_steps", "save_checkpoints_steps", "max_eval_steps", "keep_checkpoint_max", "strategy", "tpu_name",
     "mixed_precision", "jit_compile", "clip_norm", "gradient_accumulation_steps", "seed", "num_cpu_devices",
     "summary_steps", "scan_input_files", "allow_changed_settings", "next_sentence_prediction", "dynamic_masking",
@@ -67,7 +69,7 @@ def define_flags(fv):
     flags.DEFINE_boolean("do_eval", False, "Run evaluation on --input_file.", **define)
     flags.DEFINE_integer("train_batch_size", 32, "Global batch size for training.", **define)
     flags.DEFINE_integer("eval_batch_size", 8, "Global batch size for evaluation.", **define)
-    flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate of Adam.", **define)
+    flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate of --optimizer.", **define)
     flags.DEFINE_integer("num_train_steps", 100000, "Optimizer steps.", **define)
     flags.DEFINE_integer("num_warmup_steps", 10000, "Linear warmup steps.", **define)
     flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every N steps.", **define)
@@ -77,6 +79,11 @@ def define_flags(fv):
     define_tpu_flags(fv)  # tpu_zone, gcp_project, master, num_tpu_cores, iterations_per_loop
     # This tool's own.
     flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.", **define)
+    flags.DEFINE_enum(
+        "optimizer", "adamw", ["adamw", "lamb"],
+        "adamw: the original's AdamW; lamb: LAMB (layer-wise trust ratio) for large batches, e.g. 32k-64k "
+        "(docs/VOCABULARY.md, \"A BERT from scratch\"). Its learning rates are not AdamW's.", **define,
+    )
     flags.DEFINE_string("strategy", "default", "default, one_device, mirrored, multi_worker_mirrored or tpu.", **define)
     flags.DEFINE_enum("mixed_precision", "none", sorted(MIXED_PRECISION), "Compute dtype.", **define)
     flags.DEFINE_boolean("jit_compile", False, "Compile the train step with XLA.", **define)

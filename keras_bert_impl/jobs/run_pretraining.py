@@ -3,7 +3,9 @@ original run_pretraining.py (`tools/run_pretraining.py`, console
 `bert-run-pretraining`); and the variants' recipes: ALBERT's sentence order
 (the same head on records made with `--sentence_order_prediction`), RoBERTa's
 masked-LM only (`next_sentence_prediction=False`) with dynamic masking
-(`dynamic_masking=True`).
+(`dynamic_masking=True`); and LAMB in place of the original's AdamW for
+large batches (`optimizer="lamb"`, as tf-models-official and the MLPerf
+reference offer it).
 
 Checkpoints `model.ckpt-<step>` in `output_dir` are in the original layout
 (weights, Adam slots, global_step): rerunning after a crash (even kill -9)
@@ -69,6 +71,7 @@ def run_pretraining(
     train_batch_size=32,
     eval_batch_size=8,
     learning_rate=5e-5,
+    optimizer="adamw",
     num_train_steps=100000,
     num_warmup_steps=10000,
     save_checkpoints_steps=1000,
@@ -101,7 +104,10 @@ def run_pretraining(
         max_seq_length, max_predictions_per_seq: As the records were written.
         do_train, do_eval: Train to `num_train_steps`; evaluate.
         train_batch_size, eval_batch_size: Global batch sizes.
-        learning_rate, num_train_steps, num_warmup_steps: AdamW and its schedule.
+        learning_rate, num_train_steps, num_warmup_steps: The optimizer's
+            peak rate and its schedule.
+        optimizer: `adamw` (the original's AdamWeightDecay) or `lamb`
+            (`training.optimization.Lamb`, for large batches).
         save_checkpoints_steps: Steps between `model.ckpt-<step>` checkpoints.
         max_eval_steps: Evaluation batches.
         keep_checkpoint_max: Checkpoints kept.
@@ -159,7 +165,7 @@ def run_pretraining(
     from keras_bert_impl.models.pretraining import BertPretrainingModel, split_pretraining_features
     from keras_bert_impl.training.callbacks import global_step
     from keras_bert_impl.training.checkpointing import save_training_checkpoint
-    from keras_bert_impl.training.optimization import StepCountingLossScaleOptimizer, create_optimizer
+    from keras_bert_impl.training.optimization import OPTIMIZERS, StepCountingLossScaleOptimizer, create_optimizer
     from keras_bert_impl.training.resume import resume_training, step_callbacks
     from keras_bert_impl.training.strategy import (
         adapt_model_to_multi_worker,
@@ -188,12 +194,16 @@ def run_pretraining(
             # run checkpointed before they existed resumes unchanged.
             **({} if next_sentence_prediction else {"next_sentence_prediction": False}),
             **({"dynamic_masking": True, "masked_lm_prob": masked_lm_prob} if dynamic_masking else {}),
+            **({} if optimizer_type == "adamw" else {"optimizer": optimizer_type}),
         }
 
     if num_cpu_devices > 1:
         split_logical_cpus(num_cpu_devices)
     config = BertConfig.from_json_file(bert_config_file)
     check_max_seq_length(max_seq_length, config, bert_config_file)
+    optimizer_type = optimizer  # The name; `optimizer` becomes the optimizer below.
+    if optimizer_type not in OPTIMIZERS:
+        raise FlagError(f"--optimizer {optimizer_type!r} is unknown; choose one of {', '.join(OPTIMIZERS)}")
     if train_batch_size % gradient_accumulation_steps:
         raise FlagError("--train_batch_size must be divisible by --gradient_accumulation_steps")
     masking = None
@@ -236,7 +246,7 @@ def run_pretraining(
             config, dtype=MIXED_PRECISION[mixed_precision], next_sentence=next_sentence_prediction
         )
         optimizer = create_optimizer(
-            learning_rate, num_train_steps, num_warmup_steps,
+            learning_rate, num_train_steps, num_warmup_steps, optimizer_type=optimizer_type,
             gradient_accumulation_steps=gradient_accumulation_steps if gradient_accumulation_steps > 1 else None,
             # Under a strategy, Keras clips each replica's gradient before the
             # all-reduce; the original's TPU code also clipped per core, but

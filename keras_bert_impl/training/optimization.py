@@ -1,5 +1,7 @@
 """The original `optimization.py`: AdamW without bias correction, linear warmup
-then linear decay to zero, global-norm clipping at 1.0, as Keras 3 objects."""
+then linear decay to zero, global-norm clipping at 1.0, as Keras 3 objects;
+and LAMB, the layer-wise adaptive AdamW that tf-models-official and the MLPerf
+BERT reference offer for large batches."""
 
 import re
 
@@ -11,6 +13,12 @@ _PACKAGE = "keras_bert_impl"
 
 # The original excludes variables whose name contains any of these.
 EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+
+
+def _path_matches(variable, patterns):
+    """Whether one of the regular expressions `patterns` occurs in `variable`'s path."""
+    path = getattr(variable, "path", variable.name)
+    return any(re.search(p, path) for p in patterns)
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -100,10 +108,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
 
     def decays(self, variable):
         """Whether `variable` gets weight decay (the original's `_do_use_weight_decay`)."""
-        if not self.weight_decay_rate:
-            return False
-        path = getattr(variable, "path", variable.name)
-        return not any(re.search(p, path) for p in self.exclude_from_weight_decay_patterns)
+        return bool(self.weight_decay_rate) and not _path_matches(variable, self.exclude_from_weight_decay_patterns)
 
     def build(self, var_list):
         if self.built:
@@ -111,15 +116,19 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         super().build(var_list)
         self._m, self._v = self.add_optimizer_variables(var_list, ["adam_m", "adam_v"])
 
-    def update_step(self, gradient, variable, learning_rate):
-        lr = ops.cast(learning_rate, variable.dtype)
+    def _gradient_and_moments(self, gradient, variable):
+        """`gradient` dense in `variable`'s dtype, and the variable's `m` and `v` slots."""
         if isinstance(gradient, tf.IndexedSlices):
             # Embedding gradients arrive sparse; the original's dense Adam
-            # arithmetic densifies them too.
+            # arithmetic densifies them too (and LAMB's trust ratio needs
+            # the whole update's norm, as tf-models').
             gradient = tf.convert_to_tensor(gradient)
-        gradient = ops.cast(gradient, variable.dtype)
         index = self._get_variable_index(variable)
-        m, v = self._m[index], self._v[index]
+        return ops.cast(gradient, variable.dtype), self._m[index], self._v[index]
+
+    def update_step(self, gradient, variable, learning_rate):
+        lr = ops.cast(learning_rate, variable.dtype)
+        gradient, m, v = self._gradient_and_moments(gradient, variable)
         if self.decays(variable):
             # The original adds `wd * param` to the Adam update before
             # scaling by lr; taking `lr * wd * param` off first, from the
@@ -171,16 +180,120 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         return config
 
 
-def create_optimizer(init_lr, num_train_steps, num_warmup_steps, **kwargs):
-    """The original `create_optimizer`: AdamW + warmup/linear decay + clipping.
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class Lamb(AdamWeightDecay):
+    """LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning:
+    Training BERT in 76 minutes"), as tf-models-official's
+    `official.modeling.optimization.lamb.LAMB`: AdamW whose step is rescaled,
+    variable by variable, by the trust ratio `||param|| / ||update||`.
+
+    For each variable, at step `t` (counted from 1):
+    `m = b1 m + (1-b1) g`, `v = b2 v + (1-b2) g²`,
+    `update = (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + wd * param`
+    (Adam's bias correction; the decay only where `decays(variable)`),
+    `ratio = ||param|| / ||update||` (1 where either norm is 0, and 1 where the
+    variable's path matches one of `exclude_from_layer_adaptation`),
+    `param -= lr * ratio * update`. The moments are kept where AdamWeightDecay
+    keeps them, so checkpoints have the same `adam_m`/`adam_v` layout.
+    Clipping, gradient accumulation and loss scaling are AdamWeightDecay's.
+
+    Args:
+        learning_rate: Float or schedule (e.g. `WarmupLinearDecay`).
+        weight_decay_rate, beta_1, beta_2, epsilon: As AdamWeightDecay's.
+        exclude_from_weight_decay: Regular expressions searched in variable
+            paths: those variables are not decayed.
+        exclude_from_layer_adaptation: Likewise, for the trust ratio; None
+            (the default, as tf-models') takes `exclude_from_weight_decay`.
+        global_clipnorm: 1.0 as the original's AdamW.
+
+    Example:
+    >>> optimizer = Lamb(WarmupLinearDecay(1e-3, 1000, 100))
+    >>> optimizer.get_config()["exclude_from_layer_adaptation"]
+    ['LayerNorm', 'layer_norm', 'bias']
+    """
+
+    def __init__(
+        self,
+        learning_rate=1e-3,
+        weight_decay_rate=0.01,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-6,
+        exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY,
+        exclude_from_layer_adaptation=None,
+        global_clipnorm=1.0,
+        name="lamb",
+        **kwargs,
+    ):
+        super().__init__(
+            learning_rate=learning_rate, weight_decay_rate=weight_decay_rate, beta_1=beta_1, beta_2=beta_2,
+            epsilon=epsilon, exclude_from_weight_decay=exclude_from_weight_decay, global_clipnorm=global_clipnorm,
+            name=name, **kwargs,
+        )
+        if exclude_from_layer_adaptation is None:
+            exclude_from_layer_adaptation = self.exclude_from_weight_decay_patterns
+        self.exclude_from_layer_adaptation_patterns = tuple(exclude_from_layer_adaptation)
+
+    def adapts(self, variable):
+        """Whether `variable`'s step is scaled by its trust ratio."""
+        return not _path_matches(variable, self.exclude_from_layer_adaptation_patterns)
+
+    def update_step(self, gradient, variable, learning_rate):
+        lr = ops.cast(learning_rate, variable.dtype)
+        gradient, m, v = self._gradient_and_moments(gradient, variable)
+        step = ops.cast(self.iterations + 1, variable.dtype)
+        beta_1 = ops.cast(self.beta_1, variable.dtype)
+        beta_2 = ops.cast(self.beta_2, variable.dtype)
+        self.assign(m, beta_1 * m + (1.0 - beta_1) * gradient)
+        self.assign(v, beta_2 * v + (1.0 - beta_2) * ops.square(gradient))
+        m_hat = m / (1.0 - ops.power(beta_1, step))
+        v_hat = v / (1.0 - ops.power(beta_2, step))
+        update = m_hat / (ops.sqrt(v_hat) + ops.cast(self.epsilon, variable.dtype))
+        if self.decays(variable):
+            update = update + ops.cast(self.weight_decay_rate, variable.dtype) * variable
+        if self.adapts(variable):
+            # [] the L2 norms of the whole variable and of its whole update.
+            param_norm = ops.sqrt(ops.sum(ops.square(variable)))
+            update_norm = ops.sqrt(ops.sum(ops.square(update)))
+            ratio = ops.where(
+                ops.logical_and(param_norm > 0.0, update_norm > 0.0),
+                param_norm / update_norm,
+                ops.ones_like(param_norm),
+            )
+            update = ratio * update
+        self.assign_sub(variable, lr * update)
+
+    def get_config(self):
+        config = super().get_config()
+        config["exclude_from_layer_adaptation"] = list(self.exclude_from_layer_adaptation_patterns)
+        return config
+
+
+# `create_optimizer`'s `optimizer_type` values (tf-models' names).
+OPTIMIZERS = {"adamw": AdamWeightDecay, "lamb": Lamb}
+
+
+def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer_type="adamw", **kwargs):
+    """The original `create_optimizer`: AdamW + warmup/linear decay + clipping;
+    or LAMB on the same schedule (`optimizer_type="lamb"`, as tf-models').
 
     Args:
         init_lr: Peak learning rate (`--learning_rate`).
         num_train_steps: Total optimizer steps.
         num_warmup_steps: Warmup steps.
-        **kwargs: Passed to `AdamWeightDecay` (e.g. `gradient_accumulation_steps`).
+        optimizer_type: A key of `OPTIMIZERS`: `"adamw"` (the original's) or `"lamb"`.
+        **kwargs: Passed to the optimizer (e.g. `gradient_accumulation_steps`).
+
+    Raises:
+        ValueError: an unknown `optimizer_type`.
+
+    Example:
+    >>> type(create_optimizer(1e-3, 100, 10, optimizer_type="lamb")).__name__
+    'Lamb'
     """
-    return AdamWeightDecay(
+    if optimizer_type not in OPTIMIZERS:
+        raise ValueError(f"optimizer_type {optimizer_type!r} is unknown; choose one of {', '.join(OPTIMIZERS)}")
+    return OPTIMIZERS[optimizer_type](
         WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps), **kwargs
     )
 

@@ -253,3 +253,86 @@ def test_bad_input_is_one_line_and_leaves_the_earlier_vocab(tmp_path, case):
     assert len(lines) == 1 and expected in lines[0], result.stderr
     assert output.read_text(encoding="utf-8") == "earlier\n"
     assert not [name for name in os.listdir(tmp_path) if ".partial-" in name]
+
+
+# Beam's DirectRunner with two worker processes, as tests/test_pretraining_beam.py runs it.
+MULTI_PROCESS = ["--runner=DirectRunner", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+
+
+def write_beam_corpus(directory):
+    """Three files and a blank one: made-up words from a few syllables (many pairs to merge, many seen once),
+    the multilingual lines, a word of 25 characters, a BOM, CRLF endings, a last line without its newline, and
+    characters the tokenizer drops or splits at (NUL, U+0085, U+2028, zero-width space)."""
+    import random
+
+    draw = random.Random(7)
+    syllables = ["ka", "lo", "mi", "re", "su", "tan", "vel", "qu", "ä", "Ö", "ng"]
+    words = ["".join(draw.choice(syllables) for _ in range(draw.randint(1, 4))) for _ in range(3000)]
+    lines = [" ".join(words[i:i + 12]) + draw.choice([".", ",", "!", ""]) for i in range(0, len(words), 12)]
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "a.txt").write_bytes(("\ufeff" + "\n".join(lines[:120]) + "\n").encode("utf-8"))
+    (directory / "b.txt").write_bytes(("\r\n".join(lines[120:]) + "\r\n" + MULTILINGUAL * 3).encode("utf-8"))
+    long_word = "Incomprehensibilities" + "abcd"  # 25 characters: over --max_input_chars_per_word=20
+    (directory / "c.txt").write_bytes(
+        f"{long_word} {long_word} kalo\x00mi su\x85re tan\u2028vel qu\u200bng\n{MULTILINGUAL}last line".encode("utf-8"))
+    (directory / "d.txt").write_bytes(b"\n \n")
+    return f"{directory}/a.txt,{directory}/[bcd].txt"
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_beam_counts_give_the_one_process_vocab_byte_for_byte(tmp_path, capsys, monkeypatch, do_lower_case):
+    """`--beam` on two worker processes against the one-process run: the same vocab.txt bytes and the same
+    summary (words, distinct words, files); what an earlier failed run left in the counts directory is not read."""
+    from tools import build_vocab as tool
+
+    # The worker processes start a fresh Python and unpickle the DoFn there:
+    # they import this checkout, whatever copy the environment has installed.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
+    inputs = write_beam_corpus(tmp_path / "corpus")
+    common = [f"--input_file={inputs}", "--vocab_size=400", "--num_unused=3", "--max_input_chars_per_word=20",
+              "--do_lower_case" if do_lower_case else "--nodo_lower_case"]
+    one, beam = tmp_path / "one" / "vocab.txt", tmp_path / "beam" / "vocab.txt"
+    tool.main(common + [f"--output_file={one}"])
+    stale = tmp_path / "beam" / "vocab.txt.counts"  # As a killed run leaves it.
+    stale.mkdir(parents=True)
+    (stale / "words-00000-of-00002").write_text("zzzz\t99999\n", encoding="utf-8")
+    (stale / "long_words.json").write_text('{"distinct": 9, "occurrences": 9, "shortest": 30}', encoding="utf-8")
+    tool.main(common + [f"--output_file={beam}", "--beam", *MULTI_PROCESS])
+    assert beam.read_bytes() == one.read_bytes()
+    assert os.listdir(beam.parent) == ["vocab.txt"]  # The counts directory removed.
+    vocab = one.read_text(encoding="utf-8").split("\n")
+    accented = {"##ä", "Ö"} & set(vocab)  # Kept cased; uncased, "a" and "o".
+    assert len(vocab) == 401 and accented == (set() if do_lower_case else {"##ä", "Ö"})
+    assert not [token for token in vocab if "ncomprehensibilit" in token.lower()]  # The long word not learned from.
+    summaries = [line.split(" counted in ")[0] for line in capsys.readouterr().err.splitlines() if "words (" in line]
+    assert len(summaries) == 2 and summaries[0] == summaries[1] and "in 4 file(s)" in summaries[0], summaries
+
+
+@pytest.mark.parametrize("case", ["not_utf8", "words_too_long"])
+def test_beam_bad_input_is_the_one_process_line_and_leaves_the_earlier_vocab(tmp_path, capsys, monkeypatch, case):
+    """The tool's one error line (Beam's own logging aside), as the one-process run says it; nothing written."""
+    from keras_bert_impl.cli import run_tool as run_main
+    from tools import build_vocab as tool
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
+    good = tmp_path / "good.txt"
+    good.write_text("plenty of words here\n" * 3, encoding="utf-8")
+    output = tmp_path / "vocab.txt"
+    output.write_text("earlier\n", encoding="utf-8")
+    flags = [f"--output_file={output}", "--vocab_size=500", "--beam"]
+    if case == "not_utf8":
+        (tmp_path / "bad.txt").write_bytes(b"fine\n" * 4 + b"caf\xe9 latin-1\n" + b"fine\n" * 3)
+        flags += [f"--input_file={good},{tmp_path}/bad.txt", *MULTI_PROCESS]
+        expected, code = f"build_vocab: error: {tmp_path}/bad.txt:5: not valid UTF-8 (byte 3: b'\\xe9')", 1
+    else:
+        good.write_text("plenty words here\n" * 3, encoding="utf-8")
+        flags += [f"--input_file={good}", "--max_input_chars_per_word=3"]
+        expected, code = ("build_vocab: error: --max_input_chars_per_word 3 leaves none of the words to learn "
+                          "from (the shortest has 4 characters) (see --help)"), 2
+    one_process = [flag for flag in flags if flag != "--beam" and flag not in MULTI_PROCESS]
+    assert run_main(tool.main, one_process, prog="build_vocab") == code
+    assert capsys.readouterr().err.strip().splitlines() == [expected]
+    assert run_main(tool.main, flags, prog="build_vocab") == code
+    assert capsys.readouterr().err.strip().splitlines() == [expected]
+    assert sorted(os.listdir(tmp_path)) == ["bad.txt", "good.txt", "vocab.txt"][case != "not_utf8":]
+    assert output.read_text(encoding="utf-8") == "earlier\n"

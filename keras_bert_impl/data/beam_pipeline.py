@@ -18,8 +18,9 @@ the default is the DirectRunner.
 """
 
 import json
+import re
 
-from keras_bert_impl import extras, filesystem
+from keras_bert_impl import errors, extras, filesystem
 from keras_bert_impl.data.pretraining_pipeline import (
     FinishedShard,
     PretrainingDataStats,
@@ -53,6 +54,32 @@ def match_input_files(patterns):
     if not files:
         raise InputFileError(f"no input files in {patterns!r}")
     return sorted(files)
+
+
+def worker_error(error):
+    """Our typed error that a Beam worker raised, as the runner reports it; or None.
+
+    A runner with workers of their own reports it in `error`'s text (the
+    worker's traceback); one running in this process re-raises its type with
+    the step's name appended, which is dropped.
+
+    Example:
+    >>> worker_error(RuntimeError("Traceback ...\\nkeras_bert_impl.errors.InputFileError: a.txt:2: not valid UTF-8 "
+    ...                           "[while running 'Read']"))
+    InputFileError('a.txt:2: not valid UTF-8')
+    >>> worker_error(InputFileError("a.txt:2: not valid UTF-8 [while running 'Words']"))
+    InputFileError('a.txt:2: not valid UTF-8')
+    >>> worker_error(ValueError("not ours")) is None
+    True
+    """
+    step = r"(?: \[while running '[^']*'\])*"
+    if isinstance(error, errors.BertError):
+        return type(error)(re.sub(step + "$", "", str(error)))
+    match = re.search(r"keras_bert_impl\.errors\.(\w+): ([^\n]*?)" + step + r"(?:\\n|\n|$)", str(error))
+    kind = getattr(errors, match.group(1), None) if match else None
+    if not (isinstance(kind, type) and issubclass(kind, errors.BertError)):
+        return None
+    return kind(match.group(2))
 
 
 def _make_shard_fn(settings):

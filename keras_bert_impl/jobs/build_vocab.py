@@ -23,7 +23,11 @@ import time
 from keras_bert_impl import filesystem
 from keras_bert_impl.cli import FlagError
 from keras_bert_impl.errors import InputFileError
-from keras_bert_impl.io import check_output_dir, read_utf8_blocks, write_text_atomically
+from keras_bert_impl.io import check_output_dir, exclusive_output, read_utf8_blocks, write_text_atomically
+
+
+# The directory beside `--output_file` that the Beam workers write the word counts to.
+COUNTS_SUFFIX = ".counts"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +61,8 @@ def build_vocab(
     min_frequency=2,
     num_unused=99,
     max_input_chars_per_word=200,
+    beam=False,
+    pipeline_args=(),
     verbose=True,
 ):
     """Learns a WordPiece vocabulary from text files and writes it as `vocab.txt`.
@@ -74,6 +80,12 @@ def build_vocab(
         num_unused: `[unusedN]` tokens reserved for later use.
         max_input_chars_per_word: The tokenizer's limit: longer words, which it
             makes `[UNK]`, are not learned from.
+        beam: Count the words on Apache Beam (the runner `pipeline_args`
+            choose), then learn in this process from the summed counts: the
+            same file. The counts pass through `{output_file}.counts/`, which
+            the workers must be able to write (a gs:// `output_file` on
+            Dataflow); it is emptied first and removed at the end.
+        pipeline_args: Beam pipeline options, with `beam`.
         verbose: Print what was read and written on stderr.
 
     Returns:
@@ -86,7 +98,7 @@ def build_vocab(
             UTF-8 (naming `file:line`), or input without a single word.
     """
     from keras_bert_impl.data.tfrecord_files import resolve_input_files
-    from keras_bert_impl.tokenization.wordpiece_learner import count_words, learn_vocab
+    from keras_bert_impl.tokenization.wordpiece_learner import count_words, learn_vocab, no_short_words_error
 
     for name, value, least in (("vocab_size", vocab_size, 1), ("min_frequency", min_frequency, 1),
                                ("num_unused", num_unused, 0), ("max_input_chars_per_word", max_input_chars_per_word, 1)):
@@ -96,13 +108,22 @@ def build_vocab(
     files = resolve_input_files(input_file)
 
     start = time.perf_counter()
-    counts = None
-    for path in files:
-        counts = count_words((text for _, text in read_utf8_blocks(path)), do_lower_case, counts)
+    if beam:
+        with exclusive_output(output_file):  # Two runs would share the counts directory.
+            counted_words = _count_on_beam(files, output_file, do_lower_case, max_input_chars_per_word, pipeline_args)
+        counts, long_words = counted_words.counts, counted_words.long_words
+    else:
+        counts = None
+        for path in files:
+            counts = count_words((text for _, text in read_utf8_blocks(path)), do_lower_case, counts)
+        long_words = None
     counted = time.perf_counter()
-    if not counts:
+    words = sum(counts.values()) + (long_words.occurrences if long_words else 0)
+    if not words:
         raise InputFileError(f"{input_file}: the input files hold no words ({len(files)} file(s) read)")
     try:
+        if not counts:  # Only words too long, counted on Beam.
+            raise no_short_words_error(max_input_chars_per_word, long_words.shortest)
         learned = learn_vocab(counts, vocab_size, num_unused=num_unused, min_frequency=min_frequency,
                               max_input_chars_per_word=max_input_chars_per_word)
     except ValueError as error:  # Its message starts with the argument's name.
@@ -113,7 +134,8 @@ def build_vocab(
     write_text_atomically(output_file, "".join(token + "\n" for token in vocab))
 
     stats = VocabStats(
-        files=len(files), words=sum(counts.values()), distinct_words=len(counts), tokens=len(vocab),
+        files=len(files), words=words, distinct_words=len(counts) + (long_words.distinct if long_words else 0),
+        tokens=len(vocab),
         pieces=len(learned.pieces), count_seconds=counted - start, learn_seconds=done - counted,
     )
     if verbose:
@@ -126,3 +148,14 @@ def build_vocab(
             file=sys.stderr,
         )
     return stats
+
+
+def _count_on_beam(files, output_file, do_lower_case, max_input_chars_per_word, pipeline_args):
+    """The `BeamWordCounts` of `files`, through `{output_file}.counts/` (removed after, however the run ends)."""
+    from keras_bert_impl.data.beam_word_counts import count_words_on_beam
+
+    counts_dir = output_file + COUNTS_SUFFIX
+    try:
+        return count_words_on_beam(files, counts_dir, do_lower_case, max_input_chars_per_word, pipeline_args)
+    finally:
+        filesystem.rmtree(counts_dir, missing_ok=True)

@@ -30,7 +30,7 @@ import os
 import re
 
 from keras_bert_impl import extras, filesystem
-from keras_bert_impl.data.beam_pipeline import match_input_files
+from keras_bert_impl.data.beam_pipeline import match_input_files, worker_error
 from keras_bert_impl.data.pretraining_pipeline import OutputConflictError
 from keras_bert_impl.data.text_inputs import read_keyed_texts
 from keras_bert_impl.data.tfrecord_files import MANIFEST_SUFFIX, TFRecordFileWriter
@@ -299,23 +299,6 @@ def _predict_on_beam(input_files, output_prefix, num_shards, saved_model_dir, si
         if ours is None:
             raise
         raise ours from None
-
-
-def worker_error(error):
-    """Our typed error that a Beam worker raised, as the runner reports it in `error`'s text; or None.
-
-    Example:
-    >>> worker_error(RuntimeError("Traceback ...\\nkeras_bert_impl.errors.InputFileError: a.txt:2: not valid UTF-8 "
-    ...                           "[while running 'Read']"))
-    InputFileError('a.txt:2: not valid UTF-8')
-    """
-    from keras_bert_impl import errors
-
-    match = re.search(r"keras_bert_impl\.errors\.(\w+): ([^\n]*?)(?: \[while running '[^']*'\])*(?:\\n|\n|$)", str(error))
-    kind = getattr(errors, match.group(1), None) if match else None
-    if not (isinstance(kind, type) and issubclass(kind, errors.BertError)):
-        return None
-    return kind(match.group(2))
 
 
 def _run_pipeline(pipeline_args, input_files, output_prefix, num_shards, handler, read_options, output_format,

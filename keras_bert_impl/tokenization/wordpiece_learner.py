@@ -260,6 +260,19 @@ def _learn_pieces(word_counts, num_pieces, min_frequency):
     return learned
 
 
+def no_short_words_error(max_input_chars_per_word, shortest):
+    """The `ValueError` for words all longer than `max_input_chars_per_word` (the shortest has `shortest` characters).
+
+    Example:
+    >>> no_short_words_error(5, 7)
+    ValueError('max_input_chars_per_word 5 leaves none of the words to learn from (the shortest has 7 characters)')
+    """
+    return ValueError(
+        f"max_input_chars_per_word {max_input_chars_per_word} leaves none of the words to learn from "
+        f"(the shortest has {shortest} characters)"
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class LearnedVocab:
     """A learned vocabulary, by part (module docstring: the layout).
@@ -314,10 +327,7 @@ def learn_vocab(word_counts, vocab_size, *, num_unused=UNUSED_BEFORE_SPECIALS, m
     words = {word: count for word, count in word_counts.items()
              if count > 0 and 0 < len(word) <= max_input_chars_per_word}
     if not words:
-        raise ValueError(
-            f"max_input_chars_per_word {max_input_chars_per_word} leaves none of the words to learn from "
-            f"(the shortest has {min(map(len, word_counts))} characters)"
-        )
+        raise no_short_words_error(max_input_chars_per_word, min(map(len, word_counts)))
     reserved = reserved_tokens(num_unused)
     starts, continuations = alphabet(words)
     needed = len(reserved) + len(starts) + len(continuations)
@@ -337,6 +347,7 @@ __all__ = [
     "count_words",
     "learn_pieces",
     "learn_vocab",
+    "no_short_words_error",
     "reserved_tokens",
     "takes_continuation",
 ]

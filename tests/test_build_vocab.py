@@ -336,3 +336,16 @@ def test_beam_bad_input_is_the_one_process_line_and_leaves_the_earlier_vocab(tmp
     assert capsys.readouterr().err.strip().splitlines() == [expected]
     assert sorted(os.listdir(tmp_path)) == ["bad.txt", "good.txt", "vocab.txt"][case != "not_utf8":]
     assert output.read_text(encoding="utf-8") == "earlier\n"
+
+
+def test_counts_of_an_unfinished_run_are_refused(tmp_path):
+    from keras_bert_impl.data.beam_word_counts import LongWords, read_counts
+    from keras_bert_impl.errors import InputFileError
+
+    (tmp_path / "words-00001-of-00002").write_text("ab\t3\nc\t1\n", encoding="utf-8")
+    (tmp_path / "long_words.json").write_text('{"distinct": 1, "occurrences": 2, "shortest": 30}', encoding="utf-8")
+    with pytest.raises(InputFileError, match="the word counts are incomplete \\(1 shard"):
+        read_counts(str(tmp_path))
+    (tmp_path / "words-00000-of-00002").write_text("d\u2028e\t2\n", encoding="utf-8")  # a line separator inside a word
+    counted = read_counts(str(tmp_path))
+    assert counted.counts == {"ab": 3, "c": 1, "d\u2028e": 2} and counted.long_words == LongWords(1, 2, 30)

@@ -25,7 +25,7 @@ our tools (a `bert-*` console name from setup.py, `python tools/X.py`,
 `python benchmarks/X.py`) uses only flags the tool defines: a tool's as its
 `--helpfull` lists them (with `--noflag` for booleans), a benchmark's as its
 argparse `add_argument` calls name them. With `--beam`,
-`bert-create-pretraining-data` hands the flags it does not know to Beam, so
+`bert-create-pretraining-data` (and `bert-predict`, `bert-build-vocab`) hands the flags it does not know to Beam, so
 those must be Beam pipeline options. `make T` needs a target T in the
 Makefile, and `python -m pytest FILE` an existing test file.
 """
@@ -396,7 +396,7 @@ def command_problems(words):
     known = defined_flags(script)
     unknown = [flag_name(word) for word in arguments if word.strip("[").startswith("--")]
     unknown = [name for name in unknown if name not in known]
-    if unknown and program in ("bert-create-pretraining-data", "bert-predict") and "--beam" in arguments:
+    if unknown and program in ("bert-create-pretraining-data", "bert-predict", "bert-build-vocab") and "--beam" in arguments:
         unknown = [name for name in unknown if name not in beam_pipeline_options()]
     return [f"{program}: --{name} is not a flag of {script}" for name in unknown]
 

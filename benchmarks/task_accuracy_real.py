@@ -44,6 +44,9 @@ def parse_args():
     parser.add_argument("--choice_train", type=int, default=800, help="Contexts fine-tuned on.")
     parser.add_argument("--choice_eval", type=int, default=300, help="Contexts scored.")
     parser.add_argument("--num_choices", type=int, default=4)
+    parser.add_argument("--distractors", choices=("same_article", "other_articles"), default="same_article",
+                        help="Where the wrong choices come from: the context's own article (the topic gives nothing "
+                             "away) or other articles.")
     parser.add_argument("--label_train", type=int, default=900, help="Multi-label texts fine-tuned on.")
     parser.add_argument("--label_eval", type=int, default=300, help="Multi-label texts scored.")
     parser.add_argument("--max_seq_length", type=int, default=64)
@@ -68,12 +71,16 @@ def article_sentences(articles, min_words=5, max_words=40):
     return kept
 
 
-def choice_questions(articles, count, num_choices, rng):
-    """`count` (context, choices, answer): one question per article, the next sentence among the article's others."""
+def choice_questions(articles, count, num_choices, rng, distractors="same_article"):
+    """`count` (context, choices, answer): one question per article, the next sentence among the article's others
+    (`distractors="same_article"`) or among sentences of other articles."""
     questions = []
-    for sentences in articles[:count]:
+    for index, sentences in enumerate(articles[:count]):
         at = rng.randrange(len(sentences) - 1)
-        others = [s for i, s in enumerate(sentences) if i not in (at, at + 1)]
+        if distractors == "same_article":
+            others = [s for i, s in enumerate(sentences) if i not in (at, at + 1)]
+        else:
+            others = [rng.choice(articles[j]) for j in rng.sample(range(len(articles)), num_choices) if j != index]
         choices = rng.sample(others, num_choices - 1)
         answer = rng.randrange(num_choices)
         choices.insert(answer, sentences[at + 1])
@@ -136,9 +143,10 @@ def main():
     if "multiple_choice" in tasks:
         from keras_bert_impl.tasks.text_multiple_choice import MultipleChoice
 
-        needed = args.choice_train + args.choice_eval
-        questions = choice_questions(articles[:needed], needed, args.num_choices, rng)
-        train, held = questions[:args.choice_train], questions[args.choice_train:]
+        train = choice_questions(articles[:args.choice_train], args.choice_train, args.num_choices, rng,
+                                 args.distractors)
+        held = choice_questions(articles[args.choice_train:args.choice_train + args.choice_eval], args.choice_eval,
+                                args.num_choices, rng, args.distractors)  # Distractors of its own articles too.
 
         def unzip(rows):
             return ([c for c, _, _ in rows], [list(ch) for _, ch, _ in rows]), np.array([a for _, _, a in rows])
@@ -153,8 +161,9 @@ def main():
         model.fit(train_x, train_y, batch_size=args.batch_size, epochs=args.epochs, verbose=0)
         seconds = time.perf_counter() - started
         accuracy = float(np.mean(model.predict(eval_x, batch_size=32, verbose=0).argmax(-1) == eval_y))
-        print(f"Multiple choice: which of {args.num_choices} sentences of a news article follows the context "
-              f"({len(train)} questions fine-tuned on, {len(held)} scored, fine-tuning {seconds:.0f} s)\n")
+        where = "the same article's" if args.distractors == "same_article" else "other articles'"
+        print(f"Multiple choice: which of {args.num_choices} news sentences follows the context, the others "
+              f"{where} ({len(train)} questions fine-tuned on, {len(held)} scored, fine-tuning {seconds:.0f} s)\n")
         print("| model | accuracy |\n|---|---:|")
         print(f"| chance | {1 / args.num_choices:.3f} |")
         print(f"| all-MiniLM-L6-v2, untrained head | {untrained:.3f} |")

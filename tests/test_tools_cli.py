@@ -220,6 +220,8 @@ def test_booleans_take_absl_forms(tmp_path):
 
 
 def test_predict_saved_model_bad_requests_are_one_line(tmp_path):
+    """Two processes of the tool: standard input that is not JSON, and one SavedModel (two signatures) asked
+    four requests, a good one and three bad ones each answered with its own error while the run goes on."""
     import tensorflow as tf
 
     class Doubler(tf.Module):
@@ -227,31 +229,26 @@ def test_predict_saved_model_bad_requests_are_one_line(tmp_path):
         def double(self, x):
             return {"y": x * 2}
 
-    module = Doubler()
-    tf.saved_model.save(module, str(tmp_path / "doubler"), signatures={"serving_default": module.double})
-    good = run("predict_saved_model.py", str(tmp_path / "doubler"), stdin='[{"signature": "serving_default", "inputs": {"x": [1, 2]}}]')
-    assert good.returncode == 0, good.stderr
-    assert good.stdout == '{"blocked_modules_loaded": [], "results": [{"y": [2.0, 4.0]}]}'
-    assert_one_line_error(run("predict_saved_model.py", str(tmp_path / "doubler"), stdin="not json"), "standard input is not JSON: Expecting value: line 1 column 1")
-    # A bad request is answered with its own error; the run goes on.
-    result = run("predict_saved_model.py", f"--saved_model_dir={tmp_path / 'doubler'}", stdin='[{"signature": "other", "inputs": {}}]')
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["results"][0]["error"].startswith("request 0: no signature 'other'")
-
-    class Ids(tf.Module):
         @tf.function(input_signature=[tf.TensorSpec([None], tf.int32, name="ids")])
         def first(self, ids):
             return {"first": ids[:1]}
 
-    ids = Ids()
-    tf.saved_model.save(ids, str(tmp_path / "ids"), signatures={"serving_default": ids.first})
+    module = Doubler()
+    tf.saved_model.save(module, str(tmp_path / "doubler"),
+                        signatures={"serving_default": module.double, "ids": module.first})
+    assert_one_line_error(run("predict_saved_model.py", str(tmp_path / "doubler"), stdin="not json"), "standard input is not JSON: Expecting value: line 1 column 1")
     # An id of 1e20 (a float) or 10**20 for an int32 input: was a 19-line OverflowError traceback.
-    result = run("predict_saved_model.py", str(tmp_path / "ids"), stdin='[{"signature": "serving_default", "inputs": '
-                 '{"ids": [2, 1e20]}}, {"signature": "serving_default", "inputs": {"ids": [2, 100000000000]}}]')
+    requests = ('[{"signature": "serving_default", "inputs": {"x": [1, 2]}}, {"signature": "other", "inputs": {}}, '
+                '{"signature": "ids", "inputs": {"ids": [2, 1e20]}}, {"signature": "ids", "inputs": {"ids": [2, 100000000000]}}]')
+    result = run("predict_saved_model.py", f"--saved_model_dir={tmp_path / 'doubler'}", stdin=requests)
     assert result.returncode == 0, result.stderr
-    errors = [answer["error"] for answer in json.loads(result.stdout)["results"]]
-    assert errors == ["request 0: input 'ids' takes integers; it holds a floating-point number (101.7, 1e20)",
-                      "request 1: input 'ids': a value does not fit int32 ([-2147483648, 2147483647])"]
+    assert result.stdout.startswith('{"blocked_modules_loaded": [], "results": [{"y": [2.0, 4.0]}, {"error": ')
+    results = json.loads(result.stdout)["results"]
+    assert results[0] == {"y": [2.0, 4.0]}
+    assert results[1]["error"].startswith("request 1: no signature 'other'")
+    errors = [answer["error"] for answer in results[2:]]
+    assert errors == ["request 2: input 'ids' takes integers; it holds a floating-point number (101.7, 1e20)",
+                      "request 3: input 'ids': a value does not fit int32 ([-2147483648, 2147483647])"]
 
 
 def _console_scripts():

@@ -9,12 +9,14 @@ into `TextClassifier.from_release` with nothing fresh and predict what
 `bert-distill --do_predict` wrote. The general student's distance to its
 teacher (the cosine distance of each student layer to its matched teacher
 layer, computed here in NumPy from the encoders' outputs on ids laid out by
-hand) must fall from where the student starts. SQuAD and NER students of
-`run_squad` / `run_ner` teachers are of the variant too, and the task's tool
-predicts from the student's release what `bert-distill` predicted.
+hand) must fall from where the student starts. SQuAD students of `run_squad`
+teachers are of the variant too, and the task's tool predicts from the
+student's release what `bert-distill` predicted: those are tested in
+`tests/test_variant_span_tagging.py`, whose `run_squad` runs are the teachers.
 """
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -53,15 +55,16 @@ def _csv(directory, model_type):
 @pytest.fixture(scope="module")
 def teachers(releases, tmp_path_factory):
     """`{variant: (converted release, fine-tuned classifier release, csv data directory)}`; the converted
-    releases are `tests/test_variant_tasks.py`'s."""
+    releases are `tests/test_variant_tasks.py`'s, fine-tuned by `bert-run-classifier` (checked as such by
+    `test_run_classifier_trains_on_a_csv_with_a_variant_release`)."""
     root = tmp_path_factory.mktemp("variant_teachers")
     made = {}
     for model_type in VARIANTS:
         data = _csv(root / f"data_{model_type}", model_type)
         run_classifier(["--task_name=csv", f"--data_dir={data}", "--text_a_column=sentence", "--label_column=label",
                         f"--model_dir={releases[model_type]}", f"--output_dir={root}/teacher_{model_type}",
-                        "--do_train", f"--max_seq_length={SEQ}", "--train_batch_size=4", "--num_train_epochs=3",
-                        "--learning_rate=1e-3"])
+                        "--do_train", "--do_eval", f"--max_seq_length={SEQ}", "--train_batch_size=4",
+                        "--num_train_epochs=2", "--learning_rate=1e-3"])
         made[model_type] = (releases[model_type], root / f"teacher_{model_type}", data)
     return made
 
@@ -81,6 +84,22 @@ def _expected_student_config(teacher_dir, num_layers, **changes):
 def _same_tokenizer_files(model_type, teacher, student):
     for name in TOKENIZER_FILES[model_type]:
         assert (student / name).read_bytes() == (teacher / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("model_type", VARIANTS)
+def test_run_classifier_trains_on_a_csv_with_a_variant_release(teachers, model_type):
+    # The teachers are run_classifier's runs on a CSV (moved from tests/test_variant_tasks.py, which ran the
+    # same tool on the same rows again).
+    release, output, data = teachers[model_type]
+    positive, _ = CLASS_TEXTS[model_type]
+    results = dict(line.split(" = ") for line in (output / "eval_results.txt").read_text().splitlines())
+    assert int(results["global_step"]) == 6
+    # The output directory is a release of the variant: its tokenizer files, a pooler.
+    fine_tuned = find_release(output)
+    assert os.path.basename(fine_tuned.vocab_file) == os.path.basename(find_release(release).vocab_file)
+    assert BertConfig.from_json_file(fine_tuned.bert_config_file).use_pooler
+    model = TextClassifier.from_release(output, num_classes=2, max_seq_length=SEQ)
+    assert model.predict([positive]).shape == (1, 2)
 
 
 @pytest.mark.parametrize("model_type", VARIANTS)
@@ -254,34 +273,5 @@ def test_general_instances_of_a_byte_level_bpe_teacher_mask_whole_words_in_its_l
     assert max(pieces_of_masked_words) > 1  # some masked word has more than one piece: the rule was used
 
 
-# ALBERT's tiny tagger learns too slowly for a short test (tests/test_variant_span_tagging.py trains it 20 epochs).
-# NER students take the same path after their features (run_ner's, tested for every variant there).
-@pytest.mark.parametrize("model_type, task", [("roberta", "squad"), ("albert", "squad")])
-def test_span_and_tagging_students_are_of_their_teachers_variant(releases, model_type, task, tmp_path):
-    """run_squad / run_ner teachers of a byte-level BPE or SentencePiece release: the student is of the variant,
-    its loss falls, and the task's tool predicts from its release what bert-distill predicted."""
-    from tests.test_variant_span_tagging import _loss_falls, generated_conll, generated_squad
-    from tools import run_ner, run_squad
-
-    if task == "squad":
-        data = tmp_path / "train.json"
-        data.write_text(json.dumps({"data": generated_squad(model_type, 48, seed=1)}), encoding="utf-8")
-        shape = ["--max_seq_length=32", "--doc_stride=8", "--max_query_length=4", "--max_answer_length=6",
-                 "--n_best_size=4"]
-        files, tool, predictions = [f"--train_file={data}", f"--predict_file={data}"], run_squad, "predictions.json"
-    else:
-        data = generated_conll(model_type, tmp_path / "train.txt", 64, seed=1)
-        shape = ["--max_seq_length=12"]
-        files, tool, predictions = [f"--train_file={data}", f"--predict_file={data}"], run_ner, "test_predictions.txt"
-    teacher, student = tmp_path / "teacher", tmp_path / "student"
-    tool.main([f"--model_dir={releases[model_type]}", f"--output_dir={teacher}", "--do_train", *files, *shape,
-               "--train_batch_size=8", "--num_train_epochs=4", "--learning_rate=1e-3"])
-    distill.main([f"--task={task}", f"--teacher_dir={teacher}", *files, *shape, "--do_predict",
-                  f"--num_hidden_layers={STUDENT_LAYERS[model_type]}", "--train_batch_size=8",
-                  "--num_train_epochs=4", "--learning_rate=1e-3", f"--output_dir={student}"])
-    assert _config(student) == _expected_student_config(teacher, STUDENT_LAYERS[model_type])
-    _same_tokenizer_files(model_type, teacher, student)
-    _loss_falls(student)
-    again = tmp_path / "again"
-    tool.main([f"--model_dir={student}", f"--output_dir={again}", "--do_predict", f"--predict_file={data}", *shape])
-    assert (again / predictions).read_text() == (student / predictions).read_text()
+# The SQuAD students of RoBERTa and ALBERT teachers: tests/test_variant_span_tagging.py, whose run_squad runs
+# teach them.

@@ -314,18 +314,32 @@ def _is_variant_release(output_dir, release):
     assert os.path.basename(fine_tuned) == os.path.basename(original)
 
 
+SQUAD_SHAPE = ["--max_seq_length=32", "--doc_stride=8", "--max_query_length=4", "--max_answer_length=6",
+               "--n_best_size=4"]
+
+
+@pytest.fixture(scope="module")
+def squad_runs(releases, tmp_path_factory):  # noqa: F811
+    """`{model_type: (output directory, dev file)}`: `run_squad` fine-tuned on each tiny release (64 generated
+    questions, 30 epochs), predicting 12 others; the fine-tuned releases also teach the SQuAD students below."""
+    runs = {}
+    for model_type in ("roberta", "albert"):
+        root = tmp_path_factory.mktemp(f"squad_{model_type}")
+        train, dev = root / "train.json", root / "dev.json"
+        train.write_text(json.dumps({"data": generated_squad(model_type, 64, seed=1)}), encoding="utf-8")
+        dev.write_text(json.dumps({"data": generated_squad(model_type, 12, seed=2)}), encoding="utf-8")
+        output_dir = root / "out"
+        run_squad.main([f"--model_dir={releases[model_type]}", f"--output_dir={output_dir}", "--do_train",
+                        "--do_predict", f"--train_file={train}", "--train_batch_size=8", "--num_train_epochs=30",
+                        "--learning_rate=1e-3", *SQUAD_SHAPE, f"--predict_file={dev}"])
+        runs[model_type] = output_dir, dev
+    return runs
+
+
 # DistilBERT's features are WordPiece's, run end to end by the BERT tests.
 @pytest.mark.parametrize("model_type", ["roberta", "albert"])
-def test_run_squad_fine_tunes_and_predicts_a_variant_release(releases, model_type, tmp_path):  # noqa: F811
-    train, dev = tmp_path / "train.json", tmp_path / "dev.json"
-    train.write_text(json.dumps({"data": generated_squad(model_type, 64, seed=1)}), encoding="utf-8")
-    dev.write_text(json.dumps({"data": generated_squad(model_type, 12, seed=2)}), encoding="utf-8")
-    output_dir = tmp_path / "out"
-    common = ["--max_seq_length=32", "--doc_stride=8", "--max_query_length=4", "--max_answer_length=6",
-              "--n_best_size=4", f"--predict_file={dev}"]
-    run_squad.main([f"--model_dir={releases[model_type]}", f"--output_dir={output_dir}", "--do_train",
-                    "--do_predict", f"--train_file={train}", "--train_batch_size=8", "--num_train_epochs=30",
-                    "--learning_rate=1e-3", *common])
+def test_run_squad_fine_tunes_and_predicts_a_variant_release(releases, squad_runs, model_type, tmp_path):  # noqa: F811
+    output_dir, dev = squad_runs[model_type]
     _loss_falls(output_dir)
     _is_variant_release(output_dir, releases[model_type])
     predictions = json.loads((output_dir / "predictions.json").read_text(encoding="utf-8"))
@@ -341,8 +355,42 @@ def test_run_squad_fine_tunes_and_predicts_a_variant_release(releases, model_typ
 
     # Predicting only, from the fine-tuned release as --model_dir: the same answers.
     again = tmp_path / "again"
-    run_squad.main([f"--model_dir={output_dir}", f"--output_dir={again}", "--do_predict", *common])
+    run_squad.main([f"--model_dir={output_dir}", f"--output_dir={again}", "--do_predict", *SQUAD_SHAPE,
+                    f"--predict_file={dev}"])
     assert json.loads((again / "predictions.json").read_text(encoding="utf-8")) == predictions
+
+
+# Moved from tests/test_variant_distillation.py, whose teachers were run_squad runs of their own (4 epochs):
+# the fine-tuned releases above teach here. ALBERT's tiny tagger learns too slowly for a short test (run_ner
+# trains it 20 epochs below); NER students take the same path after their features (run_ner's, tested for every
+# variant below).
+@pytest.mark.parametrize("model_type, task", [("roberta", "squad"), ("albert", "squad")])
+def test_span_and_tagging_students_are_of_their_teachers_variant(squad_runs, model_type, task, tmp_path):
+    """run_squad teachers of a byte-level BPE or SentencePiece release: the student is of the variant, its loss
+    falls, and the task's tool predicts from its release what bert-distill predicted."""
+    from tests.test_variant_distillation import (
+        STUDENT_LAYERS,
+        _config,
+        _expected_student_config,
+        _same_tokenizer_files,
+    )
+    from tools import distill
+
+    teacher, _ = squad_runs[model_type]
+    data = tmp_path / "train.json"
+    data.write_text(json.dumps({"data": generated_squad(model_type, 48, seed=1)}), encoding="utf-8")
+    files, predictions = [f"--train_file={data}", f"--predict_file={data}"], "predictions.json"
+    student = tmp_path / "student"
+    distill.main([f"--task={task}", f"--teacher_dir={teacher}", *files, *SQUAD_SHAPE, "--do_predict",
+                  f"--num_hidden_layers={STUDENT_LAYERS[model_type]}", "--train_batch_size=8",
+                  "--num_train_epochs=4", "--learning_rate=1e-3", f"--output_dir={student}"])
+    assert _config(student) == _expected_student_config(teacher, STUDENT_LAYERS[model_type])
+    _same_tokenizer_files(model_type, teacher, student)
+    _loss_falls(student)
+    again = tmp_path / "again"
+    run_squad.main([f"--model_dir={student}", f"--output_dir={again}", "--do_predict", f"--predict_file={data}",
+                    *SQUAD_SHAPE])
+    assert (again / predictions).read_text() == (student / predictions).read_text()
 
 
 # DistilBERT's features are WordPiece's, run end to end by the BERT tests.
@@ -398,40 +446,62 @@ QA_QUESTIONS = ["Who serves crème?", "東京 or 北京?", "What is it?"]
 QA_SEQ = 32  # the tiny releases' longest sequence
 
 
+@pytest.fixture(scope="module")
+def span_qa_served(releases, oracle_tokenizers, tmp_path_factory):  # noqa: F811
+    """`{model_type: the served answer}`: per variant, the release's architecture as a `BertSpanQA`, randomized,
+    over the oracle's tokenizer files, exported and asked `serve_text_pair` for the hard texts; both exports
+    answered by one process without our Python (`probe_many`: one TensorFlow start-up for both)."""
+    import dataclasses
+
+    from keras_bert_impl.config import BertConfig
+    from keras_bert_impl.models.span_qa import BertSpanQA
+    from keras_bert_impl.serving.export import ExportOptions, export_saved_model
+    from tests.helpers import randomize
+    from tests.test_serving import probe_many
+
+    root = tmp_path_factory.mktemp("span_qa")
+    questions, contexts = _qa_requests()
+    jobs = {}
+    for model_type in ("roberta", "albert"):
+        _, theirs = oracle_tokenizers[model_type]
+        config = BertConfig.from_json_file(find_release(releases[model_type]).bert_config_file)
+        model = BertSpanQA(dataclasses.replace(config, vocab_size=len(theirs)))
+        randomize(model, seed=3, scale=0.5)
+        export_saved_model(model, "span_qa", _qa_vocab_file(model_type, theirs), root / model_type,
+                           ExportOptions(max_seq_length=QA_SEQ, precision="float32"))
+        jobs[model_type] = (root / model_type / "1", [
+            {"signature": "serve_text_pair", "inputs": {"text": questions, "text_b": contexts}}])
+    return {model_type: served for model_type, (served,) in probe_many(jobs).items()}
+
+
+def _qa_vocab_file(model_type, theirs):
+    return os.path.join(theirs.name_or_path, "vocab.json" if model_type == "roberta" else "spiece.model")
+
+
+def _qa_requests():
+    """`(questions, contexts)` asked of the span QA exports."""
+    questions = [QA_QUESTIONS[i % len(QA_QUESTIONS)] for i in range(len(HARD_TEXTS))]
+    contexts = [" ".join(text.split()[:4]) for text in HARD_TEXTS]
+    return questions, contexts
+
+
 @pytest.mark.parametrize("model_type", ["roberta", "albert"])
-def test_span_qa_export_of_a_bpe_or_sentencepiece_release_serves_its_best_span(releases, oracle_tokenizers,  # noqa: F811
-                                                                                model_type, tmp_path):
+def test_span_qa_export_of_a_bpe_or_sentencepiece_release_serves_its_best_span(span_qa_served, oracle_tokenizers,
+                                                                                model_type):
     """The export answers in-graph, served without our Python: the best
     allowed span of its own logits, as text that Hugging Face's tokenizer
     (RoBERTa) or SentencePiece (ALBERT) decodes from the span's ids. The
     model is the release's architecture, randomized, over tokenizer files
     trained on the hard texts (the release's 60 tokens write them as unknown
     tokens); an ALBERT answer holding `<unk>` has no decoded text to match."""
-    import dataclasses
-
     import sentencepiece
 
-    from keras_bert_impl.config import BertConfig
-    from keras_bert_impl.models.span_qa import BertSpanQA
-    from keras_bert_impl.serving.export import ExportOptions, export_saved_model
-    from tests.helpers import randomize
-    from tests.test_serving import probe
-
     _, theirs = oracle_tokenizers[model_type]
-    directory = theirs.name_or_path
-    vocab_file = os.path.join(directory, "vocab.json" if model_type == "roberta" else "spiece.model")
-    config = BertConfig.from_json_file(find_release(releases[model_type]).bert_config_file)
-    model = BertSpanQA(dataclasses.replace(config, vocab_size=len(theirs)))
-    randomize(model, seed=3, scale=0.5)
-    export_saved_model(model, "span_qa", vocab_file, tmp_path / "squad",
-                       ExportOptions(max_seq_length=QA_SEQ, precision="float32"))
-    questions = [QA_QUESTIONS[i % len(QA_QUESTIONS)] for i in range(len(HARD_TEXTS))]
-    contexts = [" ".join(text.split()[:4]) for text in HARD_TEXTS]
-    served, = probe(tmp_path / "squad" / "1", [
-        {"signature": "serve_text_pair", "inputs": {"text": questions, "text_b": contexts}}])
+    questions, contexts = _qa_requests()
+    served = span_qa_served[model_type]
 
     if model_type == "albert":
-        processor = sentencepiece.SentencePieceProcessor(model_file=vocab_file)
+        processor = sentencepiece.SentencePieceProcessor(model_file=_qa_vocab_file(model_type, theirs))
         decode = processor.decode
     else:
         decode = lambda ids: theirs.decode(ids, clean_up_tokenization_spaces=False)  # noqa: E731

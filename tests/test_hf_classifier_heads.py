@@ -98,6 +98,18 @@ def converted_classifier(release, num_labels):
     return model
 
 
+def _oracle_batch(model_type, batch):
+    """`(load, inputs)` of one recorded batch: `load(key)` reads its arrays, `inputs` our model's int32 features."""
+    def load(key):
+        return np.load(ORACLE / model_type / f"{batch}_{key}.npy")
+
+    token_types = ORACLE / model_type / f"{batch}_token_type_ids.npy"
+    inputs = {"input_ids": load("input_ids").astype("int32"), "input_mask": load("attention_mask").astype("int32"),
+              "segment_ids": (np.load(token_types) if token_types.exists()
+                              else np.zeros_like(load("input_ids"))).astype("int32")}
+    return load, inputs
+
+
 @pytest.mark.parametrize("model_type", sorted(_manifest()["models"]) or ["albert", "distilbert", "roberta"])
 def test_a_variant_classifier_computes_transformers_logits(model_type, tmp_path, capsys):
     """The encoder as transformers computed it (the oracle's last hidden state),
@@ -117,12 +129,7 @@ def test_a_variant_classifier_computes_transformers_logits(model_type, tmp_path,
     assert ("pooler_act" in written) == (model_type == "distilbert")  # the default is not written
     model = converted_classifier(tmp_path / "release", len(LABELS))
     for batch in _manifest()["models"][model_type]["batches"]:
-        load = lambda key: np.load(ORACLE / model_type / f"{batch}_{key}.npy")  # noqa: E731
-        token_types = ORACLE / model_type / f"{batch}_token_type_ids.npy"
-        inputs = {"input_ids": load("input_ids").astype("int32"),
-                  "input_mask": load("attention_mask").astype("int32"),
-                  "segment_ids": (np.load(token_types) if token_types.exists()
-                                  else np.zeros_like(load("input_ids"))).astype("int32")}
+        load, inputs = _oracle_batch(model_type, batch)
         ours = np.asarray(model(inputs, training=False), np.float64)
         expected = reference_logits(model_type, head, load("last_hidden_state"))
         assert np.max(np.abs(ours - expected)) < TOLERANCE, (model_type, batch, np.max(np.abs(ours - expected)))
@@ -408,12 +415,7 @@ def test_a_variant_multi_label_head_computes_the_sigmoids_of_transformers_logits
     classifier = TextClassifier.from_release(tmp_path / "release", max_seq_length=8)
     assert classifier.multi_label and classifier.label_names == TAGS and classifier.threshold == (0.5, 0.5, 0.5)
     for batch in _manifest()["models"][model_type]["batches"]:
-        load = lambda key: np.load(ORACLE / model_type / f"{batch}_{key}.npy")  # noqa: E731
-        token_types = ORACLE / model_type / f"{batch}_token_type_ids.npy"
-        inputs = {"input_ids": load("input_ids").astype("int32"),
-                  "input_mask": load("attention_mask").astype("int32"),
-                  "segment_ids": (np.load(token_types) if token_types.exists()
-                                  else np.zeros_like(load("input_ids"))).astype("int32")}
+        load, inputs = _oracle_batch(model_type, batch)
         ours = sigmoid(classifier(inputs, training=False))
         expected = sigmoid(reference_logits(model_type, head, load("last_hidden_state")))
         assert np.max(np.abs(ours - expected)) < TOLERANCE, (model_type, batch, np.max(np.abs(ours - expected)))

@@ -1,8 +1,11 @@
 """A BERT from scratch at tiny scale, as docs/VOCABULARY.md's recipe runs it:
 real news -> bert-build-vocab -> bert-create-pretraining-data -> bert-run-pretraining
 from random weights (no --init_checkpoint); the masked-LM loss falls and its
-accuracy rises from the untrained model's none."""
+accuracy rises from the untrained model's none; then fine-tuning starts from it."""
 
+import shutil
+
+import numpy as np
 import pytest
 
 from keras_bert_impl.checkpoints.pip_assets import NEWS_ARTICLES
@@ -10,6 +13,7 @@ from keras_bert_impl.data.real_corpora import write_news_pretraining_text
 from keras_bert_impl.jobs.build_vocab import build_vocab
 from keras_bert_impl.jobs.create_pretraining_data import create_pretraining_data
 from keras_bert_impl.jobs.run_pretraining import run_pretraining
+from keras_bert_impl.tasks.text_classifier import TextClassifier
 from tests.assets import fetch_or_skip
 from tests.helpers import tiny_config
 
@@ -42,3 +46,17 @@ def test_pretraining_from_scratch_with_a_learned_vocab(tmp_path):
     assert untrained["masked_lm_loss"] == pytest.approx(6.91, abs=0.1) and untrained["masked_lm_accuracy"] < 0.01
     assert trained["masked_lm_loss"] < untrained["masked_lm_loss"] - 0.6
     assert trained["masked_lm_accuracy"] > 0.02
+
+    # Fine-tuning from the run's directory as from any release: its latest checkpoint, the learned vocabulary.
+    shutil.copy(vocab_file, tmp_path / "trained" / "vocab.txt")
+    shutil.copy(tmp_path / "bert_config.json", tmp_path / "trained" / "bert_config.json")
+    classifier = TextClassifier.from_release(tmp_path / "trained", num_classes=2, max_seq_length=SEQ, seed=3)
+    report = classifier.load_report
+    assert not report.unexpected or all(name.startswith("cls/") for name in report.unexpected), report.unexpected
+    assert report.fresh and all(name.startswith(("output_", "bert/pooler")) for name in report.fresh), report.fresh
+    sentences = [line for line in corpus.read_text().splitlines() if len(line.split()) >= 4][:64]
+    labels = [int(any(ch.isdigit() for ch in line)) for line in sentences]  # a rule the words show
+    classifier.compile()
+    history = classifier.fit(sentences, labels, batch_size=16, epochs=3, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    assert history.history["loss"][-1] < history.history["loss"][0]

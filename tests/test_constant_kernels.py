@@ -140,17 +140,29 @@ def classifier():
     return model
 
 
-def test_export_holds_its_kernels_as_constants_and_answers_the_same(tmp_path, bert_vocab_file, classifier):
+@pytest.fixture(scope="module")
+def kernel_exports(tmp_path_factory, bert_vocab_file, classifier):
+    """`classifier` exported with its kernels as graph constants and as variables; what the latter logged."""
+    root = tmp_path_factory.mktemp("kernels")
     constants = export_saved_model(
-        classifier, "classifier", bert_vocab_file, tmp_path / "constants",
+        classifier, "classifier", bert_vocab_file, root / "constants",
         ExportOptions(max_seq_length=SEQ, precision="float32", constant_kernels=True),
     )
     said = []
     variables = export_saved_model(
-        classifier, "classifier", bert_vocab_file, tmp_path / "variables",
+        classifier, "classifier", bert_vocab_file, root / "variables",
         ExportOptions(max_seq_length=SEQ, precision="float32", constant_kernels=False, packed_kernels=False),
         log=said.append,
     )
+    return constants, variables, said
+
+
+KERNEL_REQUESTS = [{"signature": "serving_default", "inputs": {"text": SENTENCES}},
+                   {"signature": "serve_text_pair", "inputs": {"text": SENTENCES, "text_b": SENTENCES[::-1]}}]
+
+
+def test_export_holds_its_kernels_as_constants_and_answers_the_same(kernel_exports, classifier, served):
+    constants, variables, said = kernel_exports
     # An export of variable kernels (whatever machine writes it) says how a server on oneDNN packs them once.
     assert any(f"{hardware.FROZEN_WEIGHTS_ENV}=1 packs them once" in line for line in said)
     # One intra-op thread per request, each request's ops in its own thread, pays for float32 exports too.
@@ -168,10 +180,9 @@ def test_export_holds_its_kernels_as_constants_and_answers_the_same(tmp_path, be
     # The kernels are saved once, as constants: not as variables too.
     assert len(saved_variables(variables)) - len(saved_variables(constants)) == len(dense_shapes)
 
-    requests = [{"signature": "serving_default", "inputs": {"text": SENTENCES}},
-                {"signature": "serve_text_pair", "inputs": {"text": SENTENCES, "text_b": SENTENCES[::-1]}}]
-    answers = probe_many({"constants": (constants, requests), "variables": (variables, requests)})
-    for held, read in zip(answers["constants"], answers["variables"]):
+    answers = served["plain"]
+    assert len(answers["constants"]) == len(KERNEL_REQUESTS)
+    for held, read in zip(answers["constants"], answers["variables"], strict=True):
         np.testing.assert_allclose(held["probabilities"], read["probabilities"], atol=1e-5)
 
 
@@ -239,8 +250,60 @@ def float_leaves(value):
     return [value] if isinstance(value, float) else []
 
 
-def test_exports_of_variable_kernels_answer_the_same_where_the_server_assumes_frozen_weights(tmp_path,
-                                                                                            bert_vocab_file):
+VARIABLE_KERNEL_TEXTS = {
+    "classifier": [{"signature": "serving_default", "inputs": {"text": SENTENCES[:2]}},
+                   {"signature": "serving_default", "inputs": {"text": SENTENCES[2:]}},
+                   {"signature": "serve_text_pair", "inputs": {"text": SENTENCES, "text_b": PAIRS}}],
+    "fill_mask": [{"signature": "serving_default", "inputs": {"text": [FILL_MASK_TEXT]}},
+                  {"signature": "serving_default", "inputs": {"text": ["Rome is the [MASK] of Italy."]}}],
+}
+
+
+class Product(tf.Module):
+    """A product-plus-bias whose second operand is a request's input (not a weight)."""
+
+    def __init__(self):
+        # A bias of zeros would be folded away, and with it the fused product.
+        self.bias = tf.Variable(tf.ones([384]))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 384], tf.float32), tf.TensorSpec([384, 384], tf.float32)])
+    def __call__(self, x, y):
+        return {"product": tf.nn.bias_add(tf.matmul(x, y), self.bias)}
+
+
+def product_requests():
+    """(x, the three second operands, the requests of x times each), a BERT-sized product."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((20, 384)).astype("float32")
+    operands = [rng.standard_normal((384, 384)).astype("float32") for _ in range(3)]
+    return x, operands, [{"signature": "serving_default", "inputs": {"x": x.tolist(), "y": y.tolist()}}
+                         for y in operands]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, bert_vocab_file, kernel_exports):
+    """The answers of this module's exports under TF Serving's loader: {"plain": ..., "frozen": ...}, each from
+    one process (without and with `FROZEN_WEIGHTS`, which a process reads once): `kernel_exports`
+    ("constants", "variables"; plain only), a classifier and a fill-mask export of variable kernels (by task),
+    and `Product` ("product")."""
+    root = tmp_path_factory.mktemp("served")
+    config = tiny_config(vocab_size=30522, max_position_embeddings=64)
+    models = {"classifier": BertClassifier(config, num_labels=3), "fill_mask": BertPretrainingModel(config)}
+    jobs = {}
+    for seed, (task, model) in enumerate(models.items()):
+        randomize(model, seed=seed, scale=0.2)
+        jobs[task] = (export_saved_model(model, task, bert_vocab_file, root / task, ExportOptions(
+            max_seq_length=SEQ, precision="float32", constant_kernels=False, packed_kernels=False)),
+            VARIABLE_KERNEL_TEXTS[task])
+    module = Product()
+    tf.saved_model.save(module, str(root / "product"), signatures={"serving_default": module.__call__})
+    jobs["product"] = (root / "product", product_requests()[2])
+    constants, variables, _ = kernel_exports
+    plain = probe_many({"constants": (constants, KERNEL_REQUESTS), "variables": (variables, KERNEL_REQUESTS), **jobs})
+    return {"plain": plain, "frozen": probe_many(jobs, **FROZEN_WEIGHTS)}
+
+
+def test_exports_of_variable_kernels_answer_the_same_where_the_server_assumes_frozen_weights(served):
     # docs/BENCHMARKS.md ("Memory that holds"): served with the setting, an
     # export of variable kernels runs as fast as one of constant kernels at a
     # fraction of the memory. That holds only while every product's second
@@ -248,22 +311,10 @@ def test_exports_of_variable_kernels_answer_the_same_where_the_server_assumes_fr
     # after its first, as it does without the setting. The classifier's
     # products are the Dense layers of every task's head; fill-mask's output
     # product reads the word embeddings (tied), transposed.
-    config = tiny_config(vocab_size=30522, max_position_embeddings=64)
-    models = {"classifier": BertClassifier(config, num_labels=3), "fill_mask": BertPretrainingModel(config)}
-    texts = {
-        "classifier": [{"signature": "serving_default", "inputs": {"text": SENTENCES[:2]}},
-                       {"signature": "serving_default", "inputs": {"text": SENTENCES[2:]}},
-                       {"signature": "serve_text_pair", "inputs": {"text": SENTENCES, "text_b": PAIRS}}],
-        "fill_mask": [{"signature": "serving_default", "inputs": {"text": [FILL_MASK_TEXT]}},
-                      {"signature": "serving_default", "inputs": {"text": ["Rome is the [MASK] of Italy."]}}],
-    }
-    jobs = {}
-    for seed, (task, model) in enumerate(models.items()):
-        randomize(model, seed=seed, scale=0.2)
-        jobs[task] = (export_saved_model(model, task, bert_vocab_file, tmp_path / task, ExportOptions(
-            max_seq_length=SEQ, precision="float32", constant_kernels=False, packed_kernels=False)), texts[task])
-    plain, frozen = probe_many(jobs), probe_many(jobs, **FROZEN_WEIGHTS)
-    for task in jobs:
+    # (Exported, and served in one process per setting with the other exports here, by `served`.)
+    texts = VARIABLE_KERNEL_TEXTS
+    plain, frozen = served["plain"], served["frozen"]
+    for task in texts:
         assert len(frozen[task]) == len(texts[task])
         for answer, expected in zip(frozen[task], plain[task]):
             assert "error" not in expected and float_leaves(expected)
@@ -271,28 +322,15 @@ def test_exports_of_variable_kernels_answer_the_same_where_the_server_assumes_fr
 
 
 @pytest.mark.skipif(not plan.Machine().onednn_runs_graphs, reason="the setting is read by oneDNN's products only")
-def test_assumed_frozen_weights_keep_the_first_operand_of_a_product_that_is_not_a_weight(tmp_path):
+def test_assumed_frozen_weights_keep_the_first_operand_of_a_product_that_is_not_a_weight(served):
     # Why the setting is the server's to choose for the models it serves: a
     # product-plus-bias whose second operand is a request's input answers
-    # every later request with the first one's operand.
-    class Product(tf.Module):
-        def __init__(self):
-            # A bias of zeros would be folded away, and with it the fused product.
-            self.bias = tf.Variable(tf.ones([384]))
-
-        @tf.function(input_signature=[tf.TensorSpec([None, 384], tf.float32), tf.TensorSpec([384, 384], tf.float32)])
-        def __call__(self, x, y):
-            return {"product": tf.nn.bias_add(tf.matmul(x, y), self.bias)}
-
-    module = Product()
-    tf.saved_model.save(module, str(tmp_path / "product"), signatures={"serving_default": module.__call__})
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((20, 384)).astype("float32")  # a BERT-sized product
-    operands = [rng.standard_normal((384, 384)).astype("float32") for _ in range(3)]
-    requests = [{"signature": "serving_default", "inputs": {"x": x.tolist(), "y": y.tolist()}} for y in operands]
-    jobs = {"product": (tmp_path / "product", requests)}
-    for environment, stale in (({}, False), (FROZEN_WEIGHTS, True)):
-        answers = probe_many(jobs, **environment)["product"]
+    # every later request with the first one's operand. (`Product`, saved and
+    # served in one process per setting by `served`, its own session there.)
+    x, operands, requests = product_requests()
+    for setting, stale in (("plain", False), ("frozen", True)):
+        answers = served[setting]["product"]
+        assert len(answers) == len(requests)
         errors = [np.abs(np.array(answer["product"]) - (x @ y + 1)).max() for answer, y in zip(answers, operands)]
         assert errors[0] < 1e-4
         assert all(error > 1.0 for error in errors[1:]) if stale else max(errors) < 1e-4

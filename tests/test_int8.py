@@ -264,20 +264,33 @@ def test_int8_export_runs_int8_products_and_says_so(exports):
     assert logged[0].endswith("on texts the calibration did not see (activation ranges per batch (dynamic))")
 
 
-def test_int8_export_loads_without_our_python_and_agrees_with_float32(exports):
+REQUESTS = [{"signature": "serving_default", "inputs": {"text": TEXTS}},
+            {"signature": "serve_text_pair", "inputs": {"text": TEXTS, "text_b": TEXTS[::-1]}}]
+
+
+@pytest.fixture(scope="module")
+def answers(exports):
+    """Every export's answers to `REQUESTS` under TF Serving's loader, in one process without our Python; under
+    "online", the calibrated export's in a session of the export's online hint's threads (its last)."""
     paths, _ = exports
-    requests = [{"signature": "serving_default", "inputs": {"text": TEXTS}},
-                {"signature": "serve_text_pair", "inputs": {"text": TEXTS, "text_b": TEXTS[::-1]}}]
-    answers = probe_many({name: (path, requests) for name, path in paths.items()})
+    jobs = {name: (path, REQUESTS) for name, path in paths.items()}
+    jobs["online"] = (paths["int8_calibrated"], REQUESTS, {"intra_op_threads": 1, "inter_op_threads": -1})
+    return probe_many(jobs)
+
+
+def test_int8_export_loads_without_our_python_and_agrees_with_float32(exports, answers):
+    paths, _ = exports
+    requests = REQUESTS
     # Served by a TensorFlow with its oneDNN graph rewrites off: the same int8 products (oneDNN's op either way).
     rewrites_off = probe(paths["int8_calibrated"], requests, TF_ENABLE_ONEDNN_OPTS="0")
     for on, off in zip(answers["int8_calibrated"], rewrites_off):
         np.testing.assert_allclose(off["probabilities"], on["probabilities"], atol=1e-5)
     # Served as the export's hint advises for online traffic: one intra-op thread, and every op of a request run
     # synchronously in the thread that sent it (a negative inter-op count: no pool to hand ops to), the warmup
-    # requests included; an op that waited on another thread would hang here.
-    online = probe(paths["int8_calibrated"], requests, flags=[
-        "--tensorflow_intra_op_parallelism=1", "--tensorflow_inter_op_parallelism=-1"])
+    # requests included; an op that waited on another thread would hang here. (A session's own setting: run in
+    # the process of the other answers, after them.)
+    online = answers["online"]
+    assert len(online) == len(requests)
     for default, one_thread in zip(answers["int8_calibrated"], online):
         np.testing.assert_allclose(one_thread["probabilities"], default["probabilities"], atol=1e-5)
     for name in ("int8", "int8_calibrated"):
@@ -294,7 +307,7 @@ def test_int8_export_loads_without_our_python_and_agrees_with_float32(exports):
             np.testing.assert_allclose(quantized.sum(axis=1), 1.0, atol=1e-6)
 
 
-def test_int8_kernels_held_as_variables_answer_as_constants_saved_once_and_packed_once(exports, model):
+def test_int8_kernels_held_as_variables_answer_as_constants_saved_once_and_packed_once(exports, answers, model):
     """The int8 export's default: its int8 kernels are variables (saved once, in place of the float32 encoder
     kernels; none in the graph) that `_QuantizedMatMul` reorders once, on the first request, as it does a
     constant: the answers of the export holding them as graph constants, under TF Serving's loader."""
@@ -323,10 +336,8 @@ def test_int8_kernels_held_as_variables_answer_as_constants_saved_once_and_packe
         [("qint8", shape) for shape in int8_shapes] + [("float32", (hidden, hidden))])
     assert kernel_constants(paths["int8_calibrated"]) == []
 
-    requests = [{"signature": "serving_default", "inputs": {"text": TEXTS}}]
-    answers = probe_many({name: (paths[name], requests) for name in ("int8_calibrated", "int8_constants")})
-    np.testing.assert_allclose(answers["int8_calibrated"][0]["probabilities"],
-                               answers["int8_constants"][0]["probabilities"], atol=1e-6)
+    for held, constants in zip(answers["int8_calibrated"], answers["int8_constants"], strict=True):
+        np.testing.assert_allclose(held["probabilities"], constants["probabilities"], atol=1e-6)
 
     # oneDNN's account of three requests: each int8 kernel and the pooler's float32 kernel reordered (packed) on
     # the first, none after.
@@ -406,7 +417,7 @@ def test_int8_refusals_name_the_cause(tmp_path, bert_vocab_file, model):
     assert not (tmp_path / "m").exists()
 
 
-def test_export_tool_int8_flags(tmp_path, bert_vocab_file):
+def test_export_tool_int8_flags(tmp_path, bert_vocab_file, capsys):
     from keras_bert_impl.cli import parse_flags
 
     # The tool defines its flags without loading TensorFlow: its default is written there again.
@@ -417,15 +428,19 @@ def test_export_tool_int8_flags(tmp_path, bert_vocab_file):
 
     calibration = tmp_path / "calibration.txt"
     calibration.write_text("a fine film\n\nnot good at all\n", encoding="utf-8")
-    result = run("--precision=int8", f"--calibration_file={calibration}", "--calibration_percentile=100",
-                 "--smoothing_alpha=0")
-    assert result.returncode == 0, result.stderr
-    assert "computing in int8 (CPU: " in result.stderr
+    release = [f"--model_dir={tmp_path}/release", "--task=classifier", "--max_seq_length=16",
+               f"--export_dir={tmp_path}/saved_models/tiny"]
+    # The export through the tool's `main` in this process (the code after the parse, as its process runs it).
+    export_tool.main(release + ["--precision=int8", f"--calibration_file={calibration}",
+                                "--calibration_percentile=100", "--smoothing_alpha=0"])
+    stderr = capsys.readouterr().err
+    assert "computing in int8 (CPU: " in stderr
     held_out = int8_gate.held_out_texts(["a fine film", "not good at all"], ExportOptions().warmup_texts)
-    assert f"int8 vs float32 on {len(held_out)} texts: argmax agrees on " in result.stderr
-    assert "(activation ranges calibrated on 2 texts, smallest to largest value)" in result.stderr
-    # Refused in one line, naming the file and line, before anything is written: the tool's own process once,
-    # then each refusal through its `main` in this process (the same message; no process start each).
+    assert f"int8 vs float32 on {len(held_out)} texts: argmax agrees on " in stderr
+    assert "(activation ranges calibrated on 2 texts, smallest to largest value)" in stderr
+    # Refused in one line, naming the file and line, before anything is written: the tool's own process once
+    # (its exit status and its one line of stderr), then each refusal through its `main` in this process (the
+    # same message; no process start each).
     broken = tmp_path / "broken.txt"
     broken.write_bytes(b"a fine film\nnot \xff good\n")
     bad = run("--precision=int8", f"--calibration_file={broken}")
@@ -433,8 +448,6 @@ def test_export_tool_int8_flags(tmp_path, bert_vocab_file):
     assert bad.returncode != 0 and len(lines) == 1 and f"error: {broken}:2: not valid UTF-8" in lines[0], bad.stderr
     empty = tmp_path / "empty.txt"
     empty.write_text("\n  \n", encoding="utf-8")
-    release = [f"--model_dir={tmp_path}/release", "--task=classifier", "--max_seq_length=16",
-               f"--export_dir={tmp_path}/saved_models/tiny"]
     for flags, message in (
         (["--precision=int8", f"--calibration_file={empty}"], f"{empty}: the calibration file holds no text"),
         (["--precision=int8", f"--calibration_file={tmp_path}/absent.txt"], "absent.txt: calibration file not found"),

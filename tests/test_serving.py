@@ -90,18 +90,22 @@ spec = importlib.util.spec_from_file_location("predict_saved_model", sys.argv[1]
 tool = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(tool)
 jobs = json.load(sys.stdin)
-json.dump([tool._finite_json(tool.predict(path, requests)) for path, requests in jobs], sys.stdout, allow_nan=False)
+json.dump([tool._finite_json(tool.predict(path, requests, **threads)) for path, requests, threads in jobs], sys.stdout,
+          allow_nan=False)
 """
 
 
 def probe_many(jobs, **environment):
     """`probe` of several SavedModels in one fresh process: {key: (saved_model_dir, requests)} -> {key: results}.
 
-    One TensorFlow start-up for all of them (each `probe` costs one: ~5 s of the suite's CPU).
+    One TensorFlow start-up for all of them (each `probe` costs one: ~5 s of the suite's CPU). A job may be
+    `(saved_model_dir, requests, threads)`: its session's pools as the tool's thread flags set them
+    (`{"intra_op_threads": N, "inter_op_threads": N}`; a negative inter-op count runs that session's ops in
+    the thread that calls it, per session); the first session of the process sizes the pools.
     """
     result = subprocess.run(
         [sys.executable, "-c", _PROBE_MANY, os.path.join(REPO, "tools", "predict_saved_model.py")],
-        input=json.dumps([(str(path), requests) for path, requests in jobs.values()]),
+        input=json.dumps([(str(job[0]), job[1], job[2] if len(job) > 2 else {}) for job in jobs.values()]),
         capture_output=True, text=True, timeout=600,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **environment), cwd="/",
     )
@@ -136,6 +140,17 @@ def exports(tmp_path_factory, bert_vocab_file, tables):
     return root, models, paths
 
 
+@pytest.fixture(scope="module")
+def unskipped(tmp_path_factory, bert_vocab_file, tables, exports):
+    """The classifier of `exports` exported again computing every position (`skip_padding=False`), elsewhere."""
+    _, models, _ = exports
+    return export_saved_model(
+        models["classifier"], "classifier", bert_vocab_file, tmp_path_factory.mktemp("unskipped") / "classifier",
+        ExportOptions(max_seq_length=SEQ, label_names=["negative", "neutral", "positive"], tables=tables,
+                      skip_padding=False),
+    )
+
+
 QUESTIONS = ["Who wrote the play?", "Where is the tower?"]
 CONTEXTS = ["The play was written by William Shakespeare in London.", "The Eiffel tower stands in Paris, France."]
 INVALID_UTF8 = base64.b64encode(b"caf\xc3 ok \xff").decode("ascii")
@@ -143,9 +158,18 @@ TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 FILL_MASK_TEXT = "The capital of France is [MASK] and of Italy [MASK]."
 
 
+def padded_requests(python):
+    """A padded batch by ids (unequal lengths: padding after the cut) and one text, for `skip_padding`'s test."""
+    features = python_features(python, SENTENCES)
+    return features, [{"signature": "serve_ids", "inputs": {key: value.tolist() for key, value in features.items()}},
+                      {"signature": "serving_default", "inputs": {"text": SENTENCES[:1]}}]
+
+
 @pytest.fixture(scope="module")
-def probed(exports, tokenizers):
-    """All signature calls, one fresh keras_bert_impl-free process per export."""
+def probed(exports, unskipped, tokenizers):
+    """All signature calls, in one fresh keras_bert_impl-free process (each export loaded as TF Serving loads
+    it); under "skip_padding" and "every_position" the padded batch of `padded_requests` to the classifier's
+    export and to `unskipped`."""
     _, _, paths = exports
     python, _ = tokenizers
     features = python_features(python, SENTENCES[:2])
@@ -180,7 +204,10 @@ def probed(exports, tokenizers):
             {"signature": "serve_text_pair", "inputs": {"text": SENTENCES[:2], "text_b": PAIRS[:2]}},
             {"signature": "serving_default", "inputs": {"text": SENTENCES[:2]}},
         ]
-    return probe_many({task: (paths[task], calls) for task, calls in requests.items()})
+    jobs = {task: (paths[task], calls) for task, calls in requests.items()}
+    padded = padded_requests(python)[1]
+    jobs.update(skip_padding=(paths["classifier"], padded), every_position=(unskipped, padded))
+    return probe_many(jobs)
 
 
 def test_classifier_signatures_match_keras_model_without_our_python(exports, tokenizers, probed):
@@ -314,8 +341,9 @@ def test_every_signature_agrees_with_the_keras_model(exports, tokenizers, probed
                 np.testing.assert_allclose(result[key], value, atol=1e-5, err_msg=f"{task} {key}")
 
 
-def test_export_tool_from_a_release(tmp_path, bert_vocab_file):
+def test_export_tool_from_a_release(tmp_path, bert_vocab_file, capsys):
     from keras_bert_impl.checkpoints.original import save_original_checkpoint
+    from tools import export_saved_model as export_tool
 
     config = tiny_config(vocab_size=30522, max_position_embeddings=64)
     model = BertClassifier(config, num_labels=2)
@@ -325,8 +353,11 @@ def test_export_tool_from_a_release(tmp_path, bert_vocab_file):
     command = [sys.executable, "-m", "tools.export_saved_model", f"--model_dir={tmp_path}/release", "--task=classifier",
                "--label_names=no,yes", "--max_seq_length=16", f"--export_dir={tmp_path}/saved_models/tiny"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    result = subprocess.run(command + ["--serving_base_path=/srv/models/"], capture_output=True, text=True, cwd=REPO, env=env)
-    assert result.returncode == 0, result.stderr
+    # The export through the tool's `main` in this process (the code its process runs after the parse); the
+    # refusal below in the tool's own process (its exit status and one line of stderr).
+    export_tool.main(command[3:] + ["--serving_base_path=/srv/models/"])
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith("/saved_models/tiny/1: it needs portable: "
+                                                                      "stock TensorFlow ops, CPU and GPU")
     assert (tmp_path / "saved_models" / "tiny" / "1" / "saved_model.pb").exists()
     config = parse_models_config(tmp_path / "saved_models" / "models.config")
     assert [(c.name, c.base_path) for c in config.model_config_list.config] == [("tiny", "/srv/models/tiny")]
@@ -483,7 +514,7 @@ def test_cased_in_graph_tokenizer(bert_vocab_file, tables):
     assert in_graph.tokenize(tf.constant(texts)).to_list() == [python.convert_tokens_to_ids(python.tokenize(t)) for t in texts]
 
 
-def test_a_padded_batch_is_served_on_its_real_tokens(tmp_path, bert_vocab_file, tables, tokenizers):
+def test_a_padded_batch_is_served_on_its_real_tokens(exports, unskipped, tokenizers, probed):
     """By default an export skips the padding a batch keeps after its cut
     (`skip_padding`, in the metadata; the same graph whatever machine
     writes it): one graph for every batch, with
@@ -492,17 +523,12 @@ def test_a_padded_batch_is_served_on_its_real_tokens(tmp_path, bert_vocab_file, 
     from tensorflow.core.protobuf import saved_model_pb2
 
     python, _ = tokenizers
-    model = BertClassifier(tiny_config(vocab_size=30522, max_position_embeddings=64), num_labels=3)
-    randomize(model, seed=11, scale=0.2)
-    paths = {skip: export_saved_model(
-        model, "classifier", bert_vocab_file, tmp_path / f"skip_{skip}",
-        ExportOptions(max_seq_length=SEQ, tables=tables, skip_padding=skip),
-    ) for skip in (None, False)}
-    features = python_features(python, SENTENCES)  # unequal lengths: padding after the cut
+    _, models, exported = exports
+    model = models["classifier"]
+    paths = {None: exported["classifier"], False: unskipped}  # the default, and skip_padding=False
+    features = padded_requests(python)[0]  # unequal lengths: padding after the cut
     assert features["input_mask"].sum(axis=1).min() < features["input_mask"].sum(axis=1).max()
-    request = [{"signature": "serve_ids", "inputs": {key: value.tolist() for key, value in features.items()}},
-               {"signature": "serving_default", "inputs": {"text": SENTENCES[:1]}}]
-    answers = probe_many({skip: (path, request) for skip, path in paths.items()})
+    answers = {None: probed["skip_padding"], False: probed["every_position"]}
     expected = tf.nn.softmax(model(features)).numpy()
     counts = {}
     op_kinds = {"gathers": ("GatherV2", "ResourceGather"), "products": ("MatMul", "BatchMatMulV2")}

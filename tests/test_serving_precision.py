@@ -26,7 +26,7 @@ from tests.helpers import (
     tiny_release_export_tool,
     weight_casts,
 )
-from tests.test_serving import SENTENCES, probe, probe_many
+from tests.test_serving import SENTENCES, probe_many
 from tools import export_saved_model as export_tool
 
 SEQ = 24
@@ -185,10 +185,34 @@ def test_bfloat16_export_computes_in_bfloat16_and_says_so(exports):
         assert metadata["exported_with_onednn_rewrites"] == hardware.onednn_graph_rewrites()
 
 
-def test_bfloat16_answers_within_bfloat16_rounding_of_float32(exports, model):
-    requests = [{"signature": "serving_default", "inputs": {"text": SENTENCES}},
-                {"signature": "serve_text_pair", "inputs": {"text": SENTENCES, "text_b": SENTENCES[::-1]}}]
-    answers = probe_many({precision: (path, requests) for precision, path in exports.items()})
+@pytest.fixture(scope="module")
+def text_classifier_export(tmp_path_factory, bert_vocab_file, model):
+    """`model` as a `TextClassifier` (its preprocessor in the model), exported in bfloat16: (classifier, path)."""
+    from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
+
+    with open(bert_vocab_file, encoding="utf-8") as f:
+        vocabulary = [line.rstrip("\n") for line in f]
+    preprocessor = BertPreprocessor(vocabulary, max_seq_length=SEQ)
+    classifier = TextClassifier(model.bert_config, 3, preprocessor)
+    classifier.set_weights(model.get_weights())
+    return classifier, classifier.export(tmp_path_factory.mktemp("saved_models") / "text_classifier",
+                                         precision="bfloat16")
+
+
+REQUESTS = [{"signature": "serving_default", "inputs": {"text": SENTENCES}},
+            {"signature": "serve_text_pair", "inputs": {"text": SENTENCES, "text_b": SENTENCES[::-1]}}]
+
+
+@pytest.fixture(scope="module")
+def answers(exports, text_classifier_export):
+    """`REQUESTS` to each of `exports` and to `text_classifier_export` ("text_classifier"), under TF Serving's
+    loader in one process without our Python."""
+    jobs = {precision: (path, REQUESTS) for precision, path in exports.items()}
+    jobs["text_classifier"] = (text_classifier_export[1], REQUESTS[:1])
+    return probe_many(jobs)
+
+
+def test_bfloat16_answers_within_bfloat16_rounding_of_float32(exports, model, answers):
     for full, half in zip(answers["float32"], answers["bfloat16"]):
         full, half = np.asarray(full["probabilities"]), np.asarray(half["probabilities"])
         assert full.shape == half.shape == (len(SENTENCES), 3)
@@ -233,18 +257,11 @@ def test_a_model_that_is_not_the_tasks_is_refused_in_another_precision(tmp_path,
     assert not any((tmp_path / "m").glob("[0-9]*"))
 
 
-def test_text_classifier_exports_in_bfloat16(tmp_path, bert_vocab_file, model):
-    from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
-
-    with open(bert_vocab_file, encoding="utf-8") as f:
-        vocabulary = [line.rstrip("\n") for line in f]
-    preprocessor = BertPreprocessor(vocabulary, max_seq_length=SEQ)
-    classifier = TextClassifier(model.bert_config, 3, preprocessor)
-    classifier.set_weights(model.get_weights())
-    path = classifier.export(tmp_path / "text_classifier", precision="bfloat16")
+def test_text_classifier_exports_in_bfloat16(text_classifier_export, answers):
+    classifier, path = text_classifier_export
     with open(os.path.join(path, "assets.extra", METADATA_FILE)) as f:
         assert json.load(f)["precision"] == "bfloat16"
-    served = probe(path, [{"signature": "serving_default", "inputs": {"text": SENTENCES}}])[0]
+    (served,) = answers["text_classifier"]
     expected = classifier.predict(SENTENCES, verbose=0)  # float32 probabilities
     np.testing.assert_allclose(served["probabilities"], expected, atol=BF16_ATOL)
     assert np.abs(np.asarray(served["probabilities"]) - expected).max() > 1e-6

@@ -129,7 +129,9 @@ def test_preprocessor_config_round_trip():
 
 
 def _tiny_release(tmp_path, vocab, **config_overrides):
-    config = tiny_config(vocab_size=len(vocab), max_position_embeddings=64, **config_overrides)
+    # One encoder layer: each `fit` traces its train step (most of these tests' time), which grows with the layers.
+    config = tiny_config(**dict(dict(vocab_size=len(vocab), max_position_embeddings=64, num_hidden_layers=1),
+                                **config_overrides))
     model = BertClassifier(config, num_labels=2)
     randomize(model, seed=3, scale=0.1)
     release = tmp_path / "release"

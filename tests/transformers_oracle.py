@@ -231,8 +231,9 @@ def main():
     torch.set_num_threads(max(1, min(8, os.cpu_count() or 1)))
     manifest = write_oracle(args.out, heads_only=args.heads_only)
     total = sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(args.out) for name in names)
+    written = ([] if args.heads_only else list(manifest["models"])) + list(manifest["heads"])
     print(f"transformers {transformers.__version__}, torch {torch.__version__}: "
-          f"wrote {', '.join(([] if args.heads_only else list(manifest['models'])) + list(manifest['heads']))} to {args.out} ({total / 1e6:.2f} MB)")
+          f"wrote {', '.join(written)} to {args.out} ({total / 1e6:.2f} MB)")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ state that `transformers` computed (the oracle's `*_last_hidden_state.npy`)
 or, for BERT, that `tests/numpy_bert.py` computes; nothing is shared with
 the converter. The task tests then predict through `run_classifier
 --do_predict --model_dir` and `TextClassifier.from_release`, unchanged.
+A multi-label BERT head that transformers itself saved and ran
+(the oracle's `bert_multi_label`) is compared with its recorded logits.
 """
 
 import json
@@ -398,6 +400,39 @@ def test_bert_export_of_a_converted_multi_label_head_answers_its_sigmoids(tmp_pa
     outputs = tf.saved_model.load(str(version)).signatures["serving_default"](tf.constant(TAG_TEXTS))
     np.testing.assert_allclose(outputs["probabilities"].numpy(), expected, atol=TOLERANCE)
     np.testing.assert_array_equal(outputs["label_mask"].numpy(), expected >= 0.5)
+
+
+def test_transformers_multi_label_bert_converts_into_a_multi_label_release_of_its_logits(tmp_path, capsys):
+    """The multi-label `BertForSequenceClassification` that transformers itself saved and ran in float64
+    (`tests/transformers_oracle.py`: `bert_multi_label`, exact GELU), converted: a multi-label release
+    of its labels whose logits, and their sigmoids, are transformers' (through `TextClassifier.from_release`)."""
+    from keras_bert_impl.tasks.text_classifier import TextClassifier
+
+    head = _manifest().get("heads", {}).get("bert_multi_label")
+    if head is None:
+        pytest.skip("the transformers oracle directory has no bert_multi_label")
+    hf_dir = _with_tokenizer_files("bert_multi_label", tmp_path)  # a copy, with a vocab.txt
+    hf_config = json.loads((hf_dir / "config.json").read_text())
+    assert hf_config["problem_type"] == "multi_label_classification" and hf_config["hidden_act"] == "gelu"
+    labels = tuple(hf_config["id2label"][str(i)] for i in range(len(hf_config["id2label"])))
+    code, lines = convert(capsys, hf_dir, tmp_path / "release")
+    assert code == 0, lines
+    release = tmp_path / "release"
+    assert BertConfig.from_json_file(str(release / "bert_config.json")).hidden_act == "gelu_exact"
+    assert (release / "label_list.txt").read_text() == "".join(f"{label}\n" for label in labels)
+    assert json.loads((release / "multi_label.json").read_text()) == {"labels": list(labels),
+                                                                       "thresholds": [0.5] * len(labels)}
+    load, inputs = _oracle_batch("bert_multi_label", head["batches"][0])
+    assert (inputs["input_mask"] == 0).any() and (inputs["segment_ids"] == 1).any()
+    classifier = TextClassifier.from_release(release, max_seq_length=inputs["input_ids"].shape[1])
+    assert classifier.multi_label and classifier.label_names == labels and not classifier.load_report.fresh
+    expected = load("logits").astype(np.float64)  # [batch, 3]
+    ours = np.asarray(classifier(inputs, training=False), np.float64)
+    assert np.max(np.abs(ours - expected)) < TOLERANCE, np.max(np.abs(ours - expected))
+    assert np.max(np.abs(sigmoid(ours) - sigmoid(expected))) < TOLERANCE
+    model = converted_classifier(release, len(labels))  # the same release as a plain BertClassifier
+    ours = np.asarray(model(inputs, training=False), np.float64)
+    assert np.max(np.abs(ours - expected)) < TOLERANCE, np.max(np.abs(ours - expected))
 
 
 @pytest.mark.parametrize("model_type", sorted(_manifest()["models"]) or ["albert", "distilbert", "roberta"])

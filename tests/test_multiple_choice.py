@@ -375,6 +375,44 @@ def test_hf_bert_for_multiple_choice_converts_and_gives_its_logits(tmp_path, cap
     assert code == 1 and len(lines) == 1 and "has 2 rows; the head of BertForMultipleChoice scores each choice" in lines[0]
 
 
+def test_transformers_bert_for_multiple_choice_converts_and_gives_its_recorded_logits(tmp_path, capsys):
+    """The `BertForMultipleChoice` that transformers itself saved and ran in float64
+    (`tests/transformers_oracle.py`: `bert_multiple_choice`, exact GELU, a padded choice, two
+    segments), converted; `BertMultipleChoice` and `MultipleChoice.from_release` give its logits."""
+    from keras_bert_impl.checkpoints.sources import find_release
+    from keras_bert_impl.config import BertConfig
+    from keras_bert_impl.tasks.text_multiple_choice import MultipleChoice
+    from tests.test_hf_classifier_heads import convert
+    from tests.test_transformers_oracle import ORACLE, _manifest, _with_tokenizer_files
+
+    if "bert_multiple_choice" not in _manifest().get("heads", {}):
+        pytest.skip("the transformers oracle directory has no bert_multiple_choice")
+    hf_dir = _with_tokenizer_files("bert_multiple_choice", tmp_path)  # a copy, with a vocab.txt
+    assert json.loads((hf_dir / "config.json").read_text())["hidden_act"] == "gelu"  # exact, erf
+    code, lines = convert(capsys, hf_dir, tmp_path / "release")
+    assert code == 0, lines
+    config = BertConfig.from_json_file(find_release(str(tmp_path / "release")).bert_config_file)
+    assert config.hidden_act == "gelu_exact"
+
+    def load(key):
+        return np.load(ORACLE / "bert_multiple_choice" / f"choices_{key}.npy")
+
+    inputs = {"input_ids": load("input_ids").astype("int32"), "input_mask": load("attention_mask").astype("int32"),
+              "segment_ids": load("token_type_ids").astype("int32")}  # [batch, num_choices, seq]
+    expected = load("logits").astype(np.float64)  # [batch, num_choices]
+    assert expected.shape == inputs["input_ids"].shape[:2] and (inputs["input_mask"] == 0).any()
+    model = BertMultipleChoice(config)
+    report = load_original_checkpoint(model, find_release(str(tmp_path / "release")).checkpoint)
+    assert not report.fresh and not report.unexpected
+    ours = np.asarray(model(inputs, training=False), np.float64)
+    assert np.max(np.abs(ours - expected)) < 1e-4, np.max(np.abs(ours - expected))
+    task = MultipleChoice.from_release(str(tmp_path / "release"), max_seq_length=inputs["input_ids"].shape[-1])
+    assert not task.load_report.fresh
+    ours = np.asarray(task(inputs, training=False), np.float64)
+    assert np.max(np.abs(ours - expected)) < 1e-4, np.max(np.abs(ours - expected))
+    np.testing.assert_array_equal(np.argmax(ours, -1), np.argmax(expected, -1))
+
+
 # -- the export ------------------------------------------------------------------
 
 EXPORT_CONTEXTS = ["The chef tasted the soup.", "A dog ran across the wide, muddy field towards",

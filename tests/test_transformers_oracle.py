@@ -4,8 +4,10 @@ transformers' to 1e-4").
 
 The directory is made where torch is installed, by
 `python3 tests/transformers_oracle.py --out DIR`; the one in
-`tests/data/transformers_oracle` (0.7 MB) was written by transformers 5.17
-on torch 2.11 (its manifest.json says so), and
+`tests/data/transformers_oracle` (0.9 MB) was written by transformers 5.17
+on torch 2.11 (its manifest.json says so; its BERT `heads`, read by
+`tests/test_hf_classifier_heads.py` and `tests/test_multiple_choice.py`,
+by transformers 5.25 on torch 2.13), and
 `KERAS_BERT_IMPL_TRANSFORMERS_ORACLE=DIR` names another.
 Each model is converted with `bert-convert-hf`, loaded from the release into
 our `BertPretrainingModel`, and its last layer and masked-LM logits (at every

@@ -63,6 +63,17 @@ def topical_set(rng, count):
 # -- scores and loss -------------------------------------------------------------
 
 
+def write_topic_splits(data_dir, rng, num_train, num_dev):
+    """Writes `train.csv`/`dev.csv` (`text`, `labels` joined by `|`) and `test.csv` (the dev texts) of
+    `topical_set`; returns `(train, dev)`."""
+    data_dir.mkdir()
+    train, dev = topical_set(rng, num_train), topical_set(rng, num_dev)
+    write_csv(data_dir / "train.csv", ["text", "labels"], [[text, "|".join(topics)] for text, topics in train])
+    write_csv(data_dir / "dev.csv", ["text", "labels"], [[text, "|".join(topics)] for text, topics in dev])
+    write_csv(data_dir / "test.csv", ["text"], [[text] for text, _ in dev])
+    return train, dev
+
+
 def test_scores_equal_scikit_learn():
     from sklearn import metrics
 
@@ -204,13 +215,8 @@ def test_text_classifier_learns_several_labels(release):
 def test_run_classifier_multi_label_learns_and_scores(release, tmp_path):
     from sklearn import metrics
 
-    rng = random.Random(1)
     data_dir, output_dir = tmp_path / "topics", tmp_path / "out"
-    data_dir.mkdir()
-    train, dev = topical_set(rng, 240), topical_set(rng, 80)
-    write_csv(data_dir / "train.csv", ["text", "labels"], [[text, "|".join(topics)] for text, topics in train])
-    write_csv(data_dir / "dev.csv", ["text", "labels"], [[text, "|".join(topics)] for text, topics in dev])
-    write_csv(data_dir / "test.csv", ["text"], [[text] for text, _ in dev])
+    train, dev = write_topic_splits(data_dir, random.Random(1), 240, 80)
     run_classifier.main([
         "--task_name=csv", f"--data_dir={data_dir}", f"--vocab_file={release / 'vocab.txt'}",
         f"--bert_config_file={release / 'bert_config.json'}", f"--init_checkpoint={release / 'bert_model.ckpt'}",
@@ -409,13 +415,8 @@ def test_run_classifier_tunes_thresholds_on_dev_and_the_export_uses_them(release
     from keras_bert_impl.serving.export import read_export_metadata
     from tools.export_saved_model import main as export_main
 
-    rng = random.Random(4)
     data_dir, output_dir = tmp_path / "topics", tmp_path / "out"
-    data_dir.mkdir()
-    train, dev = topical_set(rng, 96), topical_set(rng, 48)
-    write_csv(data_dir / "train.csv", ["text", "labels"], [[text, "|".join(topics)] for text, topics in train])
-    write_csv(data_dir / "dev.csv", ["text", "labels"], [[text, "|".join(topics)] for text, topics in dev])
-    write_csv(data_dir / "test.csv", ["text"], [[text] for text, _ in dev])
+    train, dev = write_topic_splits(data_dir, random.Random(4), 96, 48)
     flags = ["--task_name=csv", f"--data_dir={data_dir}", f"--vocab_file={release / 'vocab.txt'}",
              f"--bert_config_file={release / 'bert_config.json'}", f"--init_checkpoint={release / 'bert_model.ckpt'}",
              f"--output_dir={output_dir}", "--max_seq_length=16", "--multi_label", "--label_delimiter=|"]

@@ -191,6 +191,38 @@ def classification_dataset_options(fv):
     return options
 
 
+def define_multi_label_data_flags(fv, applies):
+    """run_classifier's flags for how multi-label files name their labels, shared by the tools that read
+    them (run_classifier --multi_label, distill of a multi-label teacher); `applies`: when, for the help."""
+    define = dict(flag_values=fv)
+    flags.DEFINE_list("label_columns", None, f"{applies}: one 0/1 column per label, named as the labels (instead of --label_column).", **define)
+    flags.DEFINE_string("label_delimiter", ",", f"{applies}: between the label names in --label_column (default: labels; a JSON list in jsonl).", **define)
+
+
+def multi_label_dataset(fv, options, reader="--multi_label"):
+    """The `data.multi_label.MultiLabelDataset` that `define_multi_label_data_flags`' flags and
+    `classification_dataset_options`' columns name (a csv/tsv/jsonl task); `reader`: what reads it, for
+    the error.
+
+    Raises:
+        FlagError: another task, the labels named two ways, an empty delimiter.
+    """
+    from keras_bert_impl.data.classification_datasets import COLUMN_FORMATS
+    from keras_bert_impl.data.multi_label import MultiLabelDataset
+
+    name = fv.task_name.strip().lower()
+    if name not in COLUMN_FORMATS:
+        raise FlagError(f"{reader} reads csv, tsv or jsonl files; --task_name is {fv.task_name}")
+    if fv.label_columns and fv.label_column:
+        raise FlagError("--label_columns (0/1 columns) and --label_column (delimited names) name the labels two "
+                        "ways: give one")
+    if not fv.label_delimiter:
+        raise FlagError("--label_delimiter must not be empty")
+    columns = {key: value for key, value in options.items()
+               if key in ("text_a_column", "text_b_column", "label_column", "labels")}
+    return MultiLabelDataset(name, label_columns=tuple(fv.label_columns or ()), delimiter=fv.label_delimiter,
+                             **columns)
+
 
 def define_choice_column_flags(fv, label_column=True):
     """run_multiple_choice's flags for a file's context, choice and label columns, shared by the tools that read

@@ -16,7 +16,13 @@ states (cosine distance):
 
 * `--task=classifier`: run_classifier's data flags, plus `--unlabeled_file`
   (one text per line: the teacher labels them). The teacher's targets are
-  computed once, before training.
+  computed once, before training. A multi-label teacher (its release has
+  `multi_label.json`: `bert-run-classifier --multi_label`) reads csv, tsv or
+  jsonl files as `--multi_label` does (`--label_column` of names joined by
+  `--label_delimiter`, or 0/1 `--label_columns`), of its labels only; its
+  student learns each label's sigmoid at `--temperature` and the 0/1 labels,
+  records the teacher's labels and thresholds (`multi_label.json`), and
+  `--do_eval` writes micro/macro F1 and per-label scores at them.
 * `--task=squad`, `--task=ner`: run_squad's / run_ner's data flags; the
   teacher runs beside the student on each batch.
 * `--task=multiple_choice`: run_multiple_choice's data flags (`--data_dir`
@@ -65,7 +71,9 @@ from keras_bert_impl.cli import (
     define_choice_column_flags,
     define_classification_data_flags,
     define_fine_tuning_flags,
+    define_multi_label_data_flags,
     fine_tuning_run,
+    multi_label_dataset,
     parse_flags,
     parse_label_list,
     quiet_tensorflow,
@@ -81,7 +89,7 @@ _TEACHER_FILES = ("bert_config_file", "vocab_file", "init_checkpoint")
 TASK_FLAGS = {
     "classifier": ("task_name", "data_dir", "unlabeled_file", "text_a_column", "text_b_column", "label_column",
                    "labels", "tfds_text_feature", "tfds_text_b_feature", "tfds_label_feature", "train_split",
-                   "eval_split", "predict_split"),
+                   "eval_split", "predict_split", "label_columns", "label_delimiter"),
     "squad": ("train_file", "predict_file", "doc_stride", "max_query_length", "n_best_size", "max_answer_length",
               "verbose_logging", "version_2_with_negative", "null_score_diff_threshold", "tfds_name", "data_dir",
               "train_split", "predict_split"),
@@ -152,6 +160,7 @@ def define_flags(fv):
     flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.", **define)
     flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.", **define)
     define_classification_data_flags(fv)
+    define_multi_label_data_flags(fv, "A multi-label teacher (classifier)")
     # --task=multiple_choice: run_multiple_choice's columns (--label_column is the classification flag's).
     define_choice_column_flags(fv, label_column=False)
 
@@ -185,7 +194,7 @@ def main(argv=None):
     columns = choice_columns(fv) if fv.task == "multiple_choice" else None
     quiet_tensorflow()  # The task registry imports TensorFlow.
 
-    from keras_bert_impl.checkpoints.release import infer_do_lower_case
+    from keras_bert_impl.checkpoints.release import infer_do_lower_case, read_release_multi_label
     from keras_bert_impl.checkpoints.sources import find_release
     from keras_bert_impl.tasks.distillation import check_student_directory
     from keras_bert_impl.tasks.registry import get_distillation
@@ -197,6 +206,12 @@ def main(argv=None):
         raise FlagError(f"--max_seq_length ({fv.max_seq_length}) must be greater than --max_query_length "
                         f"({fv.max_query_length or 64}) + 3")
     teacher = find_release(fv.teacher_dir)
+    multi_label = fv.task == "classifier" and read_release_multi_label(os.path.dirname(teacher.checkpoint))
+    if not multi_label:
+        given = [f"--{name}" for name in ("label_columns", "label_delimiter") if fv[name].present]
+        if given:
+            raise FlagError(f"{given[0]} applies to a multi-label teacher only (a release with multi_label.json)")
+    dataset = multi_label_dataset(fv, options, "a multi-label teacher's student") if multi_label else None
     check_student_directory(fv.output_dir, teacher.bert_config_file)
     fv.bert_config_file, fv.vocab_file, fv.init_checkpoint = (
         teacher.bert_config_file, teacher.vocab_file, teacher.checkpoint)
@@ -211,14 +226,16 @@ def main(argv=None):
 
     from keras_bert_impl.data.classification_datasets import get_dataset
     from keras_bert_impl.jobs.run_fine_tuning import run_fine_tuning
-    from keras_bert_impl.tasks.distillation import ClassifierDistillation, DistillationOptions
+    from keras_bert_impl.tasks.distillation import ClassifierDistillation, DistillationOptions, MultiLabelDistillation
     from keras_bert_impl.training.fine_tuning import log_to_stderr
 
     distillation = DistillationOptions(
         num_hidden_layers=fv.num_hidden_layers, temperature=fv.temperature, soft_weight=fv.soft_weight,
         hard_weight=fv.hard_weight, hidden_weight=fv.hidden_weight,
     )
-    if spec_class is ClassifierDistillation:  # Its dataset is made of run_classifier's data flags.
+    if multi_label:  # Its dataset is made of run_classifier --multi_label's data flags, its labels the teacher's.
+        spec = MultiLabelDistillation(dataset, fv.data_dir, unlabeled_file=fv.unlabeled_file, options=distillation)
+    elif spec_class is ClassifierDistillation:  # Its dataset is made of run_classifier's data flags.
         spec = ClassifierDistillation(get_dataset(fv.task_name, **options), fv.data_dir,
                                       unlabeled_file=fv.unlabeled_file, options=distillation)
     elif fv.task == "multiple_choice":  # Its files by split, and its columns, as run_multiple_choice takes them.

@@ -19,8 +19,9 @@ and the tool's last line say what the export needs to run well.
 For `--task=multi_label`, `label_mask` holds the labels at or over each label's
 threshold as the release records them (`multi_label.json`, written by
 `bert-run-classifier --multi_label [--tune_threshold]`, `TextClassifier.save_release`
-and `bert-convert-hf`), else 0.5; a release that records multi-label is refused
-as `--task=classifier`.
+and `bert-convert-hf`), else 0.5, or `--threshold` (one probability for every
+label, or one per label in label order: `--threshold=0.5,0.3,0.7`); a release
+that records multi-label is refused as `--task=classifier`.
 
 Example:
     bert-export --bert_config_file=release/bert_config.json \
@@ -154,6 +155,12 @@ def define_flags(fv):
                                "--long_text and TextClassifier.save_release), else cut. The raw-text signature reads "
                                "texts so (windows: all of a request's windows in one batch, each text's logits "
                                "pooled); classifier, regression and multi_label only.")
+    flags.DEFINE_list(
+        "threshold", None,
+        "--task=multi_label only: the probability at or over which a label is in label_mask, in place of the "
+        "release's (multi_label.json, else 0.5): one number for every label, or one per label, comma-separated in "
+        "label order, each in (0, 1). Written to assets.extra/export_metadata.json.", **define,
+    )
     flags.DEFINE_string(
         "serving_base_path", "/models",
         "Where TF Serving sees the parent of --export_dir: models.config names each model's base_path "
@@ -180,6 +187,7 @@ def main(argv=None):
     if fv.min_int8_agreement is not None and not 0.0 <= fv.min_int8_agreement <= 1.0:
         raise FlagError(f"--min_int8_agreement={fv.min_int8_agreement:g}: must be in [0, 1]")
     long_text = long_text_flag_options(fv)  # A task that cuts long texts refuses it: ExportError.
+    threshold = threshold_flag(fv)
     quiet_tensorflow()
 
     from keras_bert_impl.serving.export import ExportOptions, export_checkpoint, read_export_metadata, release_files
@@ -197,7 +205,7 @@ def main(argv=None):
 
         calibration_texts = read_calibration_texts(fv.calibration_file)
     options = ExportOptions(calibration_texts=calibration_texts, calibration_percentile=fv.calibration_percentile,
-                            smoothing_alpha=fv.smoothing_alpha, long_text=long_text,
+                            smoothing_alpha=fv.smoothing_alpha, long_text=long_text, threshold=threshold,
                             **flag_values(fv, (
         "do_lower_case", "max_seq_length", "label_names", "version", "serving_base_path", "precision", "skip_padding",
         "constant_kernels", "packed_kernels", "verify", "min_int8_agreement", "optimize_for",
@@ -205,6 +213,28 @@ def main(argv=None):
     path = export_checkpoint(fv.task, fv.bert_config_file, fv.init_checkpoint, fv.vocab_file, fv.export_dir, options,
                              num_labels=fv.num_labels, log=log)
     log(f"wrote {path}: it needs {read_export_metadata(path)['needs']}")
+
+
+def threshold_flag(fv):
+    """`--threshold` as one float or a tuple of one per label; None where not given.
+
+    Raises:
+        FlagError: given for another task than multi_label, not numbers, or one outside (0, 1). (A count
+            other than the labels' is refused by the export, which knows them.)
+    """
+    if fv.threshold is None:
+        return None
+    if fv.task not in (None, "multi_label"):  # None: --task is required, and said so below
+        raise FlagError(f"--threshold is for --task=multi_label (a sigmoid per label), not --task={fv.task}")
+    try:
+        values = tuple(float(value) for value in fv.threshold)
+    except ValueError:
+        raise FlagError(f"--threshold={','.join(fv.threshold)}: give one number, or one per label, "
+                        "comma-separated") from None
+    outside = [value for value in values if not 0.0 < value < 1.0]
+    if not values or outside:
+        raise FlagError(f"--threshold={','.join(fv.threshold)}: each threshold is a probability in (0, 1)")
+    return values[0] if len(values) == 1 else values
 
 
 def console_main():

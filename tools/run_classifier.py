@@ -87,8 +87,10 @@ from keras_bert_impl.cli import (
     define_classification_data_flags,
     define_fine_tuning_flags,
     define_long_text_flags,
+    define_multi_label_data_flags,
     fine_tuning_run,
     long_text_flag_options,
+    multi_label_dataset,
     parse_flags,
     quiet_tensorflow,
     require,
@@ -109,33 +111,11 @@ def define_flags(fv):
     flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.", **define)
     define_classification_data_flags(fv)
     flags.DEFINE_boolean("multi_label", False, "csv/tsv/jsonl tasks: each text has any number of labels (a sigmoid per label, binary cross-entropy, micro/macro F1).", **define)
-    flags.DEFINE_list("label_columns", None, "With --multi_label: one 0/1 column per label, named as the labels (instead of --label_column).", **define)
-    flags.DEFINE_string("label_delimiter", ",", "With --multi_label: between the label names in --label_column (default: labels; a JSON list in jsonl).", **define)
+    define_multi_label_data_flags(fv, "With --multi_label")
     flags.DEFINE_float("threshold", 0.5, "With --multi_label: a label is predicted where its probability is at least this (default 0.5; without --do_train, the thresholds the release records in multi_label.json).", **define)
     flags.DEFINE_boolean("tune_threshold", False, "With --multi_label and --do_eval: choose each label's threshold for its F1 on the dev set, score at them, and write them to eval_results.txt and the fine-tuned release's multi_label.json (which bert-export uses).", **define)
     define_long_text_flags(fv, "Default: cut when training; else what the fine-tuned release records "
                                "(its long_text.json, written by a run that trained with head_tail or windows).")
-
-
-def multi_label_dataset(fv, options):
-    """The `MultiLabelDataset` of `--multi_label`'s flags (a csv/tsv/jsonl task)."""
-    from keras_bert_impl.data.classification_datasets import COLUMN_FORMATS
-    from keras_bert_impl.data.multi_label import MultiLabelDataset
-
-    name = fv.task_name.strip().lower()
-    if name not in COLUMN_FORMATS:
-        raise FlagError(f"--multi_label reads csv, tsv or jsonl files; --task_name is {fv.task_name}")
-    if fv.label_columns and fv.label_column:
-        raise FlagError("--label_columns (0/1 columns) and --label_column (delimited names) name the labels two "
-                        "ways: give one")
-    if not 0.0 < fv.threshold < 1.0:
-        raise FlagError(f"--threshold must lie in (0, 1), got {fv.threshold}")
-    if not fv.label_delimiter:
-        raise FlagError("--label_delimiter must not be empty")
-    columns = {key: value for key, value in options.items()
-               if key in ("text_a_column", "text_b_column", "label_column", "labels")}
-    return MultiLabelDataset(name, label_columns=tuple(fv.label_columns or ()), delimiter=fv.label_delimiter,
-                             **columns)
 
 
 def main(argv=None):
@@ -158,6 +138,8 @@ def main(argv=None):
     if fv.tune_threshold and not fv.do_eval:
         raise FlagError("--tune_threshold chooses the thresholds on the dev set: it needs --do_eval")
     dataset = multi_label_dataset(fv, options) if fv.multi_label else None
+    if fv.multi_label and not 0.0 < fv.threshold < 1.0:
+        raise FlagError(f"--threshold must lie in (0, 1), got {fv.threshold}")
     long_text = long_text_flag_options(fv)
     if long_text is not None and fv.multi_label:
         raise FlagError("--long_text applies to single-label classification and regression; --multi_label cuts "

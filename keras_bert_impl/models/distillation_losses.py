@@ -1,4 +1,5 @@
-"""The losses of distillation (soft targets at a temperature, the cosine distance of hidden states),
+"""The losses of distillation (soft targets at a temperature: a softmax's, or a sigmoid per label for a
+multi-label model; the cosine distance of hidden states),
 and the trainer that computes them against a teacher running beside the student.
 
 Example:
@@ -40,6 +41,46 @@ class SoftTargetLoss(keras.losses.Loss):
         teacher = keras.ops.log_softmax(y_true / t, axis=-1)
         student = keras.ops.log_softmax(y_pred / t, axis=-1)
         return t * t * keras.ops.sum(keras.ops.exp(teacher) * (teacher - student), axis=-1)
+
+    def get_config(self):
+        return {**super().get_config(), "temperature": self.temperature}
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_impl")
+class MultiLabelSoftTargetLoss(keras.losses.Loss):
+    """T² · the binary KL divergence of each label's sigmoid at temperature T, averaged over the labels.
+
+    The multi-label form of `SoftTargetLoss`: each label is its own
+    two-class distribution, `p = sigmoid(z_teacher / T)` against
+    `q = sigmoid(z_student / T)`. Per label, the binary cross-entropy
+    `-p log q - (1 - p) log(1 - q)` less the teacher's own entropy (a
+    constant of the targets: the same gradients, and 0 where the student
+    agrees, as `SoftTargetLoss`'s KL divergence); the mean over the labels,
+    as the multi-label hard loss (`keras.losses.BinaryCrossentropy`) takes
+    it; times T², as `SoftTargetLoss`. Written on the logits, with
+    `softplus`: `BCE(p, q) = softplus(b) - p b` for `b = z_student / T`.
+
+    `y_true` are the teacher's logits, `y_pred` the student's, labels on
+    the last axis.
+
+    Example:
+    >>> import numpy as np
+    >>> float(MultiLabelSoftTargetLoss(temperature=2.0)(np.array([[3.0, -1.0]]), np.array([[3.0, -1.0]])))
+    0.0
+    """
+
+    def __init__(self, temperature=2.0, name="multi_label_soft_target_loss", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.temperature = float(temperature)
+
+    def call(self, y_true, y_pred):
+        t = self.temperature
+        teacher = keras.ops.cast(y_true, "float32") / t  # [..., num_labels]
+        student = keras.ops.cast(y_pred, "float32") / t
+        p = keras.ops.sigmoid(teacher)
+        cross_entropy = keras.ops.softplus(student) - p * student
+        teacher_entropy = keras.ops.softplus(teacher) - p * teacher
+        return t * t * keras.ops.mean(cross_entropy - teacher_entropy, axis=-1)
 
     def get_config(self):
         return {**super().get_config(), "temperature": self.temperature}

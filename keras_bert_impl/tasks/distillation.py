@@ -13,12 +13,24 @@ transformer layer, pooler and head), and trained on three losses at once:
 * hidden states: 1 - cosine similarity between the student's and the
   teacher's last-layer state at [CLS], the pooler's input.
 
+A multi-label teacher (`TextClassifier(multi_label=True)`, a release with
+`multi_label.json`) has a sigmoid per label, not a distribution over
+classes, so its soft targets are each label's sigmoid at T,
+`sigmoid(z_teacher / T)`, against the student's `sigmoid(z_student / T)` by
+binary cross-entropy less the teacher's own entropy (the binary KL
+divergence: the cross-entropy's gradients, 0 where the student agrees),
+averaged over the labels and scaled by T² as the softmax's
+(`models.distillation_losses.MultiLabelSoftTargetLoss`); its hard labels
+are 0/1 rows, by binary cross-entropy (`tasks.multi_label`). The student is
+multi-label, of the teacher's labels and thresholds.
+
 Unlabelled texts take part through the first and last. The teacher's targets
 are computed once, before training (one forward pass over the texts), so a
 step costs only the student's forward and backward pass.
 
-That is `distill` (`TextClassifier.distill`) and `ClassifierDistillation`
-(`bert-distill`). The other tasks' students put `DistillationSpec` (or
+That is `distill` (`TextClassifier.distill`), `ClassifierDistillation`
+(`bert-distill`) and, for a multi-label teacher,
+`multi_label.MultiLabelDistillation`. The other tasks' students put `DistillationSpec` (or
 `StepwiseDistillation`, whose teacher runs beside the student on each batch,
 for per-token targets) on their task's fine-tuning spec:
 `span_qa.SquadDistillation`, `token_tagging.TaggingDistillation`,
@@ -41,6 +53,7 @@ import numpy as np
 from keras_bert_impl.checkpoints.name_map import CLASSIFIER_VARIABLES
 from keras_bert_impl.errors import BertError
 from keras_bert_impl.tasks.classifier import ClassifierFineTuning, read_dataset_splits
+from keras_bert_impl.tasks.multi_label import MultiLabelFineTuning
 from keras_bert_impl.tasks.spec import TaskInputs
 from keras_bert_impl.tasks.text_data import num_texts, text_tensor
 
@@ -258,6 +271,7 @@ def make_student(teacher, num_hidden_layers, options):
         seed=teacher.seed if options.seed is None else options.seed,
         real_tokens_only=teacher.real_tokens_only,
         label_names=teacher.label_names,  # the same classes: the student answers with the same names
+        multi_label=teacher.multi_label, threshold=teacher.threshold,  # and decides as the teacher
         dtype=teacher.dtype_policy.name,
     )
     initialise_from_teacher(student, teacher, layers)
@@ -269,7 +283,8 @@ def _training_model(student, losses):
     `soft` [batch, 1, num_classes]) and its last-layer [CLS] state (`hidden`
     [batch, 1, hidden_size]). The axis of 1 keeps the targets of `soft` and
     `hidden` from being taken for per-token ones when a batch is cut after
-    its longest row (`training.real_tokens.cut_batch`)."""
+    its longest row (`training.real_tokens.cut_batch`). Its `bert` and
+    `head` are the student's, for the checkpoints of training."""
     import keras
 
     from keras_bert_impl.models.base import sequence_inputs
@@ -279,7 +294,9 @@ def _training_model(student, losses):
     logits = student.head(student.get_layer("dropout")(encoded["pooled_output"]))  # [batch, num_classes]
     outputs = {"soft": logits[:, None, :], "hard": keras.layers.Identity(name="hard")(logits),
                "hidden": encoded["sequence_output"][:, :1]}
-    return keras.Model(ids, {name: outputs[name] for name in losses})
+    trainer = keras.Model(ids, {name: outputs[name] for name in losses})
+    trainer.bert, trainer.head = student.bert, student.head  # The student's weights, by their original names.
+    return trainer
 
 
 def distill(teacher, texts, labels=None, unlabeled_texts=None, options=DistillationOptions(), verbose="auto",
@@ -289,13 +306,17 @@ def distill(teacher, texts, labels=None, unlabeled_texts=None, options=Distillat
     Args:
         teacher: A fine-tuned `TextClassifier`.
         texts: Texts (a list, or a tuple of two lists for pairs).
-        labels: Their labels (class ids, or scores for regression), or None.
+        labels: Their labels (class ids, scores for regression, or 0/1 rows
+            [n, num_classes] for a multi-label teacher), or None.
         unlabeled_texts: More texts, without labels: soft targets and hidden
             states only.
         options: `DistillationOptions`.
         verbose, callbacks: As Keras `fit`'s.
         validation_data: `(texts, labels)`: the student's `evaluate` on them
-            after each epoch, as `val_loss`, `val_accuracy` in the history.
+            after each epoch, as `val_loss`, `val_accuracy` in the history
+            (multi-label: the binary cross-entropy and the share of
+            (text, label) decisions right at probability 0.5, as
+            `multi_label.multi_label_compile_options`).
 
     Returns:
         The student, a `TextClassifier` (`history` attribute: the `fit` history).
@@ -322,7 +343,10 @@ def distill(teacher, texts, labels=None, unlabeled_texts=None, options=Distillat
     if count + extra == 0:
         raise DistillationError("distill needs at least one text")
     hard = labels is not None and options.hard_weight > 0
-    if labels is not None:
+    multi_label = bool(getattr(teacher, "multi_label", False))
+    if labels is not None and multi_label:
+        labels = _multi_hot_labels(labels, count, teacher.num_classes)
+    elif labels is not None:
         labels = np.asarray(labels)
         if labels.shape != (count,):
             raise DistillationError(f"labels must be one per text, of shape [{count}] for {count} texts; got labels "
@@ -345,14 +369,19 @@ def distill(teacher, texts, labels=None, unlabeled_texts=None, options=Distillat
     losses = [name for name, weight in weights.items() if weight > 0]
     if not losses:
         raise DistillationError("every loss weight is 0 (or hard_weight only, without labels): nothing to train on")
-    targets = {"soft": logits[:, None, :], "hidden": cls_state[:, None, :],
-               "hard": np.concatenate([labels if labels is not None else np.zeros(count), np.zeros(extra)])
-               .astype(np.float32 if teacher.num_classes == 1 else np.int32)}
+    if multi_label:  # 0/1 rows [n, num_classes]; the unlabelled texts' rows weigh nothing.
+        hard_targets = np.zeros((count + extra, teacher.num_classes), np.float32)
+        if labels is not None:
+            hard_targets[:count] = labels
+    else:
+        hard_targets = (np.concatenate([labels if labels is not None else np.zeros(count), np.zeros(extra)])
+                        .astype(np.float32 if teacher.num_classes == 1 else np.int32))
+        if teacher.num_classes == 1:
+            hard_targets = hard_targets.reshape(-1, 1)
+    targets = {"soft": logits[:, None, :], "hidden": cls_state[:, None, :], "hard": hard_targets}
     sample_weights = {name: np.ones(count + extra, np.float32) for name in losses}
     if "hard" in losses:
         sample_weights["hard"] = np.concatenate([np.ones(count), np.zeros(extra)]).astype(np.float32)
-    if teacher.num_classes == 1:
-        targets["hard"] = targets["hard"].reshape(-1, 1)
 
     total = count + extra
     steps_per_epoch = max(1, total // options.batch_size)
@@ -361,7 +390,7 @@ def distill(teacher, texts, labels=None, unlabeled_texts=None, options=Distillat
     trainer.compile(
         optimizer=create_optimizer(student.learning_rate, num_train_steps,
                                    int(num_train_steps * student.warmup_proportion)),
-        **distillation_compile_options(losses, weights, teacher.num_classes, options.temperature),
+        **distillation_compile_options(losses, weights, teacher.num_classes, options.temperature, multi_label),
     )
     data = TrainingData(inputs, {name: targets[name] for name in losses},
                         num_examples=total, unit="texts", description=f"{total} texts", source="texts",
@@ -379,6 +408,25 @@ def distill(teacher, texts, labels=None, unlabeled_texts=None, options=Distillat
     return student
 
 
+def _multi_hot_labels(labels, count, num_classes):
+    """A multi-label teacher's `labels` as float32 0/1 rows [count, num_classes].
+
+    Raises:
+        DistillationError: not one row per text, or not 0/1 rows of the labels.
+    """
+    from keras_bert_impl.tasks.multi_label import check_multi_hot
+
+    labels = np.asarray(labels)
+    if labels.shape != (count, num_classes):
+        raise DistillationError(f"labels of a multi-label teacher are 0/1 rows, of shape [{count}, {num_classes}] for "
+                                f"{count} texts; got labels of shape {list(labels.shape)}")
+    try:
+        check_multi_hot(labels, num_classes, name="labels row")
+    except ValueError as error:
+        raise DistillationError(str(error)) from None
+    return labels.astype(np.float32)
+
+
 def student_validation(student, validation_data):
     """A callback adding the student's own `evaluate` on held-out labelled texts to each epoch's logs."""
     import keras
@@ -392,15 +440,24 @@ def student_validation(student, validation_data):
     return StudentValidation()
 
 
-def distillation_compile_options(losses, weights, num_classes, temperature):
-    """`model.compile` arguments of a `_training_model` with outputs `losses`."""
+def distillation_compile_options(losses, weights, num_classes, temperature, multi_label=False):
+    """`model.compile` arguments of a `_training_model` with outputs `losses`; `multi_label`: a sigmoid per
+    label (`MultiLabelSoftTargetLoss`, binary cross-entropy on 0/1 rows)."""
     import keras
 
-    from keras_bert_impl.models.distillation_losses import CosineDistanceLoss, SoftTargetLoss
+    from keras_bert_impl.models.distillation_losses import (
+        CosineDistanceLoss,
+        MultiLabelSoftTargetLoss,
+        SoftTargetLoss,
+    )
 
-    hard = (keras.losses.MeanSquaredError() if num_classes == 1
-            else keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    every = {"soft": SoftTargetLoss(temperature), "hard": hard, "hidden": CosineDistanceLoss()}
+    if multi_label:
+        soft, hard = MultiLabelSoftTargetLoss(temperature), keras.losses.BinaryCrossentropy(from_logits=True)
+    else:
+        soft = SoftTargetLoss(temperature)
+        hard = (keras.losses.MeanSquaredError() if num_classes == 1
+                else keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    every = {"soft": soft, "hard": hard, "hidden": CosineDistanceLoss()}
     return {"loss": {name: every[name] for name in losses}, "loss_weights": {name: weights[name] for name in losses}}
 
 
@@ -732,6 +789,7 @@ class ClassifierDistillation(DistillationSpec, ClassifierFineTuning):
         from keras_bert_impl.tasks.classifier import CLASSIFIER, REGRESSION
 
         self.check_before_reading(release, run)
+        refuse_multi_label_teacher(run)
         labels, path = (None, None) if self.dataset.is_regression else self.teacher_label_list(run)
         dataset = self.dataset
         if labels is not None and dataset.labels is None:
@@ -748,32 +806,176 @@ class ClassifierDistillation(DistillationSpec, ClassifierFineTuning):
     def training_data(self, inputs, release, run, log):
         from keras_bert_impl.data.classification_examples import ClassifierExample, label_ids
         from keras_bert_impl.tasks.classifier import encode
-        from keras_bert_impl.training.fine_tuning import TrainingData
 
         dataset, labelled = inputs.extra, inputs.splits["train"]
         unlabelled = [ClassifierExample(i, text, None, f"unlabeled-{i}", None, f"{self.unlabeled_file}")
                       for i, text in enumerate(inputs.splits.get("unlabeled", ()))]
         features = encode(labelled + unlabelled, release.tokenizer, run.max_seq_length)
-        logits, cls_state = teacher_targets(self.teacher_cache["model"], features, run.training.train_batch_size)
-        count, extra = len(labelled), len(unlabelled)
-        hard = np.concatenate([label_ids(dataset, labelled), np.zeros(extra)])
+        hard = np.concatenate([label_ids(dataset, labelled), np.zeros(len(unlabelled))])
         hard = hard.astype(np.float32).reshape(-1, 1) if dataset.is_regression else hard.astype(np.int32)
-        # [n, 1, num_classes] and [n, 1, H], as `_training_model`'s outputs: never cut, never broadcast.
-        targets = {"soft": logits[:, None, :], "hard": hard, "hidden": cls_state[:, None, :]}
-        weights = {"soft": np.ones(count + extra, np.float32), "hidden": np.ones(count + extra, np.float32),
-                   "hard": np.concatenate([np.ones(count), np.zeros(extra)]).astype(np.float32)}
-        losses = self.loss_weights(inputs)
-        return TrainingData(
-            inputs=features, targets={name: targets[name] for name in losses},
-            sample_weights={name: weights[name] for name in losses}, num_examples=count + extra,
-            unit="training texts", description=f"{count + extra} texts ({count} labelled)", source=self.data_dir,
-        )
+        return teacher_training_data(self.teacher_cache["model"], features, hard, len(labelled),
+                                     self.loss_weights(inputs), run.training.train_batch_size, self.data_dir)
 
     def training_model(self, model, inputs):
-        trainer = _training_model(model, list(self.loss_weights(inputs)))
-        trainer.bert, trainer.head = model.bert, model.head  # The student's weights, by their original names.
-        return trainer
+        return _training_model(model, list(self.loss_weights(inputs)))
 
     def compile_options(self, inputs):
         weights = self.loss_weights(inputs)
         return distillation_compile_options(list(weights), weights, inputs.num_labels, self.options.temperature)
+
+
+def teacher_training_data(teacher, features, hard, count, losses, batch_size, source):
+    """The `TrainingData` of a classifier's student, its targets computed once: the teacher's logits and
+    [CLS] states on every text, the labels `hard` of the first `count` (the rest, unlabelled, weigh 0 there).
+
+    Args:
+        teacher: The teacher task model.
+        features: `encode`'s arrays of the labelled texts, then the unlabelled.
+        hard: The labels, one row per text (the unlabelled rows any value).
+        count: How many texts are labelled.
+        losses: The terms trained on (`DistillationSpec.loss_weights`).
+        batch_size: Of the teacher's forward pass.
+        source: What the texts came from, for messages.
+    """
+    from keras_bert_impl.training.fine_tuning import TrainingData
+
+    logits, cls_state = teacher_targets(teacher, features, batch_size)
+    total = len(hard)
+    # [n, 1, num_classes] and [n, 1, H], as `_training_model`'s outputs: never cut, never broadcast.
+    targets = {"soft": logits[:, None, :], "hard": hard, "hidden": cls_state[:, None, :]}
+    weights = {"soft": np.ones(total, np.float32), "hidden": np.ones(total, np.float32),
+               "hard": np.concatenate([np.ones(count), np.zeros(total - count)]).astype(np.float32)}
+    return TrainingData(
+        inputs=features, targets={name: targets[name] for name in losses},
+        sample_weights={name: weights[name] for name in losses}, num_examples=total,
+        unit="training texts", description=f"{total} texts ({count} labelled)", source=source,
+    )
+
+
+def teacher_multi_label_record(run):
+    """The `checkpoints.release.MultiLabelRecord` of the teacher release (`run.init_checkpoint`'s directory),
+    or None where it is not multi-label."""
+    from keras_bert_impl import filesystem
+    from keras_bert_impl.checkpoints.release import read_release_multi_label
+
+    return read_release_multi_label(filesystem.dirname(run.init_checkpoint or ""))
+
+
+def refuse_multi_label_teacher(run):
+    """Raises `CheckpointError` where the teacher is multi-label: a softmax over its labels is no answer of it."""
+    from keras_bert_impl import filesystem
+    from keras_bert_impl.checkpoints.release import MULTI_LABEL_FILE
+    from keras_bert_impl.errors import CheckpointError
+
+    if teacher_multi_label_record(run) is not None:
+        path = filesystem.join(filesystem.dirname(run.init_checkpoint), MULTI_LABEL_FILE)
+        raise CheckpointError(f"{path}: the teacher is a multi-label classifier (a sigmoid per label); its student "
+                              "is a MultiLabelDistillation's (bert-distill picks it from this file)")
+
+
+@dataclasses.dataclass(frozen=True)
+class MultiLabelDistillation(DistillationSpec, MultiLabelFineTuning):
+    """Distilling a fine-tuned multi-label classifier release into a shallower one (`bert-distill` of a
+    teacher whose release has `multi_label.json`: `bert-run-classifier --multi_label`, `save_release`).
+
+    The teacher's labels (its `label_list.txt` and `multi_label.json`) fix
+    the labels, in its order: a data file naming another label is refused at
+    its line, and 0/1 label columns must be the teacher's labels. The
+    student trains on the train split, plus `unlabeled_file`'s lines,
+    against the teacher's sigmoid per label at the temperature
+    (`models.distillation_losses.MultiLabelSoftTargetLoss`) and [CLS]
+    states (computed once, before training) and the 0/1 labels (binary
+    cross-entropy). Its release records the teacher's labels and thresholds
+    (`multi_label.json`): it decides as the teacher does. `evaluate` writes
+    the student's `eval_results.txt` (run_classifier --multi_label's
+    micro/macro F1 and per-label scores at those thresholds) and the
+    teacher's in `teacher/eval_results.txt`; `predict` each label's
+    probability to `test_results.tsv`.
+
+    Args:
+        dataset: A `data.multi_label.MultiLabelDataset` (its `labels`, if
+            given, must be the teacher's).
+        data_dir: Its directory.
+        unlabeled_file: More training texts, one per line, without labels.
+        options: `DistillationOptions`.
+
+    Example:
+    >>> from keras_bert_impl.data.multi_label import MultiLabelDataset
+    >>> spec = MultiLabelDistillation(MultiLabelDataset("csv", delimiter="|"), "tags")
+    >>> spec.task, spec.head_description
+    ('classifier', 'multi-label classification')
+    """
+
+    unlabeled_file: str = None
+    name = "distill"
+    task = "classifier"
+    teacher_head = tuple(CLASSIFIER_VARIABLES)
+
+    def read_inputs(self, release, run, log):
+        from keras_bert_impl import filesystem
+        from keras_bert_impl.errors import InputFileError
+        from keras_bert_impl.tasks.multi_label import MULTI_LABEL
+        from keras_bert_impl.training.fine_tuning import check_labels
+
+        self.check_before_reading(release, run)
+        self.teacher_thresholds(run)  # A teacher that is not multi-label is refused here.
+        labels, path = self.teacher_label_list(run)
+        dataset = self.dataset
+        if dataset.label_columns and sorted(dataset.label_columns) != sorted(labels):
+            raise InputFileError(f"{path}: the teacher's labels are {','.join(labels)}; the label columns are "
+                                 f"{','.join(dataset.label_columns)}: give one 0/1 column per teacher label")
+        if not dataset.label_columns:
+            check_labels(dataset.labels, labels, path)
+        dataset = dataclasses.replace(dataset, labels=tuple(labels))  # The teacher's order: its outputs'.
+        splits = {}
+        for split, wanted in (("train", run.do_train), ("dev", run.do_eval), ("test", run.do_predict)):
+            if wanted:
+                splits[split] = dataset.read_examples(self.data_dir, split)
+                if not splits[split]:
+                    raise InputFileError(f"{filesystem.join(self.data_dir, f'{split}.{dataset.name}')}: the "
+                                         f"{split} split has no examples")
+        if run.do_train and self.unlabeled_file:
+            splits["unlabeled"] = read_text_lines(self.unlabeled_file)
+        return TaskInputs(MULTI_LABEL, splits, num_labels=len(labels), labels=tuple(labels), extra=dataset)
+
+    def teacher_thresholds(self, run):
+        """The teacher release's thresholds, one per label.
+
+        Raises:
+            CheckpointError: the teacher has no `multi_label.json` (it is not multi-label).
+        """
+        from keras_bert_impl.checkpoints.release import MULTI_LABEL_FILE
+        from keras_bert_impl.errors import CheckpointError
+
+        record = teacher_multi_label_record(run)
+        if record is None:
+            raise CheckpointError(f"{run.init_checkpoint}: no {MULTI_LABEL_FILE} beside it, so not a multi-label "
+                                  "classifier (bert-run-classifier --multi_label and save_release write one)")
+        return record.thresholds
+
+    def thresholds(self, inputs, run):
+        """The teacher's: the student decides as its teacher does, and records them in its release."""
+        return self.teacher_thresholds(run)
+
+    def run_settings(self, release):
+        return {**super().run_settings(release), "multi_label": True}
+
+    def training_data(self, inputs, release, run, log):
+        from keras_bert_impl.data.multi_label import MultiLabelExample, multi_hot
+        from keras_bert_impl.tasks.classifier import encode
+
+        labelled = inputs.splits["train"]
+        unlabelled = [MultiLabelExample(i, text, None, (), f"{self.unlabeled_file}")
+                      for i, text in enumerate(inputs.splits.get("unlabeled", ()))]
+        features = encode(labelled + unlabelled, release.tokenizer, run.max_seq_length)
+        hard = multi_hot(labelled + unlabelled, inputs.labels)  # [n, num_labels]; the unlabelled rows 0, weigh 0
+        return teacher_training_data(self.teacher_cache["model"], features, hard, len(labelled),
+                                     self.loss_weights(inputs), run.training.train_batch_size, self.data_dir)
+
+    def training_model(self, model, inputs):
+        return _training_model(model, list(self.loss_weights(inputs)))
+
+    def compile_options(self, inputs):
+        weights = self.loss_weights(inputs)
+        return distillation_compile_options(list(weights), weights, inputs.num_labels, self.options.temperature,
+                                            multi_label=True)

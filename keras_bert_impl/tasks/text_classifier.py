@@ -292,14 +292,22 @@ class TextClassifier(BertClassifier):
         at a temperature, the hard `labels` where given, and its last-layer
         [CLS] state; `unlabeled_texts` add soft targets only.
 
+        A `multi_label` model's student is multi-label too, of its labels
+        and thresholds (`save_release` writes its `multi_label.json`): its
+        soft targets are each label's sigmoid at the temperature, its
+        `labels` 0/1 rows [n, num_classes] (binary cross-entropy).
+
         Args:
             texts, labels: Training texts (a list, or a tuple of two lists
-                for pairs) and their labels (or None).
+                for pairs) and their labels (or None): class ids, scores
+                for regression, 0/1 rows for `multi_label`.
             num_hidden_layers: The student's depth.
             unlabeled_texts: More texts without labels.
             batch_size, epochs, verbose, callbacks: As Keras `fit`'s.
             validation_data: `(texts, labels)` the student is evaluated on
-                after each epoch (`val_loss`, `val_accuracy` in its history).
+                after each epoch (`val_loss`, `val_accuracy` in its history;
+                for `multi_label` the binary cross-entropy and the share of
+                per-label decisions right at probability 0.5).
             **options: `DistillationOptions` fields: `temperature`,
                 `soft_weight`, `hard_weight`, `hidden_weight`,
                 `learning_rate`, `seed`.
@@ -310,8 +318,6 @@ class TextClassifier(BertClassifier):
         """
         from keras_bert_impl.tasks.distillation import DistillationOptions, distill
 
-        if self.multi_label:
-            raise ValueError("distill makes students of single-label classifiers; this one is multi_label")
         return distill(self, texts, labels, unlabeled_texts,
                        DistillationOptions(num_hidden_layers=num_hidden_layers, batch_size=batch_size, epochs=epochs,
                                            **options),

@@ -91,7 +91,7 @@ def test_the_soft_target_loss_is_the_binary_cross_entropy_of_the_sigmoids_at_t()
 def test_the_student_learns_the_teachers_sigmoids_from_unlabelled_texts(teacher):
     """Soft targets only (no labels, no hidden states): whatever the student learns, it learns from the
     teacher's sigmoids. Its decisions at the teacher's thresholds agree with the teacher's far more than
-    before training and than the majority decision per label (measured: 0.74 before, 0.99 after)."""
+    before training and than the majority decision per label (measured: 0.67 before, 0.99 after, majority 0.65)."""
     from keras_bert_impl.tasks.distillation import DistillationOptions, make_student
 
     dev = topical_set(2, 80)
@@ -100,7 +100,7 @@ def test_the_student_learns_the_teachers_sigmoids_from_unlabelled_texts(teacher)
     before = make_student(teacher, 1, DistillationOptions())
     assert before.multi_label and before.threshold == THRESHOLDS and before.label_names == LABELS
     start = agreement(before.predict_labels(dev[0], verbose=0), decisions)
-    student = teacher.distill(None, unlabeled_texts=topical_set(3, 240)[0], num_hidden_layers=1, batch_size=16,
+    student = teacher.distill(None, unlabeled_texts=topical_set(3, 160)[0], num_hidden_layers=1, batch_size=16,
                               epochs=3, verbose=0, hard_weight=0, hidden_weight=0, validation_data=dev)
     history = student.history.history
     assert set(history) == {"loss", "val_loss", "val_accuracy"}
@@ -146,7 +146,7 @@ def test_labels_that_are_not_0_1_rows_are_refused_before_training(teacher, label
 def write_splits(data_dir):
     """train/dev/test csv files (`text`, `labels` joined by `|`); test holds the dev texts. Returns dev."""
     data_dir.mkdir()
-    for split, (seed, count) in {"train": (1, 240), "dev": (2, 80), "test": (2, 80)}.items():
+    for split, (seed, count) in {"train": (1, 160), "dev": (2, 80), "test": (2, 80)}.items():
         texts, targets = topical_set(seed, count)
         rows = ["text,labels"] + [f"{text},{'|'.join(np.array(LABELS)[row == 1])}" for text, row in zip(texts, targets)]
         (data_dir / f"{split}.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
@@ -196,7 +196,7 @@ def test_bert_distill_makes_a_multi_label_student_release(teacher, teacher_relea
         assert float(ours[f"{average}_f1"]) == pytest.approx(
             metrics.f1_score(dev[1], chosen, average=average, zero_division=0), abs=1e-6)
     assert agreement(chosen, decisions) >= 0.9
-    assert ours["global_step"] == "30"  # 240 / 16 * 2 epochs
+    assert ours["global_step"] == "20"  # 160 / 16 * 2 epochs
 
     # The student's release reads back multi-label, answering as the tool did.
     student = TextClassifier.from_release(str(out), max_seq_length=12)

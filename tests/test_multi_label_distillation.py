@@ -130,7 +130,8 @@ def test_a_student_with_labels_is_a_multi_label_release_of_the_teachers_labels(t
 @pytest.mark.parametrize("labels, fragment", [
     ([[1, 0, 0], [0, 2, 1]], r"^labels row 1 is \[0 2 1\]: multi-label targets are 0/1 rows of the 3 labels$"),
     ([[1, 0, 0], [0, 0.5, 1]], r"^labels row 1 is \[0.  0.5 1. \]: multi-label targets are 0/1 rows"),
-    ([0, 2], r"^labels of a multi-label teacher are 0/1 rows, of shape \[2, 3\] for 2 texts; got labels of shape \[2\]$"),
+    ([0, 2], r"^labels of a multi-label teacher are 0/1 rows, of shape \[2, 3\] for 2 texts; got labels of "
+             r"shape \[2\]$"),
     ([[1, 0], [0, 1]], r"^labels of a multi-label teacher are 0/1 rows, of shape \[2, 3\] .* shape \[2, 2\]$"),
 ])
 def test_labels_that_are_not_0_1_rows_are_refused_before_training(teacher, labels, fragment):

@@ -248,3 +248,15 @@ def test_bert_distill_bad_multi_label_input_is_one_line(teacher_release, tmp_pat
     lines = stderr.strip().splitlines()
     assert code != 0 and len(lines) == 1 and fragment in lines[0], stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_multi_label_teacher_is_no_single_label_classifiers_teacher(teacher_release):
+    """`ClassifierDistillation` (a softmax over the classes) refuses it by its `multi_label.json`."""
+    import types
+
+    from keras_bert_impl.errors import CheckpointError
+    from keras_bert_impl.tasks.distillation import refuse_multi_label_teacher
+
+    _, release, _ = teacher_release
+    with pytest.raises(CheckpointError, match=r"multi_label.json: the teacher is a multi-label classifier"):
+        refuse_multi_label_teacher(types.SimpleNamespace(init_checkpoint=str(release / "model.ckpt")))

@@ -772,10 +772,11 @@ def export_checkpoint(task, bert_config_file, init_checkpoint, vocab_file, expor
         label_names = release_label_names(init_checkpoint, log)
         options = dataclasses.replace(options, label_names=label_names)
     multi_label = release_multi_label(init_checkpoint, task, log)
-    if multi_label is not None and options.threshold is None:
-        options = dataclasses.replace(options, threshold=multi_label.thresholds)
-    elif multi_label is not None:
-        log(f"thresholds given, in place of the release's: {options.threshold}")
+    if multi_label is not None:
+        if options.threshold is None:
+            options = dataclasses.replace(options, threshold=multi_label.thresholds)
+        else:
+            log(f"thresholds given, in place of the release's: {options.threshold}")
         if not label_names and multi_label.labels:
             label_names = multi_label.labels
             options = dataclasses.replace(options, label_names=label_names)

@@ -28,11 +28,11 @@ Unlabelled texts take part through the first and last. The teacher's targets
 are computed once, before training (one forward pass over the texts), so a
 step costs only the student's forward and backward pass.
 
-That is `distill` (`TextClassifier.distill`), `ClassifierDistillation`
-(`bert-distill`) and, for a multi-label teacher,
-`multi_label.MultiLabelDistillation`. The other tasks' students put `DistillationSpec` (or
-`StepwiseDistillation`, whose teacher runs beside the student on each batch,
-for per-token targets) on their task's fine-tuning spec:
+That is `distill` (`TextClassifier.distill`), and `ClassifierDistillation`
+(`bert-distill`) or, for a multi-label teacher, `MultiLabelDistillation`.
+The other tasks' students put `DistillationSpec` (or `StepwiseDistillation`,
+whose teacher runs beside the student on each batch, for per-token targets)
+on their task's fine-tuning spec:
 `span_qa.SquadDistillation`, `token_tagging.TaggingDistillation`,
 `general_distillation.GeneralDistillation`.
 
@@ -765,7 +765,32 @@ class StepwiseDistillation(DistillationSpec):
 
 
 @dataclasses.dataclass(frozen=True)
-class ClassifierDistillation(DistillationSpec, ClassifierFineTuning):
+class ClassifierStudent(DistillationSpec):
+    """What the classifiers' distillations share (put it first among the bases): the student is the
+    teacher's classifier at fewer layers, its targets computed once (`teacher_training_data`), its
+    training model `_training_model`; `unlabeled_file` adds texts without labels.
+
+    Attributes:
+        multi_label: The losses are a sigmoid's per label (`distillation_compile_options`).
+    """
+
+    unlabeled_file: str = None
+    name = "distill"
+    task = "classifier"
+    teacher_head = tuple(CLASSIFIER_VARIABLES)
+    multi_label = False
+
+    def training_model(self, model, inputs):
+        return _training_model(model, list(self.loss_weights(inputs)))
+
+    def compile_options(self, inputs):
+        weights = self.loss_weights(inputs)
+        return distillation_compile_options(list(weights), weights, inputs.num_labels, self.options.temperature,
+                                            self.multi_label)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassifierDistillation(ClassifierStudent, ClassifierFineTuning):
     """Distilling a fine-tuned classifier release into a shallower one (`bert-distill`).
 
     The teacher's `label_list.txt` fixes the classes. The student trains on
@@ -779,11 +804,6 @@ class ClassifierDistillation(DistillationSpec, ClassifierFineTuning):
         unlabeled_file: More training texts, one per line, without labels.
         options: `DistillationOptions`.
     """
-
-    unlabeled_file: str = None
-    name = "distill"
-    task = "classifier"
-    teacher_head = tuple(CLASSIFIER_VARIABLES)
 
     def read_inputs(self, release, run, log):
         from keras_bert_impl.tasks.classifier import CLASSIFIER, REGRESSION
@@ -815,13 +835,6 @@ class ClassifierDistillation(DistillationSpec, ClassifierFineTuning):
         hard = hard.astype(np.float32).reshape(-1, 1) if dataset.is_regression else hard.astype(np.int32)
         return teacher_training_data(self.teacher_cache["model"], features, hard, len(labelled),
                                      self.loss_weights(inputs), run.training.train_batch_size, self.data_dir)
-
-    def training_model(self, model, inputs):
-        return _training_model(model, list(self.loss_weights(inputs)))
-
-    def compile_options(self, inputs):
-        weights = self.loss_weights(inputs)
-        return distillation_compile_options(list(weights), weights, inputs.num_labels, self.options.temperature)
 
 
 def teacher_training_data(teacher, features, hard, count, losses, batch_size, source):
@@ -874,7 +887,7 @@ def refuse_multi_label_teacher(run):
 
 
 @dataclasses.dataclass(frozen=True)
-class MultiLabelDistillation(DistillationSpec, MultiLabelFineTuning):
+class MultiLabelDistillation(ClassifierStudent, MultiLabelFineTuning):
     """Distilling a fine-tuned multi-label classifier release into a shallower one (`bert-distill` of a
     teacher whose release has `multi_label.json`: `bert-run-classifier --multi_label`, `save_release`).
 
@@ -906,10 +919,7 @@ class MultiLabelDistillation(DistillationSpec, MultiLabelFineTuning):
     ('classifier', 'multi-label classification')
     """
 
-    unlabeled_file: str = None
-    name = "distill"
-    task = "classifier"
-    teacher_head = tuple(CLASSIFIER_VARIABLES)
+    multi_label = True
 
     def read_inputs(self, release, run, log):
         from keras_bert_impl import filesystem
@@ -972,10 +982,3 @@ class MultiLabelDistillation(DistillationSpec, MultiLabelFineTuning):
         return teacher_training_data(self.teacher_cache["model"], features, hard, len(labelled),
                                      self.loss_weights(inputs), run.training.train_batch_size, self.data_dir)
 
-    def training_model(self, model, inputs):
-        return _training_model(model, list(self.loss_weights(inputs)))
-
-    def compile_options(self, inputs):
-        weights = self.loss_weights(inputs)
-        return distillation_compile_options(list(weights), weights, inputs.num_labels, self.options.temperature,
-                                            multi_label=True)

@@ -24,10 +24,11 @@ characters with a combining class, and it lower-cases `Σ` to `σ` always where
 `str.lower` writes a final `ς`. docs/ARCHITECTURE.md lists them.
 
 The Python version runs the `sentencepiece` package (the `[keras-hub]` extra
-installs it). The graph version runs TF Text's `SentencepieceTokenizer` op on
-the same model bytes, after steps 1-2 in TensorFlow ops from tables read from
-this interpreter's `unicodedata` (so the two agree on every code point), and
-step 4 as a second pass of the op over the pieces it applies to.
+installs it). The graph version runs TF Text's SentencePiece op on the same
+model bytes (`SentencePieceModel`), after steps 1-2 in TensorFlow ops from
+tables read from this interpreter's `unicodedata` (so the two agree on every
+code point), and step 4 as a second pass of the op over the pieces it applies
+to.
 """
 
 import functools
@@ -361,9 +362,10 @@ class SentencePieceModel(tf.saved_model.experimental.TrackableResource):
     ("Resource localhost/_0_SentencepieceOp/... does not exist"). A notebook
     or a sweep that seeds each model (as `run_fine_tuning` does) lost the
     tokenizer of the ALBERT models it had made. Here an eager model is a
-    named resource of its own, which the cache does not hold, deleted when
-    this object is; in a graph (a SavedModel's) it stays the kernel's, as TF
-    Text writes it, so an export is unchanged and each load owns its copy.
+    named resource of its own, made by a function dropped after (so no
+    cached kernel keeps the model bytes either) and deleted when this object
+    is; in a graph (a SavedModel's) it stays the kernel's, as TF Text writes
+    it, so an export is unchanged and each load owns its copy.
 
     Args:
         model_proto: The bytes of the `spiece.model`.
@@ -380,8 +382,13 @@ class SentencePieceModel(tf.saved_model.experimental.TrackableResource):
         _ = self.resource_handle  # a bad proto fails here, not at the first text
 
     def _create_resource(self):
-        shared_name = f"sentencepiece_{uuid.uuid4().hex}" if tf.executing_eagerly() else ""
-        return sentencepiece_ops.sentencepiece_op(model=self.model_proto, shared_name=shared_name)
+        if not tf.executing_eagerly():
+            return sentencepiece_ops.sentencepiece_op(model=self.model_proto)
+        # An eager op's kernel, and the model bytes in its attributes, would stay cached, one per model.
+        shared_name = f"sentencepiece_{uuid.uuid4().hex}"
+        create = tf.function(lambda: sentencepiece_ops.sentencepiece_op(model=self.model_proto,
+                                                                        shared_name=shared_name), autograph=False)
+        return create()
 
     def _destroy_resource(self):
         # Only the eager model is ours to delete; in a graph (the SavedModel's destroyer) nothing is.

@@ -9,6 +9,7 @@ google-research/albert's `preprocess_text` / `encode_ids` over the
 `sentencepiece` package.
 """
 
+import gc
 import io
 import json
 import unicodedata
@@ -34,6 +35,7 @@ from keras_bert_impl.tokenization.sentencepiece_tokenizer import (  # noqa: E402
     InGraphSentencePieceTokenizer,
     SentencePieceTokenizer,
     preprocess_text,
+    sentencepiece_ops,
 )
 from keras_bert_impl.tokenization.text_preprocessor import TextPreprocessor  # noqa: E402
 
@@ -231,6 +233,43 @@ def test_sentencepiece_equals_original_albert(albert_dir, albert_sp):
     text = "in 1990, 2000, 9, 10, x9, a1, 12,345,678,"
     plain = albert_sp.encode(albert_original.preprocess_text(text, lower=True))
     assert plain != _albert_original_ids(albert_sp, text)
+
+
+def test_sentencepiece_models_outlive_tensorflows_kernel_cache_and_each_is_freed_with_its_tokenizer(
+        albert_dir, albert_sp, tmp_path):
+    # tf.random.set_seed (keras.utils.set_random_seed, clear_session) empties TensorFlow's cache of eager kernels;
+    # TF Text's own SentencePiece model belonged to its cached kernel and was deleted with it ("does not exist").
+    import keras
+
+    texts = HARD_TEXTS[3:7]
+    expected = [_albert_original_ids(albert_sp, text) for text in texts]
+    proto = (albert_dir / "spiece.model").read_bytes()
+    graph, other = InGraphSentencePieceTokenizer(proto), InGraphSentencePieceTokenizer(proto)
+    traced = tf.function(graph.tokenize)
+    assert traced(tf.constant(texts)).to_list() == expected
+    module = tf.Module()
+    module.tokenizer = graph
+    module.tokenize = tf.function(lambda text: graph.tokenize(text).to_tensor(default_value=-1),
+                                  input_signature=[tf.TensorSpec([None], tf.string)])
+    tf.saved_model.save(module, str(tmp_path / "tokenizer"))
+    first, second = (tf.saved_model.load(str(tmp_path / "tokenizer")) for _ in range(2))
+
+    tf.random.set_seed(1)
+    keras.utils.set_random_seed(1)
+    assert graph.tokenize(tf.constant(texts)).to_list() == expected  # eager
+    assert traced(tf.constant(texts)).to_list() == expected  # a function traced before
+    handle = other.sentencepiece.resource_handle
+    del other
+    gc.collect()
+    with pytest.raises(tf.errors.NotFoundError, match="does not exist"):
+        sentencepiece_ops.sentencepiece_vocab_size_op(handle)
+    assert traced(tf.constant(texts)).to_list() == expected  # the same model bytes, a model of its own
+    # Each load of an export owns its model: one freed leaves the other and the tokenizer it was saved from.
+    del first
+    gc.collect()
+    served = tf.RaggedTensor.from_tensor(second.tokenize(tf.constant(texts)), padding=-1).to_list()
+    assert served == expected
+    assert graph.tokenize(tf.constant(texts)).to_list() == expected
 
 
 # Text on which transformers' AlbertTokenizer and the original agree (the next test checks the rest against the

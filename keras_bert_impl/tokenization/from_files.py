@@ -13,9 +13,6 @@ to ragged [batch, (ids)] int64 with `tokenize`.
 import base64
 import os
 
-import tensorflow as tf
-import tensorflow_text as tf_text
-
 from keras_bert_impl import filesystem
 from keras_bert_impl.errors import VocabError
 from keras_bert_impl.tokenization import special_tokens
@@ -30,6 +27,7 @@ from keras_bert_impl.tokenization.full_tokenizer import FullTokenizer, load_voca
 from keras_bert_impl.tokenization.in_graph import InGraphTokenizer
 from keras_bert_impl.tokenization.sentencepiece_tokenizer import (
     InGraphSentencePieceTokenizer,
+    SentencePieceModel,
     SentencePieceTokenizer,
     read_model_proto,
 )
@@ -159,8 +157,7 @@ def vocabulary(files):
     if kind == WORDPIECE:
         return list(files["vocabulary"])
     if kind == SENTENCEPIECE:
-        model = tf_text.SentencepieceTokenizer(model=base64.b64decode(files["model_proto"]))
-        return [piece.decode("utf-8") for piece in model.id_to_string(tf.range(model.vocab_size())).numpy()]
+        return SentencePieceModel(base64.b64decode(files["model_proto"])).pieces()
     tokens = [""] * (max(files["vocab"].values()) + 1)
     for token, index in files["vocab"].items():
         tokens[index] = token
@@ -219,9 +216,8 @@ def token_ids(files, tokens):
     """
     kind = files["kind"]
     if kind == SENTENCEPIECE:
-        model = tf_text.SentencepieceTokenizer(model=base64.b64decode(files["model_proto"]))
-        pieces = model.id_to_string(tf.range(model.vocab_size())).numpy()
-        vocab = {piece.decode("utf-8"): i for i, piece in enumerate(pieces)}
+        pieces = SentencePieceModel(base64.b64decode(files["model_proto"])).pieces()
+        vocab = {piece: i for i, piece in enumerate(pieces)}
     elif kind == BYTE_LEVEL_BPE:
         vocab = files["vocab"]
     else:

@@ -24,19 +24,24 @@ characters with a combining class, and it lower-cases `Σ` to `σ` always where
 `str.lower` writes a final `ς`. docs/ARCHITECTURE.md lists them.
 
 The Python version runs the `sentencepiece` package (the `[keras-hub]` extra
-installs it). The graph version runs TF Text's `SentencepieceTokenizer` op on
-the same model bytes, after steps 1-2 in TensorFlow ops from tables read from
-this interpreter's `unicodedata` (so the two agree on every code point), and
-step 4 as a second pass of the op over the pieces it applies to.
+installs it). The graph version runs TF Text's SentencePiece op on the same
+model bytes (`SentencePieceModel`), after steps 1-2 in TensorFlow ops from
+tables read from this interpreter's `unicodedata` (so the two agree on every
+code point), and step 4 as a second pass of the op over the pieces it applies
+to.
 """
 
 import functools
 import os
 import unicodedata
+import uuid
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_text as tf_text
+
+# TF Text's SentencePiece ops, as its own `SentencepieceTokenizer` calls them
+# (`SentencePieceModel` says why not through that class).
+from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer as sentencepiece_ops
 
 from keras_bert_impl import filesystem
 from keras_bert_impl.errors import VocabError
@@ -346,6 +351,68 @@ def _expand(cps, index_table, rows):
     )
 
 
+class SentencePieceModel(tf.saved_model.experimental.TrackableResource):
+    """A `spiece.model` loaded into TF Text's SentencePiece op, for as long as this object lives.
+
+    TF Text's `SentencepieceTokenizer` creates its model as a resource that
+    the op's kernel owns. Created eagerly, that kernel sits in TensorFlow's
+    cache of eager kernels, and `tf.random.set_seed`,
+    `keras.utils.set_random_seed` and `keras.backend.clear_session` empty
+    that cache: the model is deleted under every tokenizer built before
+    ("Resource localhost/_0_SentencepieceOp/... does not exist"). A notebook
+    or a sweep that seeds each model (as `run_fine_tuning` does) lost the
+    tokenizer of the ALBERT models it had made. Here an eager model is a
+    named resource of its own, made by a function dropped after (so no
+    cached kernel keeps the model bytes either) and deleted when this object
+    is; in a graph (a SavedModel's) it stays the kernel's, as TF Text writes
+    it, so an export is unchanged and each load owns its copy.
+
+    Args:
+        model_proto: The bytes of the `spiece.model`.
+
+    Example:
+    >>> model = SentencePieceModel(read_model_proto("spiece.model"))  # doctest: +SKIP
+    >>> model.tokenize(tf.constant(["hello world"]))  # doctest: +SKIP
+    <tf.RaggedTensor [[10, 42]]>
+    """
+
+    def __init__(self, model_proto):
+        super().__init__()
+        self.model_proto = model_proto
+        _ = self.resource_handle  # a bad proto fails here, not at the first text
+
+    def _create_resource(self):
+        if not tf.executing_eagerly():
+            return sentencepiece_ops.sentencepiece_op(model=self.model_proto)
+        # An eager op's kernel, and the model bytes in its attributes, would stay cached, one per model.
+        shared_name = f"sentencepiece_{uuid.uuid4().hex}"
+        create = tf.function(lambda: sentencepiece_ops.sentencepiece_op(model=self.model_proto,
+                                                                        shared_name=shared_name), autograph=False)
+        return create()
+
+    def _destroy_resource(self):
+        # Only the eager model is ours to delete; in a graph (the SavedModel's destroyer) nothing is.
+        handle = self._resource_handle
+        if tf.executing_eagerly() and handle is not None and not tf.is_symbolic_tensor(handle):
+            tf.raw_ops.DestroyResourceOp(resource=handle, ignore_lookup_error=True)
+
+    def tokenize(self, texts):
+        """[n] strings -> ragged [n, (ids)] int32."""
+        ids, row_splits = sentencepiece_ops.sentencepiece_tokenize_op(
+            self.resource_handle, texts, nbest_size=0, alpha=1.0, add_bos=False, add_eos=False, reverse=False,
+            out_type=tf.int32)
+        return tf.RaggedTensor.from_row_splits(ids, row_splits, validate=False)
+
+    def id_to_string(self, ids):
+        """[n] int32 ids -> [n] pieces."""
+        return sentencepiece_ops.sentencepiece_id_to_string_op(self.resource_handle, ids)
+
+    def pieces(self):
+        """The model's pieces in id order, as `str`."""
+        size = sentencepiece_ops.sentencepiece_vocab_size_op(self.resource_handle)
+        return [piece.decode("utf-8") for piece in self.id_to_string(tf.range(size)).numpy()]
+
+
 class InGraphSentencePieceTokenizer(tf.Module):
     """`SentencePieceTokenizer` in TensorFlow ops (TF Text's SentencePiece op).
 
@@ -368,9 +435,8 @@ class InGraphSentencePieceTokenizer(tf.Module):
         self.remove_space = remove_space
         self.split_digit_comma = split_digit_comma
         self.special_tokens = special_tokens
-        self.sentencepiece = tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.int32)
-        pieces = self.sentencepiece.id_to_string(tf.range(self.sentencepiece.vocab_size())).numpy()
-        vocab = {piece.decode("utf-8"): i for i, piece in enumerate(pieces)}
+        self.sentencepiece = SentencePieceModel(model_proto)
+        vocab = {piece: i for i, piece in enumerate(self.sentencepiece.pieces())}
         if special_tokens.unk not in vocab:
             raise VocabError(f"the SentencePiece model has no {special_tokens.unk}")
         self.specials_in_text = [token for token in special_tokens.all_tokens() if token in vocab]
@@ -470,6 +536,7 @@ class InGraphSentencePieceTokenizer(tf.Module):
 
 __all__ = [
     "InGraphSentencePieceTokenizer",
+    "SentencePieceModel",
     "SentencePieceTokenizer",
     "normalized_characters",
     "preprocess_text",

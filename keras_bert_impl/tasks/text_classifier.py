@@ -432,6 +432,8 @@ class TextClassifier(BertClassifier):
         """
         check_count(batch_size, "batch_size")
         check_count(epochs, "epochs")
+        if self._original_recipe is None:  # Compiled with its optimizer: refused before a pipeline is traced.
+            self._check_schedule_left()
         in_memory = not _is_dataset(x)
         if in_memory:
             texts = text_tensor(x)
@@ -466,7 +468,6 @@ class TextClassifier(BertClassifier):
             if steps < 1:
                 raise ValueError("fit with the original optimizer needs a dataset of known length or steps_per_epoch")
             self._compile_original_optimizer(steps * (epochs - kwargs.get("initial_epoch", 0)))
-        self._check_schedule_left()
         return super().fit(x, epochs=epochs, verbose=verbose, callbacks=callbacks, validation_data=validation_data,
                            steps_per_epoch=steps_per_epoch, shuffle=False, **kwargs)  # `_dataset` shuffled it
 

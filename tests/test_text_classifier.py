@@ -381,7 +381,7 @@ def test_fit_on_raw_text_is_run_classifier(tmp_path):
     the same CSV: the same shuffle, dropout masks and schedule, so the same
     weights (its test predictions within float rounding) and the same
     evaluation. A tiny model, at a learning rate that moves it: another
-    shuffle seed differs by ~1e-2, far outside the tolerance."""
+    shuffle seed differs by 8e-3, far outside the tolerance."""
     from keras_bert_impl.data.real_corpora import write_labeled_csv
     from tools import run_classifier
 
@@ -419,7 +419,7 @@ def test_fit_on_raw_text_is_run_classifier(tmp_path):
     probabilities = model.predict(dev_texts, verbose=0)
     assert np.abs(probabilities - initial).max() > 1e-2  # it trained
     assert int(model.optimizer.iterations.numpy()) == int(results["global_step"]) == 16
-    np.testing.assert_allclose(probabilities, tool_probabilities, atol=1e-6)
+    np.testing.assert_allclose(probabilities, tool_probabilities, atol=1e-5)  # 8e-8 apart here
     evaluation = model.evaluate(dev_texts, dev_ids, batch_size=8, verbose=0, return_dict=True)
     assert evaluation["accuracy"] == pytest.approx(float(results["eval_accuracy"]), abs=1e-7)
     assert evaluation["loss"] == pytest.approx(float(results["eval_loss"]), rel=1e-5)

@@ -43,8 +43,8 @@ def test_real_positions_equal_the_full_model(dtype, atol):
 
 @pytest.fixture(scope="module")
 def compiled_full():
-    """{dtype: (model, inputs, the model's full forward compiled with XLA)}, each made on first use; the
-    model is left unchanged and each test copies the inputs it changes."""
+    """`get(dtype)`: `(model, a copy of its inputs, its full forward compiled with XLA)`, the model and the
+    function made once per dtype for the module (the tests leave the model unchanged)."""
     made = {}
 
     def get(dtype):

@@ -115,7 +115,8 @@ import numpy as np, tensorflow as tf
 spec = importlib.util.spec_from_file_location("predict_saved_model", sys.argv[1])
 tool = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(tool)
-answers = [tool._finite_json(tool.predict(path, requests, **threads)) for path, requests, threads in json.load(sys.stdin)]
+answers = [tool._finite_json(tool.predict(path, requests, **threads))
+           for path, requests, threads in json.load(sys.stdin)]
 with tf.compat.v1.Session(graph=tf.Graph()) as session:
     signature = tf.compat.v1.saved_model.loader.load(session, ["serve"], sys.argv[2]).signature_def["serve_ids"]
     feeds = {name: tensor.name for name, tensor in signature.inputs.items()}

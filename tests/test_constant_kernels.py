@@ -157,10 +157,6 @@ def kernel_exports(tmp_path_factory, bert_vocab_file, classifier):
     return constants, variables, said
 
 
-KERNEL_REQUESTS = [{"signature": "serving_default", "inputs": {"text": SENTENCES}},
-                   {"signature": "serve_text_pair", "inputs": {"text": SENTENCES, "text_b": SENTENCES[::-1]}}]
-
-
 def test_export_holds_its_kernels_as_constants_and_answers_the_same(kernel_exports, classifier, served):
     constants, variables, said = kernel_exports
     # An export of variable kernels (whatever machine writes it) says how a server on oneDNN packs them once.
@@ -181,7 +177,7 @@ def test_export_holds_its_kernels_as_constants_and_answers_the_same(kernel_expor
     assert len(saved_variables(variables)) - len(saved_variables(constants)) == len(dense_shapes)
 
     answers = served["plain"]
-    assert len(answers["constants"]) == len(KERNEL_REQUESTS)
+    assert len(answers["constants"]) == len(VARIABLE_KERNEL_TEXTS["classifier"])
     for held, read in zip(answers["constants"], answers["variables"], strict=True):
         np.testing.assert_allclose(held["probabilities"], read["probabilities"], atol=1e-5)
 
@@ -250,6 +246,8 @@ def float_leaves(value):
     return [value] if isinstance(value, float) else []
 
 
+# The classifier's requests go to both `kernel_exports` (constants and variables): texts of two batch sizes through
+# one signature, then the text-pair signature.
 VARIABLE_KERNEL_TEXTS = {
     "classifier": [{"signature": "serving_default", "inputs": {"text": SENTENCES[:2]}},
                    {"signature": "serving_default", "inputs": {"text": SENTENCES[2:]}},
@@ -284,22 +282,22 @@ def product_requests():
 def served(tmp_path_factory, bert_vocab_file, kernel_exports):
     """The answers of this module's exports under TF Serving's loader: {"plain": ..., "frozen": ...}, each from
     one process (without and with `FROZEN_WEIGHTS`, which a process reads once): `kernel_exports`
-    ("constants", "variables"; plain only), a classifier and a fill-mask export of variable kernels (by task),
-    and `Product` ("product")."""
+    ("constants", plain only; "variables", the classifier export of variable kernels, in both), a fill-mask
+    export of variable kernels ("fill_mask"), and `Product` ("product")."""
     root = tmp_path_factory.mktemp("served")
-    config = tiny_config(vocab_size=30522, max_position_embeddings=64)
-    models = {"classifier": BertClassifier(config, num_labels=3), "fill_mask": BertPretrainingModel(config)}
-    jobs = {}
-    for seed, (task, model) in enumerate(models.items()):
-        randomize(model, seed=seed, scale=0.2)
-        jobs[task] = (export_saved_model(model, task, bert_vocab_file, root / task, ExportOptions(
+    constants, variables, _ = kernel_exports
+    fill_mask = BertPretrainingModel(tiny_config(vocab_size=30522, max_position_embeddings=64))
+    randomize(fill_mask, seed=1, scale=0.2)
+    jobs = {
+        "variables": (variables, VARIABLE_KERNEL_TEXTS["classifier"]),
+        "fill_mask": (export_saved_model(fill_mask, "fill_mask", bert_vocab_file, root / "fill_mask", ExportOptions(
             max_seq_length=SEQ, precision="float32", constant_kernels=False, packed_kernels=False)),
-            VARIABLE_KERNEL_TEXTS[task])
+            VARIABLE_KERNEL_TEXTS["fill_mask"]),
+    }
     module = Product()
     tf.saved_model.save(module, str(root / "product"), signatures={"serving_default": module.__call__})
     jobs["product"] = (root / "product", product_requests()[2])
-    constants, variables, _ = kernel_exports
-    plain = probe_many({"constants": (constants, KERNEL_REQUESTS), "variables": (variables, KERNEL_REQUESTS), **jobs})
+    plain = probe_many({"constants": (constants, VARIABLE_KERNEL_TEXTS["classifier"]), **jobs})
     return {"plain": plain, "frozen": probe_many(jobs, **FROZEN_WEIGHTS)}
 
 
@@ -314,9 +312,9 @@ def test_exports_of_variable_kernels_answer_the_same_where_the_server_assumes_fr
     # (Exported, and served in one process per setting with the other exports here, by `served`.)
     texts = VARIABLE_KERNEL_TEXTS
     plain, frozen = served["plain"], served["frozen"]
-    for task in texts:
-        assert len(frozen[task]) == len(texts[task])
-        for answer, expected in zip(frozen[task], plain[task]):
+    for task, key in (("classifier", "variables"), ("fill_mask", "fill_mask")):
+        assert len(frozen[key]) == len(texts[task])
+        for answer, expected in zip(frozen[key], plain[key]):
             assert "error" not in expected and float_leaves(expected)
             np.testing.assert_allclose(float_leaves(answer), float_leaves(expected), atol=1e-5)
 

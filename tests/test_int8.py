@@ -16,8 +16,8 @@ from keras_bert_impl.serving.export import (
     METADATA_FILE, ONLINE_THREADS_HINT, ExportError, ExportOptions, export_saved_model,
 )
 from tests.helpers import X86_ONLY, random_inputs, randomize, tiny_config, tiny_release_export_tool
-from tests.test_serving import SENTENCES, probe, probe_many
-from tests.test_packed_kernels import onednn_primitives_per_request
+from tests.test_serving import SENTENCES, probe
+from tests.test_packed_kernels import probe_many_and_onednn_primitives
 from tests.test_serving_precision import model, saved_graph_def  # noqa: F401 (`model`: a fixture)
 from tools import export_saved_model as export_tool
 
@@ -269,17 +269,20 @@ REQUESTS = [{"signature": "serving_default", "inputs": {"text": TEXTS}},
 
 
 @pytest.fixture(scope="module")
-def answers(exports):
+def served(exports):
     """Every export's answers to `REQUESTS` under TF Serving's loader, in one process without our Python; under
-    "online", the calibrated export's in a session of the export's online hint's threads (its last)."""
+    "online", the calibrated export's in a session of the export's online hint's threads (its last jobs); then,
+    in that process, oneDNN's account of three requests to the calibrated export in a session of their own:
+    `(answers, executed)` (`test_packed_kernels.probe_many_and_onednn_primitives`)."""
     paths, _ = exports
     jobs = {name: (path, REQUESTS) for name, path in paths.items()}
     jobs["online"] = (paths["int8_calibrated"], REQUESTS, {"intra_op_threads": 1, "inter_op_threads": -1})
-    return probe_many(jobs)
+    return probe_many_and_onednn_primitives(jobs, paths["int8_calibrated"])
 
 
-def test_int8_export_loads_without_our_python_and_agrees_with_float32(exports, answers):
+def test_int8_export_loads_without_our_python_and_agrees_with_float32(exports, served):
     paths, _ = exports
+    answers, _ = served
     requests = REQUESTS
     # Served by a TensorFlow with its oneDNN graph rewrites off: the same int8 products (oneDNN's op either way).
     rewrites_off = probe(paths["int8_calibrated"], requests, TF_ENABLE_ONEDNN_OPTS="0")
@@ -307,11 +310,12 @@ def test_int8_export_loads_without_our_python_and_agrees_with_float32(exports, a
             np.testing.assert_allclose(quantized.sum(axis=1), 1.0, atol=1e-6)
 
 
-def test_int8_kernels_held_as_variables_answer_as_constants_saved_once_and_packed_once(exports, answers, model):
+def test_int8_kernels_held_as_variables_answer_as_constants_saved_once_and_packed_once(exports, served, model):
     """The int8 export's default: its int8 kernels are variables (saved once, in place of the float32 encoder
     kernels; none in the graph) that `_QuantizedMatMul` reorders once, on the first request, as it does a
     constant: the answers of the export holding them as graph constants, under TF Serving's loader."""
     paths, _ = exports
+    answers, executed = served
     saved = tf.train.load_checkpoint(os.path.join(paths["int8_calibrated"], "variables", "variables"))
     dtypes, shapes = saved.get_variable_to_dtype_map(), saved.get_variable_to_shape_map()
     int8_shapes = sorted(tuple(shapes[name]) for name, dtype in dtypes.items() if dtype == tf.int8)
@@ -341,7 +345,6 @@ def test_int8_kernels_held_as_variables_answer_as_constants_saved_once_and_packe
 
     # oneDNN's account of three requests: each int8 kernel and the pooler's float32 kernel reordered (packed) on
     # the first, none after.
-    executed = onednn_primitives_per_request(paths["int8_calibrated"])
     reorders = [sum(fields[5] == "reorder" for fields in lines) for lines in executed]
     assert reorders == [4 * layers + 1, 0, 0], reorders
     for lines in executed:

@@ -23,7 +23,7 @@ from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.models.pretraining import BertPretrainingModel
 from keras_bert_impl.serving.export import METADATA_FILE, ExportError, ExportOptions, export_saved_model
 from tests.helpers import random_inputs, randomize, tiny_config
-from tests.test_serving import FILL_MASK_TEXT, SENTENCES, probe_many
+from tests.test_serving import FILL_MASK_TEXT, REPO, SENTENCES, probe_many
 
 pytestmark = pytest.mark.skipif(not plan.Machine().onednn_runs_graphs,
                                 reason="oneDNN's products (stock x86 TensorFlow with its rewrites on)")
@@ -105,10 +105,20 @@ def test_a_kernel_in_another_dtype_than_its_products_is_refused():
         PackedKernels(model)
 
 
-VERBOSE_PROBE = r"""
-import sys, numpy as np, tensorflow as tf, tensorflow_text
+# The tool's `predict` of each job (`test_serving.probe_many`'s work), then three requests to one export in a
+# session of its own, each after a line "REQUEST": with `ONEDNN_VERBOSE` set, oneDNN writes a line to stdout for
+# each primitive it runs. The answers follow a line "ANSWERS". (TF Text's kernels are loaded by the tool's first
+# `predict`, without its Python package, which would load Keras.)
+PROBE_MANY_AND_VERBOSE = r"""
+import importlib.util, json, sys
+import numpy as np, tensorflow as tf
+spec = importlib.util.spec_from_file_location("predict_saved_model", sys.argv[1])
+tool = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tool)
+answers = [tool._finite_json(tool.predict(path, requests, **threads))
+           for path, requests, threads in json.load(sys.stdin)]
 with tf.compat.v1.Session(graph=tf.Graph()) as session:
-    signature = tf.compat.v1.saved_model.loader.load(session, ["serve"], sys.argv[1]).signature_def["serve_ids"]
+    signature = tf.compat.v1.saved_model.loader.load(session, ["serve"], sys.argv[2]).signature_def["serve_ids"]
     feeds = {name: tensor.name for name, tensor in signature.inputs.items()}
     fetches = {name: tensor.name for name, tensor in signature.outputs.items()}
     for length in (9, 14, 6):
@@ -117,19 +127,34 @@ with tf.compat.v1.Session(graph=tf.Graph()) as session:
         mask[1, length // 2:] = 0
         print("REQUEST", flush=True)
         session.run(fetches, {feeds["input_ids"]: ids, feeds["input_mask"]: mask, feeds["segment_ids"]: 0 * ids})
+print("ANSWERS", flush=True)
+print(json.dumps(answers, allow_nan=False), flush=True)
 """
 
 
-def onednn_primitives_per_request(saved_model_dir):
-    """The oneDNN primitives (`ONEDNN_VERBOSE` exec lines, split at commas) each of `VERBOSE_PROBE`'s three
-    requests to the export ran, in a process of its own under TF Serving's loader."""
-    result = subprocess.run([sys.executable, "-c", VERBOSE_PROBE, str(saved_model_dir)], capture_output=True,
-                            text=True, timeout=300, cwd="/",
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", ONEDNN_VERBOSE="1"))
+def probe_many_and_onednn_primitives(jobs, saved_model_dir):
+    """`probe_many(jobs)` and oneDNN's account of three requests to `saved_model_dir`, from one process.
+
+    Returns:
+        `(answers, executed)`: `probe_many`'s {key: results}, and for each of the three requests (to `serve_ids`,
+        in a session of their own after the jobs) the oneDNN primitives it ran (`ONEDNN_VERBOSE` exec lines,
+        split at commas).
+    """
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE_MANY_AND_VERBOSE, os.path.join(REPO, "tools", "predict_saved_model.py"),
+         str(saved_model_dir)],
+        input=json.dumps([(str(job[0]), job[1], job[2] if len(job) > 2 else {}) for job in jobs.values()]),
+        capture_output=True, text=True, timeout=600, cwd="/",
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", ONEDNN_VERBOSE="1"))
     assert result.returncode == 0, result.stderr[-3000:]
-    requests_seen = result.stdout.split("REQUEST\n")[1:]
+    verbose, answers = result.stdout.split("ANSWERS\n")
+    payloads = json.loads(answers)
+    assert len(payloads) == len(jobs)
+    assert all(payload["blocked_modules_loaded"] == [] for payload in payloads)
+    requests_seen = verbose.split("REQUEST\n")[1:]
     assert len(requests_seen) == 3
-    return [[line.split(",") for line in text.splitlines() if ",exec," in line] for text in requests_seen]
+    executed = [[line.split(",") for line in text.splitlines() if ",exec," in line] for text in requests_seen]
+    return {key: payload["results"] for key, payload in zip(jobs, payloads)}, executed
 
 
 def test_this_cpus_export_here_packs_variable_kernels_once_and_answers_as_constants_do(tmp_path, bert_vocab_file):
@@ -156,8 +181,9 @@ def test_this_cpus_export_here_packs_variable_kernels_once_and_answers_as_consta
     # are each layer's attention output and the pooler.
     assert shapes.count((hidden, 3 * hidden)) == shapes.count((3 * hidden,)) == config.num_hidden_layers
     assert shapes.count((hidden, hidden)) == config.num_hidden_layers + 1
-    for environment in ({}, {"TF_ENABLE_ONEDNN_OPTS": "0"}):
-        answers = probe_many(jobs, **environment)
+    # TensorFlow's oneDNN rewrites on (with oneDNN's account of the packed classifier's requests) and off.
+    answers_on, executed = probe_many_and_onednn_primitives(jobs, jobs[("classifier", "packed")][0])
+    for answers in (answers_on, probe_many(jobs, TF_ENABLE_ONEDNN_OPTS="0")):
         for task in models:
             packed, constants = answers[(task, "packed")][0], answers[(task, "constants")][0]
             assert packed.keys() == constants.keys()
@@ -168,7 +194,6 @@ def test_this_cpus_export_here_packs_variable_kernels_once_and_answers_as_consta
                     assert value == constants[name], name
 
     # oneDNN's account of three requests: each kernel reordered (packed) on the first, `brgemm` on every one.
-    executed = onednn_primitives_per_request(jobs[("classifier", "packed")][0])
     reorders = [sum(fields[5] == "reorder" for fields in lines) for lines in executed]
     # Per layer the query/key/value, attention output, intermediate and output kernels; the pooler's.
     packed_products = 4 * config.num_hidden_layers + 1

@@ -41,12 +41,26 @@ def test_real_positions_equal_the_full_model(dtype, atol):
     _assert_equal_at_real_positions(padding_free_forward(model, inputs), model(inputs), inputs["input_mask"], atol)
 
 
+@pytest.fixture(scope="module")
+def compiled_full():
+    """`get(dtype)`: `(model, a copy of its inputs, its full forward compiled with XLA)`, the model and the
+    function made once per dtype for the module (the tests leave the model unchanged)."""
+    made = {}
+
+    def get(dtype):
+        if dtype not in made:
+            model, inputs = _model_and_inputs(dtype)
+            made[dtype] = model, inputs, model.make_inference_function(jit_compile=True)
+        model, inputs, full = made[dtype]
+        return model, {name: value.copy() for name, value in inputs.items()}, full
+    return get
+
+
 @pytest.mark.parametrize("dtype, atol", [(None, 2e-5), ("mixed_bfloat16", 1e-2)])
-def test_compiled_buckets_equal_the_compiled_full_model(dtype, atol):
+def test_compiled_buckets_equal_the_compiled_full_model(compiled_full, dtype, atol):
     # Both sides compiled with XLA: bfloat16 rounds where XLA's fusions put
     # the casts, so the reference is the full model under the same compiler.
-    model, inputs = _model_and_inputs(dtype)
-    full = model.make_inference_function(jit_compile=True)
+    model, inputs, full = compiled_full(dtype)
     forward = model.make_inference_function(jit_compile=True, padding_free=True, bucket_size=5)
     _assert_equal_at_real_positions(forward(inputs), full(inputs), inputs["input_mask"], atol)
     # A second batch with another real-token count, through the same function.
@@ -211,27 +225,28 @@ def _max_error(outputs, reference, input_mask):
                np.abs(pooled - np.asarray(reference["pooled_output"])).max())
 
 
-@pytest.mark.parametrize("held_dtype", ["float32", "bfloat16"])
-def test_frozen_kernels_under_mixed_bfloat16_are_as_accurate_as_the_full_model(held_dtype):
+def test_frozen_kernels_under_mixed_bfloat16_are_as_accurate_as_the_full_model(compiled_full):
     # float32 copies are what a CPU multiplies, bfloat16 ones what a GPU
     # does. Either way the products see the same bfloat16 values, only
     # summed in another order: the outputs stay within bfloat16 rounding of
     # the compiled full model, and as close to float32 arithmetic on the same
     # weights as it is.
-    model, inputs = _model_and_inputs("mixed_bfloat16")
+    model, inputs, full = compiled_full("mixed_bfloat16")
     reference, _ = _model_and_inputs()
     reference.set_weights(model.get_weights())
     reference = reference(inputs)
-    dense = frozen_dense(frozen_kernels(model, held_dtype=held_dtype))
-    forward = tf.function(lambda inputs, *rows: forward_on_rows(model, inputs, *rows, dense=dense),
-                          jit_compile=True)
-    full = model.make_inference_function(jit_compile=True)(inputs)
+    full = full(inputs)
     full_error = _max_error(full, reference, inputs["input_mask"])
     assert 0 < full_error < 0.05
     made = model.make_inference_function(jit_compile=True, padding_free=True, bucket_size=4, freeze_kernels=True)
-    for frozen in (forward(inputs, *real_token_rows(inputs["input_mask"], bucket_size=4)), made(inputs)):
-        _assert_equal_at_real_positions(frozen, full, inputs["input_mask"], atol=3e-2)
-        assert _max_error(frozen, reference, inputs["input_mask"]) <= 1.25 * full_error
+    made = made(inputs)
+    for held_dtype in ("float32", "bfloat16"):
+        dense = frozen_dense(frozen_kernels(model, held_dtype=held_dtype))
+        forward = tf.function(lambda inputs, *rows: forward_on_rows(model, inputs, *rows, dense=dense),
+                              jit_compile=True)
+        for frozen in (forward(inputs, *real_token_rows(inputs["input_mask"], bucket_size=4)), made):
+            _assert_equal_at_real_positions(frozen, full, inputs["input_mask"], atol=3e-2)
+            assert _max_error(frozen, reference, inputs["input_mask"]) <= 1.25 * full_error, held_dtype
 
 
 def test_a_frozen_function_keeps_the_kernels_it_was_made_with():

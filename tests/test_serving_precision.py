@@ -268,7 +268,7 @@ def test_text_classifier_exports_in_bfloat16(text_classifier_export, answers):
 
 
 def test_export_tool_precision_flag(tmp_path, bert_vocab_file, capsys):
-    run = tiny_release_export_tool(tmp_path, bert_vocab_file)
+    tiny_release_export_tool(tmp_path, bert_vocab_file)  # the release; the tool runs through its `main` here
     with open("/proc/cpuinfo") as f:
         flags = f.read().split()
     # AMX anywhere; AVX-512 bf16 on AMD (on Intel it runs at float32's rate).
@@ -278,19 +278,13 @@ def test_export_tool_precision_flag(tmp_path, bert_vocab_file, capsys):
     this_cpus = "bfloat16" if bf16_units and not onednn_off else "float32"
     release = [f"--model_dir={tmp_path}/release", "--task=classifier", "--max_seq_length=16",
                f"--export_dir={tmp_path}/saved_models/tiny"]
-    # The defaults in a fresh process, as a user gets them; the flags through the tool's `main` here (no process
-    # start: the same code after the parse).
-    # The default (float32, portable, whatever this CPU), this CPU's form and a precision named.
+    # Through the tool's `main` in this process (the code its process runs after the parse; no process start):
+    # the default (float32, portable, whatever this CPU), a precision named and this CPU's form.
     cases = (("1", [], "float32"), ("2", ["--precision=bfloat16", "--noskip_padding"], "bfloat16"),
              ("3", ["--optimize_for=this_cpu"], this_cpus))
     for version, flags, expected in cases:
-        if flags:
-            export_tool.main(release + flags)
-            stderr = capsys.readouterr().err
-        else:
-            result = run()
-            assert result.returncode == 0, result.stderr
-            stderr = result.stderr
+        export_tool.main(release + flags)
+        stderr = capsys.readouterr().err
         assert f"computing in {expected} (CPU: " in stderr and "; oneDNN graph rewrites " in stderr
         with open(tmp_path / "saved_models" / "tiny" / version / "assets.extra" / METADATA_FILE) as f:
             metadata = json.load(f)

@@ -677,28 +677,6 @@ def bad_requests():
     ]
 
 
-@pytest.fixture(scope="module")
-def tool_answers_bad_requests(exported):
-    """`(requests, results)`: the bad requests between two good ones, answered by one run of the tool."""
-    path, _ = exported
-    requests = [GOOD_REQUEST] + [request for request, _ in bad_requests()] + [GOOD_REQUEST]
-    result = subprocess.run(
-        [sys.executable, os.path.join(REPO, "tools", "predict_saved_model.py"), path],
-        input=json.dumps(requests), capture_output=True, text=True, timeout=300,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd="/",
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return requests, json.loads(result.stdout)["results"]
-
-
-def test_predict_saved_model_tool_reports_the_whole_error(tool_answers_bad_requests):
-    # Its request is one of the bad requests the tool answered in one run (a TensorFlow start-up of its own each
-    # was ~5 s of the suite's CPU).
-    requests, results = tool_answers_bad_requests
-    (index,) = [i for i, request in enumerate(requests) if request == WHOLE_ERROR_REQUEST]
-    assert f"input_ids must lie in [0, {len(VOCAB)})" in results[index]["error"]
-
-
 def damaged_copies(path, root):
     """`{damage: directory}`: copies of an export's version with its variables cut short, flipped or gone."""
     copies = {}
@@ -721,24 +699,130 @@ def damaged_copies(path, root):
     return copies
 
 
-def test_a_damaged_export_is_refused_by_name(exported, tmp_path):
+@pytest.fixture(scope="module")
+def damaged(exported, tmp_path_factory):
+    """`damaged_copies` of the export."""
+    path, _ = exported
+    return damaged_copies(path, tmp_path_factory.mktemp("damaged"))
+
+
+@pytest.fixture(scope="module")
+def failing_warmup(exported, tmp_path_factory):
+    """A copy of the export whose warmup file holds a request its signature fails on (`text` [2, 1], not [2])."""
+    from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
+
+    path, _ = exported
+    copy = tmp_path_factory.mktemp("failing_warmup") / "1"
+    shutil.copytree(path, copy)
+    request = predict_pb2.PredictRequest()
+    request.model_spec.signature_name = "serving_default"
+    request.inputs["text"].CopyFrom(tf.make_tensor_proto(np.array([b"fine", b"too"], dtype=object)[:, None]))
+    with tf.io.TFRecordWriter(str(copy / "assets.extra" / "tf_serving_warmup_requests")) as writer:
+        writer.write(prediction_log_pb2.PredictionLog(
+            predict_log=prediction_log_pb2.PredictLog(request=request)).SerializeToString())
+    return copy
+
+
+# The tool's `main` on each job in turn, in one process of its own (importing the tool blocks keras_bert_impl's
+# import there): per job its exit code and what reached file descriptors 1 and 2 (TensorFlow's native writes
+# too), its standard input the job's. As a process per job would show them, for one TensorFlow start-up (each
+# was ~5 s of the suite's CPU).
+_TOOL_RUNS = """
+import importlib.util, io, json, os, sys, tempfile
+spec = importlib.util.spec_from_file_location("predict_saved_model", sys.argv[1])
+tool = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tool)
+jobs = json.load(sys.stdin)
+answers, stdout = [], os.dup(1)
+for argv, stdin in jobs:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        saved = os.dup(1), os.dup(2)
+        os.dup2(out.fileno(), 1), os.dup2(err.fileno(), 2)
+        sys.stdin = io.StringIO(stdin)
+        try:
+            code = tool.main(argv)
+        finally:
+            sys.stdout.flush(), sys.stderr.flush()
+            os.dup2(saved[0], 1), os.dup2(saved[1], 2)
+            os.close(saved[0]), os.close(saved[1])
+        out.seek(0), err.seek(0)
+        answers.append([code, out.read().decode(), err.read().decode()])
+os.write(stdout, json.dumps(answers).encode())
+"""
+
+
+@pytest.fixture(scope="module")
+def tool_runs(exported, damaged, failing_warmup):
+    """`{job: subprocess.CompletedProcess}`: tools/predict_saved_model.py on each job of `TOOL_JOBS` (its
+    SavedModel directory, its standard input), in one process of its own (`_TOOL_RUNS`)."""
+    path, _ = exported
+    directories = {"export": path, "model": os.path.dirname(path), "truncated_variables": damaged["truncated_variables"],
+                   "failing_warmup": failing_warmup}
+    jobs = {name: ([str(directories[directory])], stdin) for name, (directory, stdin) in TOOL_JOBS.items()}
+    result = subprocess.run(
+        [sys.executable, "-c", _TOOL_RUNS, os.path.join(REPO, "tools", "predict_saved_model.py")],
+        input=json.dumps(list(jobs.values())), capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd="/",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    answers = json.loads(result.stdout)
+    assert len(answers) == len(jobs)
+    return {name: subprocess.CompletedProcess(argv, code, stdout, stderr)
+            for (name, (argv, _)), (code, stdout, stderr) in zip(jobs.items(), answers)}
+
+
+# `{job: (directory, standard input)}` for `tool_runs`: the directory one of the export's version ("export"), its
+# model directory ("model"), a damaged copy ("truncated_variables") or `failing_warmup`.
+MISSING_REQUESTS = {
+    "model_directory": (False, "[]", "predict_saved_model: error: {model}: a model directory holding version(s) 1, "
+                                     "not a SavedModel; give one version, e.g. {model}/1 (the one TF Serving serves)"),
+    "no_requests": (True, "", "ValueError: standard input holds no requests: give a JSON list of"),
+    "not_json": (True, '[{"signature": "serving_default",\n', "ValueError: standard input is not JSON: Expecting "
+                                                                "property name enclosed in double quotes: line 2 column 1"),
+}
+MALFORMED_REQUESTS = {
+    "dict_requests": ({"signature": "serve_ids"}, "ValueError: the requests are a JSON dict, not a list"),
+}
+TOOL_JOBS = {
+    "bad_requests": ("export", json.dumps([GOOD_REQUEST] + [request for request, _ in bad_requests()] + [GOOD_REQUEST])),
+    "truncated_variables": ("truncated_variables", "[]"),
+    "nested_too_deeply": ("export", "[" * 100_000 + "]" * 100_000),
+    "failing_warmup": ("failing_warmup", "[]"),
+    **{name: ("export" if version else "model", stdin) for name, (version, stdin, _) in MISSING_REQUESTS.items()},
+    **{name: ("export", json.dumps(requests)) for name, (requests, _) in MALFORMED_REQUESTS.items()},
+}
+
+
+@pytest.fixture(scope="module")
+def tool_answers_bad_requests(tool_runs):
+    """`(requests, results)`: the bad requests between two good ones, answered by one run of the tool."""
+    result = tool_runs["bad_requests"]
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(TOOL_JOBS["bad_requests"][1]), json.loads(result.stdout)["results"]
+
+
+def test_predict_saved_model_tool_reports_the_whole_error(tool_answers_bad_requests):
+    # Its request is one of the bad requests the tool answered in one run (a TensorFlow start-up of its own each
+    # was ~5 s of the suite's CPU).
+    requests, results = tool_answers_bad_requests
+    (index,) = [i for i, request in enumerate(requests) if request == WHOLE_ERROR_REQUEST]
+    assert f"input_ids must lie in [0, {len(VOCAB)})" in results[index]["error"]
+
+
+def test_a_damaged_export_is_refused_by_name(exported, damaged, tool_runs):
     """Was (tools/predict_saved_model.py): one line, `OutOfRangeError: Graph execution error:`, no reason."""
     path, _ = exported
-    copies = damaged_copies(path, tmp_path)
     for damage in ("truncated_variables", "flipped_variables", "no_variables"):
         with pytest.raises(SessionModelError) as raised:
-            SessionModel(copies[damage])
+            SessionModel(damaged[damage])
         message = str(raised.value)
-        assert message.startswith(f"{copies[damage]}: TF Serving's loader fails on this version (")
+        assert message.startswith(f"{damaged[damage]}: TF Serving's loader fails on this version (")
         assert "Graph execution error" not in message and message.endswith("export it again")
-    with pytest.raises(OSError, match=f"SavedModel file does not exist at: {copies['no_graph']}"):
-        SessionModel(copies["no_graph"])
+    with pytest.raises(OSError, match=f"SavedModel file does not exist at: {damaged['no_graph']}"):
+        SessionModel(damaged["no_graph"])
     with SessionModel(path) as intact:  # the original still loads
         assert intact.replay_warmup() >= 1
-    result = subprocess.run(
-        [sys.executable, os.path.join(REPO, "tools", "predict_saved_model.py"), str(copies["truncated_variables"])],
-        input="[]", capture_output=True, text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd="/",
-    )
+    result = tool_runs["truncated_variables"]
     assert result.returncode == 1 and result.stdout == ""
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("predict_saved_model: error: ") and "Graph execution error" not in line, line
@@ -756,76 +840,41 @@ def test_predict_saved_model_tool_answers_each_bad_request_with_its_own_error(to
         assert error.startswith(f"request {index}: ") and fragment in error, (index, error)
 
 
-def test_predict_saved_model_tool_refuses_json_nested_too_deeply(exported):
+def test_predict_saved_model_tool_refuses_json_nested_too_deeply(tool_runs):
     """Was: a 23-line RecursionError traceback."""
-    path, _ = exported
-    result = subprocess.run(
-        [sys.executable, os.path.join(REPO, "tools", "predict_saved_model.py"), path],
-        input="[" * 100_000 + "]" * 100_000, capture_output=True, text=True, timeout=300,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd="/",
-    )
+    result = tool_runs["nested_too_deeply"]
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 1 and lines == [
         "predict_saved_model: error: ValueError: standard input is not JSON this tool reads: nested too deeply"], lines
 
 
-@pytest.mark.parametrize("requests, fragment", [
-    ({"signature": "serve_ids"}, "ValueError: the requests are a JSON dict, not a list"),
-])
-def test_predict_saved_model_tool_names_a_malformed_request(exported, requests, fragment):
+@pytest.mark.parametrize("job", MALFORMED_REQUESTS)
+def test_predict_saved_model_tool_names_a_malformed_request(tool_runs, job):
     """Was: a bare AttributeError traceback (a malformed request among others: its own error, above)."""
-    path, _ = exported
-    result = subprocess.run(
-        [sys.executable, os.path.join(REPO, "tools", "predict_saved_model.py"), path],
-        input=json.dumps(requests), capture_output=True, text=True, timeout=300,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd="/",
-    )
+    _, fragment = MALFORMED_REQUESTS[job]
+    result = tool_runs[job]
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 1 and len(lines) == 1 and fragment in lines[0], result.stderr[-2000:]
 
 
-@pytest.mark.parametrize("version, stdin, fragment", [
-    (False, "[]", "predict_saved_model: error: {model}: a model directory holding version(s) 1, not a SavedModel; "
-                  "give one version, e.g. {model}/1 (the one TF Serving serves)"),
-    (True, "", "ValueError: standard input holds no requests: give a JSON list of"),
-    (True, '[{"signature": "serving_default",\n', "ValueError: standard input is not JSON: Expecting property name enclosed in double quotes: line 2 column 1"),
-])
-def test_predict_saved_model_tool_names_a_model_directory_and_missing_requests(exported, version, stdin, fragment):
+@pytest.mark.parametrize("job", MISSING_REQUESTS)
+def test_predict_saved_model_tool_names_a_model_directory_and_missing_requests(exported, tool_runs, job):
     """Was: TensorFlow's `SavedModel file does not exist at: .../{saved_model.pbtxt|saved_model.pb}` for a model's
     base path, and `JSONDecodeError: Expecting value: line 1 column 1 (char 0)` for no requests."""
     path, _ = exported
-    model = os.path.dirname(path)
-    result = subprocess.run(
-        [sys.executable, os.path.join(REPO, "tools", "predict_saved_model.py"), path if version else model],
-        input=stdin, capture_output=True, text=True, timeout=300,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd="/",
-    )
+    version, _, fragment = MISSING_REQUESTS[job]
+    result = tool_runs[job]
     lines = result.stderr.strip().splitlines()
     assert result.returncode == (1 if version else 2) and len(lines) == 1, result.stderr[-2000:]
-    assert fragment.format(model=model) in lines[0]
+    assert fragment.format(model=os.path.dirname(path)) in lines[0]
 
 
-def test_predict_saved_model_tool_refuses_an_export_whose_warmup_fails(exported, tmp_path):
+def test_predict_saved_model_tool_refuses_an_export_whose_warmup_fails(tool_runs):
     """TF Serving replays `assets.extra/tf_serving_warmup_requests` before it
     serves a version, and a failing request fails the load: so does the tool
     that stands in for it (an export whose weights TF Serving could not
     restore failed exactly so)."""
-    from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
-
-    path, _ = exported
-    copy = tmp_path / "1"
-    shutil.copytree(path, copy)
-    request = predict_pb2.PredictRequest()
-    request.model_spec.signature_name = "serving_default"
-    request.inputs["text"].CopyFrom(tf.make_tensor_proto(np.array([b"fine", b"too"], dtype=object)[:, None]))
-    with tf.io.TFRecordWriter(str(copy / "assets.extra" / "tf_serving_warmup_requests")) as writer:
-        writer.write(prediction_log_pb2.PredictionLog(
-            predict_log=prediction_log_pb2.PredictLog(request=request)).SerializeToString())
-    result = subprocess.run(
-        [sys.executable, os.path.join(REPO, "tools", "predict_saved_model.py"), str(copy)],
-        input="[]", capture_output=True, text=True, timeout=300,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd="/",
-    )
+    result = tool_runs["failing_warmup"]
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 1 and len(lines) == 1, result.stderr[-2000:]
     assert lines[0].startswith("predict_saved_model: error: ValueError: warmup request 0 (serving_default) fails, "

@@ -33,15 +33,14 @@ def sentiment(count, seed):
 
 
 @pytest.fixture(scope="module")
-def teacher():
-    import keras
-
-    keras.utils.set_random_seed(0)
-    config = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=4, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=16)
-    model = TextClassifier(config, 2, BertPreprocessor(VOCAB, max_seq_length=10), learning_rate=2e-3, seed=1)
+def teacher(classifier_release):
+    """The release `bert-run-classifier` fine-tuned (`classifier_release`), loaded by `from_release` and compiled:
+    one trained teacher for the Python API and the tool (a fit costs its tracing, ~12 s of CPU, more than its
+    60 steps)."""
+    _, release = classifier_release
+    model = TextClassifier.from_release(str(release), num_classes=2, max_seq_length=10, learning_rate=2e-3, seed=1)
     model.compile()
-    model.fit(*sentiment(240, seed=1), batch_size=16, epochs=4, verbose=0)
+    assert not model.load_report.fresh and model.label_names == ("neg", "pos")
     return model
 
 
@@ -78,12 +77,13 @@ def test_a_full_depth_student_starts_as_its_teacher(teacher):
     student = make_student(teacher, 4, DistillationOptions())
     texts, _ = sentiment(20, seed=5)
     np.testing.assert_allclose(student.predict(texts, verbose=0), teacher.predict(texts, verbose=0), atol=1e-6)
-    assert student.label_names is None  # a teacher without names
-    teacher.label_names = ("neg", "pos")
-    try:  # the same classes, so the same names (its release and export answer with them)
-        assert make_student(teacher, 2, DistillationOptions()).label_names == ("neg", "pos")
+    # The same classes, so the same names (its release and export answer with them).
+    assert student.label_names == ("neg", "pos")
+    teacher.label_names = None
+    try:  # a teacher without names
+        assert make_student(teacher, 2, DistillationOptions()).label_names is None
     finally:
-        teacher.label_names = None
+        teacher.label_names = ("neg", "pos")
 
 
 def test_the_student_learns_from_the_teacher_and_is_an_ordinary_release(teacher, tmp_path):

@@ -228,8 +228,13 @@ def test_a_general_student_moves_toward_its_teacher(tmp_path, teacher_model):
     assert classifier.bert_config.num_hidden_layers == 1
 
 
-def test_an_interrupted_run_leaves_no_release_and_a_rerun_finishes_it(tmp_path, monkeypatch):
+def test_an_interrupted_run_leaves_no_release_a_rerun_finishes_it_and_refuses_a_changed_setting(tmp_path, monkeypatch,
+                                                                                                 capsys):
+    """Killed between its last step and the release: no release, and the same command finishes it. The finished
+    student rerun with another temperature, loss weight or depth: refused, naming it (was: "resuming (step 8 of
+    8)", exit 0, nothing applied); the same command resumes as before. One student (each run costs its tracing)."""
     from keras_bert_impl.checkpoints.sources import find_release
+    from keras_bert_impl.cli import run_tool
     from keras_bert_impl.errors import CheckpointError
     from keras_bert_impl.jobs import run_fine_tuning
 
@@ -253,6 +258,18 @@ def test_an_interrupted_run_leaves_no_release_and_a_rerun_finishes_it(tmp_path, 
     monkeypatch.setattr(run_fine_tuning, "fine_tune", trained)
     distill.main(argv)
     assert find_release(tmp_path / "out").checkpoint == str(tmp_path / "out" / "model.ckpt")
+
+    recorded = json.loads((tmp_path / "out" / "training_settings.json").read_text())
+    assert {name: recorded[name] for name in ("temperature", "student_num_hidden_layers", "soft_weight")} == {
+        "temperature": 2.0, "student_num_hidden_layers": 1, "soft_weight": 1.0}
+    for changed, fragment in [("--temperature=5", "temperature 2.0 (now 5.0)"),
+                              ("--hidden_weight=0.5", "hidden_weight 1.0 (now 0.5)"),
+                              ("--num_hidden_layers=2", "student_num_hidden_layers 1 (now 2)")]:
+        capsys.readouterr()
+        assert run_tool(distill.main, [*argv, changed], prog="distill") == 1
+        error = capsys.readouterr().err.strip().splitlines()[-1]  # after the progress lines
+        assert error.startswith("distill: error: ") and fragment in error and "allow_changed_settings" in error
+    assert run_tool(distill.main, argv, prog="distill") == 0
 
 
 def _files(directory):
@@ -286,31 +303,25 @@ def test_the_teachers_own_directory_or_another_release_is_refused_before_any_wor
         assert {directory: _files(directory) for directory in (teacher, other)} == before
 
 
-def test_a_changed_distillation_setting_is_refused_by_name_on_rerun(tmp_path, capsys):
-    """A finished student rerun with another temperature, loss weight or depth: refused, naming it (was:
-    "resuming (step 8 of 8)", exit 0, nothing applied); the same command resumes as before."""
-    from keras_bert_impl.cli import run_tool
-
-    teacher = two_layer_release(tmp_path / "teacher", SPECIALS + WORDS)
-    corpus = raw_text(tmp_path / "corpus.txt", 12, seed=1)
-    argv = ["--task=general", f"--teacher_dir={teacher}", f"--input_file={corpus}", "--max_seq_length=24",
-            "--max_predictions_per_seq=4", "--num_hidden_layers=1", "--train_batch_size=8", "--num_train_epochs=1",
-            f"--output_dir={tmp_path / 'out'}"]
-    distill.main(argv)
-    recorded = json.loads((tmp_path / "out" / "training_settings.json").read_text())
-    assert {name: recorded[name] for name in ("temperature", "student_num_hidden_layers", "soft_weight")} == {
-        "temperature": 2.0, "student_num_hidden_layers": 1, "soft_weight": 1.0}
-    for changed, fragment in [("--temperature=5", "temperature 2.0 (now 5.0)"),
-                              ("--hidden_weight=0.5", "hidden_weight 1.0 (now 0.5)"),
-                              ("--num_hidden_layers=2", "student_num_hidden_layers 1 (now 2)")]:
-        capsys.readouterr()
-        assert run_tool(distill.main, [*argv, changed], prog="distill") == 1
-        error = capsys.readouterr().err.strip().splitlines()[-1]  # after the progress lines
-        assert error.startswith("distill: error: ") and fragment in error and "allow_changed_settings" in error
-    assert run_tool(distill.main, argv, prog="distill") == 0
-
-
 # -- bad input: one line, before any output ----------------------------------------
+
+@pytest.fixture(scope="module")
+def classifier_teacher(tmp_path_factory):
+    """A 4-layer classifier release (fresh weights, labels neg and pos), the teacher of every bad input below
+    (none changes it: each is refused before any output)."""
+    from keras_bert_impl.models.classifier import BertClassifier
+    from tests.test_distillation import VOCAB
+
+    teacher = tmp_path_factory.mktemp("bad_input") / "classifier"
+    teacher.mkdir()
+    (teacher / "vocab.txt").write_text("\n".join(VOCAB + ["berners", "lee"]) + "\n", encoding="utf-8")
+    config = tiny_config(vocab_size=len(VOCAB) + 2, hidden_size=8, num_hidden_layers=4, num_attention_heads=2,
+                         intermediate_size=16, max_position_embeddings=32)
+    config.to_json_file(teacher / "bert_config.json")
+    save_original_checkpoint(BertClassifier(config, num_labels=2), str(teacher / "model.ckpt"))
+    (teacher / "label_list.txt").write_text("neg\npos\n", encoding="utf-8")
+    return teacher
+
 
 @pytest.mark.parametrize("task, extra, fragment", [
     ("squad", ["--train_file=t.json", "--max_query_length=8"], "has no cls/squad/output_weights or cls/squad/output_bias, so it is not a "
@@ -329,23 +340,13 @@ def test_a_changed_distillation_setting_is_refused_by_name_on_rerun(tmp_path, ca
     ("multiple_choice", ["--train_file={train}", "--doc_stride=8"], "--doc_stride does not apply to "
                                                                     "--task=multiple_choice"),
 ])
-def test_bad_input_is_one_line_before_any_output(tmp_path, capsys, task, extra, fragment):
+def test_bad_input_is_one_line_before_any_output(classifier_teacher, tmp_path, capsys, task, extra, fragment):
     """A classifier release as the teacher of another task (multiple choice's among them), a student of no or
     too many layers, no
     text, text that is not UTF-8, flags of another task: one line on stderr, no output directory."""
     from keras_bert_impl.cli import run_tool
-    from tests.test_distillation import VOCAB
 
-    teacher = tmp_path / "classifier"
-    teacher.mkdir()
-    (teacher / "vocab.txt").write_text("\n".join(VOCAB + ["berners", "lee"]) + "\n", encoding="utf-8")
-    config = tiny_config(vocab_size=len(VOCAB) + 2, hidden_size=8, num_hidden_layers=4, num_attention_heads=2,
-                         intermediate_size=16, max_position_embeddings=32)
-    config.to_json_file(teacher / "bert_config.json")
-    from keras_bert_impl.models.classifier import BertClassifier
-
-    save_original_checkpoint(BertClassifier(config, num_labels=2), str(teacher / "model.ckpt"))
-    (teacher / "label_list.txt").write_text("neg\npos\n", encoding="utf-8")
+    teacher = classifier_teacher
     files = {"train": generated_conll(tmp_path / "train.txt", 4, seed=1), "empty": tmp_path / "empty.txt",
              "corpus": raw_text(tmp_path / "corpus.txt", 3, seed=1), "latin1": tmp_path / "latin1.txt"}
     files["empty"].write_text("\n\n", encoding="utf-8")

@@ -247,18 +247,33 @@ def test_the_setting_travels_with_the_release_and_the_config(tmp_path):
 @pytest.mark.parametrize("long_text", ["head_tail", "windows"])
 def test_export_answers_predict_for_a_2000_token_text(cut_model, tmp_path, long_text):
     """The raw-text SavedModel (loaded with tf.saved_model.load, verified as TF Serving loads it) splits the
-    text in the graph and answers `predict`'s probabilities within 1e-4."""
+    text in the graph and answers `predict`'s probabilities within 1e-4. head_tail: `model.export`; windows (max
+    pooling): `export_checkpoint` (bert-export's) of the model's release, which takes the release's setting; a
+    task that cuts refuses long_text. One export each (each costs its tracing)."""
     import tensorflow as tf
 
-    from keras_bert_impl.serving.export import read_export_metadata
+    from keras_bert_impl.serving.export import ExportOptions, export_checkpoint, read_export_metadata
+    from keras_bert_impl.serving.versions import ExportError
 
-    model = classifier(long_text)
+    model = classifier(long_text) if long_text == "head_tail" else classifier(long_text, window_pooling="max")
     rng = random.Random(7)
     text = " ".join(rng.choice(WORDS) for _ in range(1900))
     texts = [text, "bad plot", "", long_texts(8, 1, 30)[0]]
     assert len(model.preprocessor.token_ids(tf.constant([text]))[0]) >= 2000
     probabilities = model.predict(texts, verbose=0)
-    version = model.export(tmp_path / "saved_models" / "reviews")
+    export_dir = tmp_path / "saved_models" / "reviews"
+    if long_text == "head_tail":
+        version = model.export(export_dir)
+    else:
+        release = tmp_path / "release"
+        prefix = model.save_release(release)
+        options = ExportOptions(max_seq_length=16, verify=True)
+        version = export_checkpoint("classifier", str(release / "bert_config.json"), prefix,
+                                    str(release / "vocab.txt"), str(export_dir), options, log=lambda message: None)
+        with pytest.raises(ExportError, match="long_text=windows is for a classifier, regression or multi_label"):
+            export_checkpoint("embeddings", str(release / "bert_config.json"), prefix, str(release / "vocab.txt"),
+                              str(tmp_path / "saved" / "e"),
+                              ExportOptions(max_seq_length=16, long_text=LongTextOptions("windows")), log=print)
     served = tf.saved_model.load(version).signatures["serving_default"](tf.constant(texts))
     np.testing.assert_allclose(served["probabilities"].numpy(), probabilities, atol=1e-4)
     assert served["labels"].numpy().tolist() == [("neg", "mixed", "pos")[i].encode() for i in probabilities.argmax(1)]
@@ -266,27 +281,6 @@ def test_export_answers_predict_for_a_2000_token_text(cut_model, tmp_path, long_
     # A cut model of the same weights answers otherwise on the long text.
     cut_model.set_weights(model.get_weights())
     assert np.abs(cut_model.predict([text], verbose=0) - probabilities[:1]).max() > 1e-3
-
-
-def test_bert_export_takes_the_release_setting_and_refuses_a_task_that_cuts(tmp_path):
-    import tensorflow as tf
-
-    from keras_bert_impl.serving.export import ExportOptions, export_checkpoint
-    from keras_bert_impl.serving.versions import ExportError
-
-    model = classifier("windows", window_pooling="max")
-    prefix = model.save_release(tmp_path / "release")
-    release = tmp_path / "release"
-    options = ExportOptions(max_seq_length=16)
-    version = export_checkpoint("classifier", str(release / "bert_config.json"), prefix, str(release / "vocab.txt"),
-                                str(tmp_path / "saved" / "m"), options, log=lambda message: None)
-    texts = long_texts(9, 2, 70)
-    served = tf.saved_model.load(version).signatures["serving_default"](tf.constant(texts))
-    np.testing.assert_allclose(served["probabilities"].numpy(), model.predict(texts, verbose=0), atol=1e-4)
-    with pytest.raises(ExportError, match="long_text=windows is for a classifier, regression or multi_label"):
-        export_checkpoint("embeddings", str(release / "bert_config.json"), prefix, str(release / "vocab.txt"),
-                          str(tmp_path / "saved" / "e"),
-                          ExportOptions(max_seq_length=16, long_text=LongTextOptions("windows")), log=print)
 
 
 # -- bert-run-classifier --long_text -----------------------------------------------------------------------

@@ -229,9 +229,17 @@ def tool_flags(release_dir, output_dir, **extra):
     return [f"--{key}={value}" for key, value in values.items() if value is not None]
 
 
+CHOICE_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "it"] + sorted(set(POSITIVE + NEGATIVE + FILLER))
+
+
 @pytest.fixture(scope="module")
-def swag_run(release, tmp_path_factory):
+def swag_run(tmp_path_factory):
+    """bert-run-multiple-choice --do_train --do_eval --do_predict of a 2-layer release of the questions' words
+    on the learnable rule: (data dir, release). Also the teacher of the distilled student (one trained model)."""
+    from tests.test_distillation_tasks import two_layer_release
+
     root = tmp_path_factory.mktemp("swag_run")
+    base = two_layer_release(root / "base", CHOICE_VOCAB, max_position_embeddings=32)
     data_dir, output_dir = root / "swag", root / "out"
     data_dir.mkdir()
     rng = random.Random(0)
@@ -239,21 +247,21 @@ def swag_run(release, tmp_path_factory):
     write_swag(data_dir / "val.csv", swag_questions(rng, 80))
     write_swag(data_dir / "test.csv", [(s1, s2, endings, "") for s1, s2, endings, _ in swag_questions(rng, 6)])
     run_multiple_choice.main(
-        tool_flags(release, output_dir, data_dir=data_dir, learning_rate=1e-3, warmup_proportion=0.5,
+        tool_flags(base, output_dir, data_dir=data_dir, learning_rate=2e-3, warmup_proportion=0.5,
                    num_train_epochs=6, save_checkpoints_steps=50)
         + ["--do_train", "--do_eval", "--do_predict"]
     )
     return data_dir, output_dir
 
 
-def reference_logits(output_dir, path, bert_vocab_file, labelled=True):
+def reference_logits(output_dir, path, vocab_file, labelled=True):
     """The fine-tuned checkpoint's logits on features that tf-models' original code builds."""
     from official.nlp.data import classifier_data_lib as lib
     from official.nlp.tools import tokenization
 
     from keras_bert_impl.config import BertConfig
 
-    tokenizer = tokenization.FullTokenizer(str(bert_vocab_file), do_lower_case=True)
+    tokenizer = tokenization.FullTokenizer(str(vocab_file), do_lower_case=True)
     with open(path, encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f))
     features = [
@@ -269,7 +277,7 @@ def reference_logits(output_dir, path, bert_vocab_file, labelled=True):
     return np.asarray(model(inputs, training=False), np.float64), labels
 
 
-def test_tool_learns_the_rule_above_chance(swag_run, bert_vocab_file):
+def test_tool_learns_the_rule_above_chance(swag_run):
     from sklearn import metrics
 
     data_dir, output_dir = swag_run
@@ -277,22 +285,22 @@ def test_tool_learns_the_rule_above_chance(swag_run, bert_vocab_file):
     assert sorted(values) == ["eval_accuracy", "eval_loss", "global_step"]
     assert values["global_step"] == str(int(240 / 16 * 6))
     assert float(values["eval_accuracy"]) >= 0.8, values  # chance: 0.25
-    logits, labels = reference_logits(output_dir, data_dir / "val.csv", bert_vocab_file)
+    logits, labels = reference_logits(output_dir, data_dir / "val.csv", output_dir / "vocab.txt")
     assert float(values["eval_accuracy"]) == pytest.approx(metrics.accuracy_score(labels, logits.argmax(1)), abs=1e-6)
     assert float(values["eval_loss"]) == pytest.approx(
         metrics.log_loss(labels, softmax(logits), labels=[0, 1, 2, 3]), rel=1e-4, abs=1e-6)
 
 
-def test_tool_writes_choice_probabilities_and_a_release(swag_run, bert_vocab_file):
+def test_tool_writes_choice_probabilities_and_a_release(swag_run):
     import tensorflow as tf
 
     data_dir, output_dir = swag_run
     rows = [line.split("\t") for line in (output_dir / "test_results.tsv").read_text().splitlines()]
     assert len(rows) == 6 and {len(row) for row in rows} == {4}
-    logits, _ = reference_logits(output_dir, data_dir / "test.csv", bert_vocab_file, labelled=False)
+    logits, _ = reference_logits(output_dir, data_dir / "test.csv", output_dir / "vocab.txt", labelled=False)
     np.testing.assert_allclose(np.array(rows, np.float64), softmax(logits), atol=1e-5)
     shapes = tf.train.load_checkpoint(str(output_dir / "model.ckpt")).get_variable_to_shape_map()
-    assert (shapes["output_weights"], shapes["output_bias"]) == ([1, 64], [1])
+    assert (shapes["output_weights"], shapes["output_bias"]) == ([1, 32], [1])
 
 
 def test_tool_reads_named_columns_and_five_choices(release, tmp_path):
@@ -506,26 +514,7 @@ def test_export_tool_writes_a_served_version_and_refuses_int8(scored_model, tmp_
 # -- a distilled student -----------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def choice_teacher(tmp_path_factory):
-    """A 2-layer bert-run-multiple-choice release trained on the learnable rule: (data dir, release)."""
-    from tests.test_distillation_tasks import release_flags, two_layer_release
-
-    root = tmp_path_factory.mktemp("choice_distill")
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "it"] + sorted(set(POSITIVE + NEGATIVE + FILLER))
-    base = two_layer_release(root / "base", vocab, max_position_embeddings=32)
-    data_dir = root / "swag"
-    data_dir.mkdir()
-    rng = random.Random(3)
-    write_swag(data_dir / "train.csv", swag_questions(rng, 240))
-    write_swag(data_dir / "val.csv", swag_questions(rng, 80))
-    run_multiple_choice.main([*release_flags(base), f"--data_dir={data_dir}", "--max_seq_length=16", "--do_train",
-                              "--do_eval", "--train_batch_size=16", "--learning_rate=2e-3", "--num_train_epochs=6",
-                              f"--output_dir={root / 'teacher'}"])
-    return data_dir, root / "teacher"
-
-
-def test_a_distilled_student_learns_from_its_teacher_and_loads(choice_teacher, tmp_path):
+def test_a_distilled_student_learns_from_its_teacher_and_loads(swag_run, tmp_path):
     """bert-distill --task=multiple_choice: a 1-layer student of the 2-layer teacher, its training loss
     falling, its eval as good as the teacher's (which it writes beside, in teacher/), and a release that
     bert-run-multiple-choice and MultipleChoice.from_release load to the same answers."""
@@ -535,7 +524,7 @@ def test_a_distilled_student_learns_from_its_teacher_and_loads(choice_teacher, t
     from keras_bert_impl.tasks.text_multiple_choice import MultipleChoice
     from tools import distill
 
-    data_dir, teacher = choice_teacher
+    data_dir, teacher = swag_run
     out = tmp_path / "student"
     distill.main(["--task=multiple_choice", f"--teacher_dir={teacher}", f"--data_dir={data_dir}",
                   "--max_seq_length=16", "--num_hidden_layers=1", "--train_batch_size=16", "--learning_rate=2e-3",

@@ -521,7 +521,10 @@ class TextClassifier(BertClassifier):
             raise ValueError("evaluate needs at least one text")
         if self.long_text.mode == WINDOWS:
             return self._evaluate_pooled(x, y, sample_weight, batch_size, **kwargs)
-        return super().evaluate(self._dataset(x, y, sample_weight, batch_size), **kwargs)
+        # Texts are tokenized once, as `predict` tokenizes them, not in a map that traces the tokenizer again.
+        tokenize = None if _is_dataset(x) or self.long_text.mode != CUT else functools.partial(tokenized,
+                                                                                              self.preprocessor)
+        return super().evaluate(self._dataset(x, y, sample_weight, batch_size, tokenize=tokenize), **kwargs)
 
     def _evaluate_pooled(self, x, y, sample_weight, batch_size, return_dict=False, verbose="auto", **kwargs):
         """`evaluate` with windows: the compiled loss and metrics of each text's pooled logits."""

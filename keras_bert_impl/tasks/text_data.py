@@ -240,7 +240,7 @@ def _is_text_spec(spec):
 
 
 def text_dataset(x, y=None, sample_weight=None, batch_size=32, preprocess=None, shuffle=False, seed=None,
-                 repeat=False, drop_remainder=False):
+                 repeat=False, drop_remainder=False, tokenize=None):
     """Batches of preprocessed text (and labels) for Keras.
 
     Args:
@@ -255,6 +255,11 @@ def text_dataset(x, y=None, sample_weight=None, batch_size=32, preprocess=None, 
         seed: The shuffle's seed.
         repeat: Repeat without end (fit with `steps_per_epoch`).
         drop_remainder: Only full batches.
+        tokenize: For texts not in a dataset, in place of `preprocess`:
+            `tokenize(texts) -> dict of arrays`, run once on all of them
+            before they are batched (`tokenized`). A map of `preprocess`
+            traces the tokenizer's graph again each time a dataset is made:
+            ~1.5 s of CPU an `evaluate` call on a small BERT.
 
     Returns:
         A `tf.data.Dataset`.
@@ -271,6 +276,8 @@ def text_dataset(x, y=None, sample_weight=None, batch_size=32, preprocess=None, 
         if sample_weight is not None and y is None:
             raise ValueError("sample_weight needs y")
         count = num_texts(texts)
+        if tokenize is not None:
+            texts, preprocess = tokenize(texts), None
         parts = [texts] + [label_array(v, count, name) for v, name in ((y, "y"), (sample_weight, "sample_weight"))
                            if v is not None]
         dataset = tf.data.Dataset.from_tensor_slices(tuple(parts) if len(parts) > 1 else texts)

@@ -147,17 +147,22 @@ def _head_inputs(shape, rng):
             {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}.items()}
 
 
+def _saved_random_model(model_class, config, seed, directory):
+    """A `model_class` of random weights (seeded), saved to `directory` in float32; returned in float64, eval mode."""
+    torch.manual_seed(seed)
+    model = model_class(config)
+    _randomize(model, torch.Generator().manual_seed(seed))
+    model.eval()
+    model.save_pretrained(directory)  # config.json + model.safetensors (float32)
+    return model.double()
+
+
 def write_heads(out_dir):
     """Writes each BERT head's directory and outputs under `out_dir`; returns the manifest's `heads`."""
     heads = {}
     for index, (name, model_class, config, batch_name, shape) in enumerate(_head_configs(), start=len(_configs())):
-        torch.manual_seed(SEED + index)
-        model = model_class(config)
-        _randomize(model, torch.Generator().manual_seed(SEED + index))
-        model.eval()
         directory = os.path.join(out_dir, name)
-        model.save_pretrained(directory)  # config.json + model.safetensors (float32)
-        model = model.double()
+        model = _saved_random_model(model_class, config, SEED + index, directory)
         inputs = _head_inputs(shape, np.random.default_rng(SEED + index))
         with torch.no_grad():
             output = model(**{key: torch.from_numpy(value) for key, value in inputs.items()}, return_dict=True)
@@ -190,13 +195,8 @@ def write_oracle(out_dir, heads_only=False):
     manifest = {"torch": torch.__version__, "transformers": transformers.__version__, "numpy": np.__version__,
                 "seed": SEED, "models": {}}
     for index, (name, model_class, config) in enumerate(_configs()):
-        torch.manual_seed(SEED + index)
-        model = model_class(config)
-        _randomize(model, torch.Generator().manual_seed(SEED + index))
-        model.eval()
         directory = os.path.join(out_dir, name)
-        model.save_pretrained(directory)  # config.json + model.safetensors (float32)
-        model = model.double()
+        model = _saved_random_model(model_class, config, SEED + index, directory)
         files = []
         for batch_name, inputs in _batches(name, np.random.default_rng(SEED + index)).items():
             with torch.no_grad():

@@ -21,6 +21,11 @@ tf.config.experimental.enable_tensor_float_32_execution(False)
 
 from keras_bert_impl.checkpoints.pip_assets import BERT_BASE_UNCASED_VOCAB, MINILM_L6_V2  # noqa: E402
 from tests.assets import fetch_or_skip  # noqa: E402
+from tests.lean_install.collector import collect_less_often  # noqa: E402
+
+# Tracing builds and drops thousands of graph objects per test: Python's cyclic collector, at its default
+# thresholds, ran ~2,000 times a file, each pass also walking the ~1M objects TensorFlow's import made.
+collect_less_often()
 
 
 @pytest.fixture(scope="session")

@@ -43,6 +43,10 @@ from keras_bert_impl.tokenization.long_text import (
 from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
 
 _PACKAGE = "keras_bert_impl"
+
+# Token positions of in-memory texts that `fit` tokenizes at once (three int32 arrays: 384 MiB at most); more texts
+# are tokenized batch by batch, each epoch.
+MAX_TOKENIZED_POSITIONS = 2**25
 logger = logging.getLogger("keras_bert_impl")
 
 
@@ -454,7 +458,7 @@ class TextClassifier(BertClassifier):
                 x, count = self._window_training_set(texts, y, sample_weight, batch_size, shuffle)
             else:
                 x = self._dataset(texts, y, sample_weight, batch_size, shuffle=shuffle, repeat=True,
-                                  drop_remainder=True)
+                                  drop_remainder=True, tokenize=self._tokenize_at_once(count))
             steps_per_epoch = steps_per_epoch or max(1, count // batch_size)
             y = sample_weight = None
         else:
@@ -462,7 +466,10 @@ class TextClassifier(BertClassifier):
             check_labelled(x, "fit")
             x = self._dataset(x, batch_size=batch_size, shuffle=shuffle)
         if validation_data is not None:
-            validation_data = self._dataset(*_unpack(validation_data), batch_size=batch_size)
+            validation_data = _unpack(validation_data)
+            tokenize = None if _is_dataset(validation_data[0]) else self._tokenize_at_once(
+                num_texts(text_tensor(validation_data[0])))
+            validation_data = self._dataset(*validation_data, batch_size=batch_size, tokenize=tokenize)
         if self._original_recipe is not None:
             steps = steps_per_epoch or int(x.cardinality())
             if steps < 1:
@@ -470,6 +477,19 @@ class TextClassifier(BertClassifier):
             self._compile_original_optimizer(steps * (epochs - kwargs.get("initial_epoch", 0)))
         return super().fit(x, epochs=epochs, verbose=verbose, callbacks=callbacks, validation_data=validation_data,
                            steps_per_epoch=steps_per_epoch, shuffle=False, **kwargs)  # `_dataset` shuffled it
+
+    def _tokenize_at_once(self, count):
+        """`text_dataset`'s `tokenize` for `count` in-memory texts, or None to tokenize batch by batch.
+
+        Texts in memory are tokenized once, before the first epoch, where
+        their ids fit in `MAX_TOKENIZED_POSITIONS`: a map of the
+        preprocessor traces the tokenizer's graph for each dataset and
+        optimises it again with each epoch's iterator (fit with
+        validation_data: both), and tokenizes the same texts every epoch.
+        """
+        if self.long_text.mode != CUT or count * self.preprocessor.max_seq_length > MAX_TOKENIZED_POSITIONS:
+            return None
+        return functools.partial(tokenized, self.preprocessor)
 
     def _window_training_set(self, texts, y, sample_weight, batch_size, shuffle):
         """`(dataset, num_windows)`: the windows of `texts`, each with its text's label (and weight),
@@ -522,8 +542,7 @@ class TextClassifier(BertClassifier):
         if self.long_text.mode == WINDOWS:
             return self._evaluate_pooled(x, y, sample_weight, batch_size, **kwargs)
         # Texts are tokenized once, as `predict` tokenizes them, not in a map that traces the tokenizer again.
-        tokenize = None if _is_dataset(x) or self.long_text.mode != CUT else functools.partial(tokenized,
-                                                                                              self.preprocessor)
+        tokenize = None if _is_dataset(x) else self._tokenize_at_once(num_texts(text_tensor(x)))
         return super().evaluate(self._dataset(x, y, sample_weight, batch_size, tokenize=tokenize), **kwargs)
 
     def _evaluate_pooled(self, x, y, sample_weight, batch_size, return_dict=False, verbose="auto", **kwargs):

@@ -225,8 +225,8 @@ def test_resume_with_another_optimizer_is_refused(setup, uninterrupted, lamb_run
     run of either: refused by name, nothing written."""
     root, _ = setup
     cases = (
-        (uninterrupted, ["--optimizer=lamb"], 'optimizer not recorded (now "lamb")'),
-        (lamb_run, ["--optimizer=adamw", "--learning_rate=3e-2", "--strategy=mirrored"], 'optimizer "lamb" (now not given)'),
+        (uninterrupted, ["--optimizer=lamb"], 'optimizer not recorded: the default "adamw" (now "lamb")'),
+        (lamb_run, ["--optimizer=adamw", "--learning_rate=3e-2", "--strategy=mirrored"], 'optimizer "lamb" (now the default "adamw")'),
     )
     for source, extra, fragment in cases:
         output_dir = tmp_path / source.name

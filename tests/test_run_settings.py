@@ -36,6 +36,17 @@ def test_changes_are_named_with_old_and_new_values():
     assert changed_settings(SETTINGS, dict(SETTINGS, input_files=["a", "b"])) == []
 
 
+def test_a_setting_recorded_only_away_from_its_default_reads_as_the_default_where_absent():
+    defaults = {"optimizer": "adamw", "next_sentence_prediction": True}
+    lamb = dict(SETTINGS, optimizer="lamb")
+    assert changed_settings(lamb, SETTINGS, defaults) == ['optimizer "lamb" (now the default "adamw")']
+    assert changed_settings(SETTINGS, lamb, defaults) == ['optimizer not recorded: the default "adamw" (now "lamb")']
+    # Given as its default on one side and absent on the other: the same run.
+    assert changed_settings(dict(SETTINGS, optimizer="adamw"), SETTINGS, defaults) == []
+    # Without defaults, as before.
+    assert changed_settings(lamb, SETTINGS) == ['optimizer "lamb" (now not given)']
+
+
 def test_fresh_run_records_and_same_settings_resume(tmp_path):
     check_run_settings(str(tmp_path), SETTINGS, resuming=False, log=pytest.fail)
     assert recorded(tmp_path) == dict(SETTINGS, input_files=["a", "b"])

@@ -37,6 +37,8 @@ from keras_bert_impl.errors import VocabError
 
 # --mixed_precision values -> Keras dtype policies.
 MIXED_PRECISION = {"none": None, "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+# The recipe settings a run records only where they differ from these, BERT's own.
+RECIPE_DEFAULTS = {"next_sentence_prediction": True, "dynamic_masking": False, "optimizer": "adamw"}
 
 
 def split_logical_cpus(count):
@@ -190,11 +192,12 @@ def run_pretraining(
             "mixed_precision": mixed_precision,
             "clip_norm": clip_norm,
             "seed": seed,
-            # The recipes' settings, only where they differ from BERT's: a
-            # run checkpointed before they existed resumes unchanged.
+            # The recipes' settings, only where they differ from BERT's
+            # (`RECIPE_DEFAULTS`): a run checkpointed before they existed
+            # resumes unchanged.
             **({} if next_sentence_prediction else {"next_sentence_prediction": False}),
             **({"dynamic_masking": True, "masked_lm_prob": masked_lm_prob} if dynamic_masking else {}),
-            **({} if optimizer_type == "adamw" else {"optimizer": optimizer_type}),
+            **({} if optimizer_type == RECIPE_DEFAULTS["optimizer"] else {"optimizer": optimizer_type}),
         }
 
     if num_cpu_devices > 1:
@@ -262,6 +265,7 @@ def run_pretraining(
         step, prefix = resume_training(
             model, optimizer, output_dir, pretraining_settings() if do_train else None, allow_changed_settings,
             chief=chief, log=lambda message: print(f"run_pretraining: {message}", file=sys.stderr),
+            setting_defaults=RECIPE_DEFAULTS,
         )
         if prefix:
             print(f"run_pretraining: resuming from {prefix} (step {step})", file=sys.stderr)

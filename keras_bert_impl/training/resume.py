@@ -25,7 +25,7 @@ from keras_bert_impl.training.run_settings import check_run_settings
 
 
 def resume_training(model, optimizer, output_dir, settings=None, allow_changed_settings=False, chief=True,
-                    log=print):
+                    log=print, setting_defaults=None):
     """Restores the newest complete `model.ckpt-<step>` of `output_dir`, if any.
 
     In order: what a killed writer left is removed (by the chief only: no
@@ -43,6 +43,8 @@ def resume_training(model, optimizer, output_dir, settings=None, allow_changed_s
         allow_changed_settings: Resume with other settings on purpose.
         chief: Whether this process writes (multi-worker runs: the chief).
         log: `log(message)`.
+        setting_defaults: The values of `settings` recorded only away from
+            them (`run_settings.changed_settings`).
 
     Returns:
         `(step, prefix)`: the step restored and the checkpoint it came from,
@@ -56,7 +58,7 @@ def resume_training(model, optimizer, output_dir, settings=None, allow_changed_s
     existing = checkpoint_steps(output_dir)
     if settings is not None:
         check_run_settings(output_dir, settings, resuming=bool(existing), allow_changes=allow_changed_settings,
-                           write=chief, log=log)
+                           write=chief, log=log, defaults=setting_defaults)
     if not existing:
         return 0, None
     prefix = filesystem.join(output_dir, f"{CHECKPOINT_PREFIX}-{existing[-1]}")

@@ -33,25 +33,42 @@ def _normalized(settings):
     return json.loads(json.dumps(settings, sort_keys=True))
 
 
-def changed_settings(recorded, current):
+def changed_settings(recorded, current, defaults=None):
     """`"name old (now new)"` for each setting that differs, sorted by name.
 
     Args:
         recorded: The settings the run was started with.
         current: This run's.
+        defaults: `{name: value}` of the settings a run records only where
+            they differ from this value (a recipe's switch added after runs
+            were recorded without it): on a side without it, the setting is
+            that value, and named as the default.
 
     Returns:
         A list of strings; empty when they agree.
+
+    Example:
+    >>> changed_settings({"optimizer": "lamb"}, {}, defaults={"optimizer": "adamw"})
+    ['optimizer "lamb" (now the default "adamw")']
     """
     recorded, current = _normalized(recorded), _normalized(current)
+    defaults = _normalized(defaults or {})
     missing = object()
     changes = []
     for name in sorted(set(recorded) | set(current)):
         old, new = recorded.get(name, missing), current.get(name, missing)
-        if old != new:
-            old = "not recorded" if old is missing else json.dumps(old)
-            new = "not given" if new is missing else json.dumps(new)
-            changes.append(f"{name} {old} (now {new})")
+        if (defaults.get(name, missing) if old is missing else old) == (
+                defaults.get(name, missing) if new is missing else new):
+            continue
+        if old is missing:
+            old = f"not recorded: the default {json.dumps(defaults[name])}" if name in defaults else "not recorded"
+        else:
+            old = json.dumps(old)
+        if new is missing:
+            new = f"the default {json.dumps(defaults[name])}" if name in defaults else "not given"
+        else:
+            new = json.dumps(new)
+        changes.append(f"{name} {old} (now {new})")
     return changes
 
 
@@ -76,7 +93,7 @@ def read_run_settings(directory):
 
 
 def check_run_settings(directory, settings, resuming, allow_changes=False, flag="--allow_changed_settings",
-                       write=True, log=print):
+                       write=True, log=print, defaults=None):
     """Refuses to resume with other settings; records this run's.
 
     Call it before restoring a checkpoint and before training.
@@ -92,6 +109,8 @@ def check_run_settings(directory, settings, resuming, allow_changes=False, flag=
         write: Record the settings (False on a multi-worker run's
             non-chief workers: the chief writes).
         log: `log(message)`.
+        defaults: The values of settings recorded only away from them
+            (`changed_settings`).
 
     Raises:
         ChangedSettingsError: resuming with other settings, not allowed; the
@@ -101,7 +120,7 @@ def check_run_settings(directory, settings, resuming, allow_changes=False, flag=
     if resuming and recorded is None:
         log(f"{directory} holds checkpoints but no {RUN_SETTINGS_FILE}: resuming without checking the settings")
     elif resuming:
-        changes = changed_settings(recorded, settings)
+        changes = changed_settings(recorded, settings, defaults)
         if changes and not allow_changes:
             raise ChangedSettingsError(
                 f"{directory}: its checkpoints were trained with other settings: {'; '.join(changes)}. "

@@ -177,10 +177,11 @@ def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id, pad_id=0, separato
     # Indices into [ids_a's flat ids, ids_b's, cls_id, sep_id, pad_id].
     count_a, count_b = tf.size(ids_a.values, tf.int32), tf.size(ids_b.values, tf.int32)
     cls_index, sep_index, pad_index = count_a + count_b, count_a + count_b + 1, count_a + count_b + 2
-    row_start_a = tf.cast(ids_a.row_starts(), tf.int32)[:, None] - 1  # flat index of a's row at position 1
-    row_start_b = tf.cast(ids_b.row_starts(), tf.int32)[:, None] + count_a - start_b
+    # [batch, 1]: the token of `a` (of `b`) at a position p is flat index offset_a + p (offset_b + p).
+    offset_a = tf.cast(ids_a.row_starts(), tf.int32)[:, None] - 1
+    offset_b = tf.cast(ids_b.row_starts(), tf.int32)[:, None] + count_a - start_b
     index = tf.where(positions <= last_sep, sep_index, pad_index)  # separators, then padding
-    index = tf.where(in_a, row_start_a + positions, tf.where(in_b, row_start_b + positions, index))
+    index = tf.where(in_a, offset_a + positions, tf.where(in_b, offset_b + positions, index))
     index = tf.where(positions == 0, cls_index, index)
     specials = tf.constant([cls_id, sep_id, pad_id], ids_a.dtype)
     flat_ids = tf.concat([ids_a.values, ids_b.values, specials], axis=0)

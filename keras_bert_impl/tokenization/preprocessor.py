@@ -56,22 +56,6 @@ def truncated_pair_lengths(length_a, length_b, max_total):
     return length_a - excess // 2, length_b - (excess - excess // 2)
 
 
-def take_first(ragged, lengths):
-    """The first `lengths[i]` items of each row of `ragged`.
-
-    Args:
-        ragged: Ragged [batch, (items)].
-        lengths: [batch] integer counts; a count beyond a row's length keeps
-            the whole row.
-
-    Returns:
-        Ragged [batch, (items)] of `ragged`'s dtype.
-    """
-    positions = tf.ragged.range(ragged.row_lengths())
-    keep = positions < tf.cast(lengths, positions.dtype)[:, None]
-    return tf.ragged.boolean_mask(ragged, keep)
-
-
 def token_ids_with_masks(tokenizer, texts, mask_id):
     """Ragged [batch, (ids)] int32 where "[MASK]" written in a text is `mask_id`
     (the tokenizer alone would split it into "[", "mask", "]").
@@ -141,6 +125,10 @@ def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id, pad_id=0, separato
                 second_segment_id=1):
     """Ragged word-piece ids -> the model's padded inputs, as the original.
 
+    In dense ops: each row's layout follows from its two kept lengths, and
+    one gather over a [batch, max_seq_length] grid of indices into the
+    flat ids reads it out (ragged concatenation would trace some 2,000 ops).
+
     Args:
         ids_a: Ragged int32 [batch, (ids)] of the first texts.
         ids_b: Ragged int32 [batch, (ids)] of the second texts, or None. A
@@ -171,37 +159,39 @@ def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id, pad_id=0, separato
     """
     if ids_b is None:
         return pack_one_text(ids_a, max_seq_length, cls_id, sep_id, pad_id)
-    batch = ids_a.nrows(out_type=tf.int32)
-    raw_a, raw_b = tf.cast(ids_a.row_lengths(), tf.int32), tf.cast(ids_b.row_lengths(), tf.int32)
+    raw_a, raw_b = tf.cast(ids_a.row_lengths(), tf.int32), tf.cast(ids_b.row_lengths(), tf.int32)  # [batch]
     has_b = raw_b > 0
     pair_a, pair_b = truncated_pair_lengths(raw_a, raw_b, max(max_seq_length - 2 - separators_between, 0))
-    length_a = tf.where(has_b, pair_a, tf.minimum(raw_a, max_seq_length - 2))
-    ids_a, ids_b = take_first(ids_a, length_a), take_first(ids_b, tf.where(has_b, pair_b, 0))
-    # As the original, the second [SEP] follows the second text only if any of
-    # it is left after truncation (none is at max_seq_length 3, or 4 when the
-    # first text is the longer).
-    kept_b = has_b & (pair_b > 0)
-    middle_sep = tf.RaggedTensor.from_row_lengths(
-        tf.fill([tf.reduce_sum(tf.cast(kept_b, tf.int32)) * separators_between], sep_id),
-        tf.cast(kept_b, tf.int64) * separators_between,
-    )
-    pieces = [ids_a, middle_sep, ids_b]
-    segment_pieces = [tf.zeros_like(ids_a), tf.zeros_like(middle_sep), tf.ones_like(ids_b) * second_segment_id]
-    last_segment = tf.cast(kept_b, tf.int32)[:, None] * second_segment_id
-    cls = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], cls_id))
-    sep = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], sep_id))
-    ids = tf.concat([cls] + pieces + [sep], axis=1)  # [batch, (length)]
-    segments = tf.concat(
-        [tf.RaggedTensor.from_tensor(tf.zeros([batch, 1], tf.int32))]
-        + segment_pieces
-        + [tf.RaggedTensor.from_tensor(last_segment)],
-        axis=1,
-    )
-    shape = [None, max_seq_length]
+    length_a = tf.where(has_b, pair_a, tf.minimum(raw_a, max(max_seq_length - 2, 0)))
+    # As the original, the separators and the second text follow only if any
+    # of it is left after truncation (none is at max_seq_length 3, or 4 when
+    # the first text is the longer).
+    length_b = tf.where(has_b, pair_b, 0)
+    kept_b = tf.cast(length_b > 0, tf.int32)
+    # Where each part starts, per row: [CLS] a [SEP]*separators_between b [SEP].
+    start_b = (length_a + 1 + kept_b * separators_between)[:, None]  # [batch, 1]
+    last_sep = start_b + length_b[:, None]  # [batch, 1]
+    positions = tf.range(max_seq_length)[None, :]  # [1, max_seq_length]
+    in_a = (positions >= 1) & (positions <= length_a[:, None])  # [batch, max_seq_length]
+    in_b = (positions >= start_b) & (positions < last_sep)
+    # Indices into [ids_a's flat ids, ids_b's, cls_id, sep_id, pad_id].
+    count_a, count_b = tf.size(ids_a.values, tf.int32), tf.size(ids_b.values, tf.int32)
+    cls_index, sep_index, pad_index = count_a + count_b, count_a + count_b + 1, count_a + count_b + 2
+    # [batch, 1]: the token of `a` (of `b`) at a position p is flat index offset_a + p (offset_b + p).
+    offset_a = tf.cast(ids_a.row_starts(), tf.int32)[:, None] - 1
+    offset_b = tf.cast(ids_b.row_starts(), tf.int32)[:, None] + count_a - start_b
+    index = tf.where(positions <= last_sep, sep_index, pad_index)  # separators, then padding
+    index = tf.where(in_a, offset_a + positions, tf.where(in_b, offset_b + positions, index))
+    index = tf.where(positions == 0, cls_index, index)
+    specials = tf.constant([cls_id, sep_id, pad_id], ids_a.dtype)
+    flat_ids = tf.concat([ids_a.values, ids_b.values, specials], axis=0)
+    input_mask = tf.cast(positions <= last_sep, tf.int32)  # [batch, max_seq_length]
+    # The second text, and the [SEP] after it, are the second segment; the separators between are the first's.
+    second = in_b | ((positions == last_sep) & (kept_b[:, None] > 0))
     return {
-        "input_ids": ids.to_tensor(pad_id, shape=shape),  # [batch, max_seq_length]
-        "input_mask": tf.ones_like(ids).to_tensor(0, shape=shape),
-        "segment_ids": segments.to_tensor(0, shape=shape),
+        "input_ids": tf.gather(flat_ids, index),  # [batch, max_seq_length]
+        "input_mask": input_mask,
+        "segment_ids": tf.cast(second, tf.int32) * second_segment_id,
     }
 
 

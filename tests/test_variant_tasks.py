@@ -55,6 +55,37 @@ def releases(tmp_path_factory):
     return paths
 
 
+@pytest.fixture(scope="module")
+def mean_embeddings(releases):
+    """`mean_embeddings(variant)`: the release's mean-pooled `TextEmbedder`'s `predict(HARD_TEXTS)`, made once
+    (by the first test that asks) for the tests that compare with it."""
+    made = {}
+
+    def get(model_type):
+        if model_type not in made:
+            embedder = TextEmbedder.from_release(releases[model_type], pooling="mean", max_seq_length=SEQ)
+            made[model_type] = embedder.predict(HARD_TEXTS, verbose=0)
+        return made[model_type]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def filled_masks(releases):
+    """`filled_masks(variant)`: `(MaskedLM.from_release's top 5 for "the quick <mask> fox" and "the fox", its
+    vocabulary)`, made once for the Python test and the served export's."""
+    made = {}
+
+    def get(model_type):
+        if model_type not in made:
+            model = MaskedLM.from_release(releases[model_type], max_seq_length=SEQ)
+            text = f"the quick {MASKS[model_type]} fox"
+            made[model_type] = model.predict([text, "the fox"], top_k=5), model.preprocessor.vocabulary
+        return made[model_type]
+
+    return get
+
+
 def _reference_inputs(release, model_type, texts, texts_b=None, seq=SEQ):
     """Hugging Face's layout of the Python tokenizer's ids, written out here."""
     tokenizer = tokenizer_from_files(release, do_lower_case=True)
@@ -95,17 +126,17 @@ def _converted(release, model_class):
 
 
 @pytest.mark.parametrize("model_type", VARIANTS)
-def test_embedder_from_release_equals_the_converted_model_on_python_ids(releases, model_type):
-    embedder = TextEmbedder.from_release(releases[model_type], pooling="mean", max_seq_length=SEQ)
+def test_embedder_from_release_equals_the_converted_model_on_python_ids(releases, mean_embeddings, model_type):
     reference = _reference_inputs(releases[model_type], model_type, HARD_TEXTS)
-    ours = {key: value.numpy() for key, value in embedder.preprocessor(HARD_TEXTS).items()}
-    for key in reference:
-        np.testing.assert_array_equal(ours[key], reference[key], err_msg=key)
     sequence = np.asarray(_converted(releases[model_type], BertModel)(reference)["sequence_output"], np.float64)
     mask = reference["input_mask"][:, :, None]
     expected = (sequence * mask).sum(1) / mask.sum(1)
-    np.testing.assert_allclose(embedder.predict(HARD_TEXTS, verbose=0), expected, atol=1e-5)
+    np.testing.assert_allclose(mean_embeddings(model_type), expected, atol=1e-5)
+    # The preprocessor and encoder are the same for every pooling: the ids checked on the CLS embedder's.
     cls = TextEmbedder.from_release(releases[model_type], pooling="cls", max_seq_length=SEQ)
+    ours = {key: value.numpy() for key, value in cls.preprocessor(HARD_TEXTS).items()}
+    for key in reference:
+        np.testing.assert_array_equal(ours[key], reference[key], err_msg=key)
     np.testing.assert_allclose(cls.predict(HARD_TEXTS[:2], verbose=0), sequence[:2, 0], atol=1e-5)
 
 
@@ -125,11 +156,10 @@ def test_roberta_pairs_have_no_token_types_and_pad_with_pad(releases):
 
 
 @pytest.mark.parametrize("model_type", VARIANTS)
-def test_masked_lm_fills_the_variants_mask_token(releases, model_type):
-    model = MaskedLM.from_release(releases[model_type], max_seq_length=SEQ)
+def test_masked_lm_fills_the_variants_mask_token(releases, filled_masks, model_type):
+    filled, vocabulary = filled_masks(model_type)
     text = f"the quick {MASKS[model_type]} fox"
-    filled = model.predict([text, "the fox"], top_k=3)
-    assert [len(masks) for masks in filled] == [1, 0]
+    assert [len(masks) for masks in filled] == [1, 0] and len(filled[0][0]) == 5
     reference = _reference_inputs(releases[model_type], model_type, [text])
     mask_id = tokenizer_from_files(releases[model_type]).convert_tokens_to_ids([MASKS[model_type]])[0]
     position = int(np.flatnonzero(reference["input_ids"][0] == mask_id)[0])
@@ -139,7 +169,7 @@ def test_masked_lm_fills_the_variants_mask_token(releases, model_type):
     probabilities = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
     best = int(np.argmax(probabilities))
     token, probability = filled[0][0][0]
-    assert token == model.preprocessor.vocabulary[best]
+    assert token == vocabulary[best]
     assert abs(probability - probabilities[best]) < 1e-5
 
 
@@ -234,19 +264,19 @@ def test_text_classifier_fine_tunes_saves_and_exports(fine_tuned, model_type, tm
 
 
 @pytest.mark.parametrize("model_type", VARIANTS)
-def test_raw_text_exports_of_a_release_serve_without_our_python(releases, served, model_type):
-    masked = f"the quick {MASKS[model_type]} fox"
+def test_raw_text_exports_of_a_release_serve_without_our_python(served, mean_embeddings, filled_masks, model_type):
     (embeddings,), (fill_mask,) = served[model_type]["embeddings"], served[model_type]["fill_mask"]
-    expected = TextEmbedder.from_release(releases[model_type], pooling="mean", max_seq_length=SEQ)
-    np.testing.assert_allclose(embeddings["mean_pooled"], expected.predict(HARD_TEXTS, verbose=0), atol=1e-5)
+    # Python's answers: the release's mean-pooled TextEmbedder and MaskedLM on the same texts.
+    np.testing.assert_allclose(embeddings["mean_pooled"], mean_embeddings(model_type), atol=1e-5)
     assert ("pooled_output" in embeddings) == (model_type == "albert")  # the only one with a trained pooler
-    filled = MaskedLM.from_release(releases[model_type], max_seq_length=SEQ).predict([masked], top_k=5)
+    filled, _ = filled_masks(model_type)  # [0]: "the quick <mask> fox", the text served
     assert fill_mask["mask_count"] == [1]
     assert fill_mask["top_k_tokens"][0][0] == [token for token, _ in filled[0][0]]
     np.testing.assert_allclose(fill_mask["top_k_scores"][0][0], [p for _, p in filled[0][0]], atol=1e-5)
 
 
-def test_a_calibrated_int8_export_of_albert_quantizes_every_application_of_its_shared_layers(releases, tmp_path):
+def test_a_calibrated_int8_export_of_albert_quantizes_every_application_of_its_shared_layers(releases, mean_embeddings,
+                                                                                             tmp_path):
     # ALBERT's encoder applies one set of kernels again and again (here 4 x a group of 2 layers), calibrated on
     # every application: each product int8, in every application, and the served embeddings close to float32's.
     # (RoBERTa and DistilBERT convert to BERT's own layers: the int8 path of tests/test_int8.py.)
@@ -274,8 +304,7 @@ def test_a_calibrated_int8_export_of_albert_quantizes_every_application_of_its_s
     serve = tf.saved_model.load(str(export_dir / "1")).signatures["serving_default"]
     quantized = serve(text=tf.constant(HARD_TEXTS))["mean_pooled"].numpy()
     # float32: the release's embedder (its raw-text export equals it: test_raw_text_exports_...).
-    full = TextEmbedder.from_release(releases[model_type], pooling="mean", max_seq_length=SEQ).predict(
-        HARD_TEXTS, verbose=0)
+    full = mean_embeddings(model_type)
     cosine = np.sum(full * quantized, -1) / (np.linalg.norm(full, axis=-1) * np.linalg.norm(quantized, axis=-1))
     # The tiny encoder applies its quantized kernels 8 times: rounding compounds (its blank text: 0.982).
     assert cosine.mean() > 0.995 and cosine.min() > 0.97 and np.abs(full - quantized).max() > 1e-6

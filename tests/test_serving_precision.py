@@ -134,21 +134,20 @@ def test_onednn_rewrites_state_is_what_tensorflow_runs(setting):
 
 
 @pytest.fixture(scope="module")
-def model():
-    model = BertClassifier(tiny_config(vocab_size=30522, max_position_embeddings=64), num_labels=3)
-    randomize(model, seed=3, scale=0.2)
-    return model
+def model(tiny_classifier):
+    """The tiny classifier of conftest (seed 3), shared with test_int8 and test_constant_kernels."""
+    return tiny_classifier
 
 
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory, bert_vocab_file, model):
-    root = tmp_path_factory.mktemp("saved_models")
+def exports(tmp_path_factory, bert_vocab_file, model, tiny_classifier_float32_export):
+    """`model` exported in float32 (conftest's export, shared with other files) and in bfloat16."""
     return {
-        precision: export_saved_model(
-            model, "classifier", bert_vocab_file, root / precision,
-            ExportOptions(max_seq_length=SEQ, precision=precision),
-        )
-        for precision in ("float32", "bfloat16")
+        "float32": tiny_classifier_float32_export[0],
+        "bfloat16": export_saved_model(
+            model, "classifier", bert_vocab_file, tmp_path_factory.mktemp("saved_models") / "bfloat16",
+            ExportOptions(max_seq_length=SEQ, precision="bfloat16"),
+        ),
     }
 
 

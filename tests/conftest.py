@@ -40,6 +40,34 @@ def minilm_dir():
     return fetch_or_skip(MINILM_L6_V2)
 
 
+@pytest.fixture(scope="session")
+def tiny_classifier():
+    """A tiny `BertClassifier` (the real vocabulary's size, 3 labels, random weights of seed 3) that
+    test_serving_precision, test_int8 and test_constant_kernels export and compare with; read, never changed."""
+    from keras_bert_impl.models.classifier import BertClassifier
+    from tests.helpers import randomize, tiny_config
+
+    model = BertClassifier(tiny_config(vocab_size=30522, max_position_embeddings=64), num_labels=3)
+    randomize(model, seed=3, scale=0.2)
+    return model
+
+
+@pytest.fixture(scope="session")
+def tiny_classifier_float32_export(tmp_path_factory, bert_vocab_file, tiny_classifier):
+    """`tiny_classifier` exported once per process (a worker of `make test`) in float32, portable, its kernels
+    plain variables (max_seq_length 24): `(version directory, the lines the export logged)`. The files above
+    only read it (an export costs ~4 s of CPU, most of it tracing the signatures)."""
+    from keras_bert_impl.serving.export import ExportOptions, export_saved_model
+
+    said = []
+    path = export_saved_model(
+        tiny_classifier, "classifier", bert_vocab_file, tmp_path_factory.mktemp("tiny_classifier") / "float32",
+        ExportOptions(max_seq_length=24, precision="float32", constant_kernels=False, packed_kernels=False),
+        log=said.append,
+    )
+    return path, tuple(said)
+
+
 # The files that take longest (measured with --durations), first. `make test`
 # hands whole files to two workers in collection order, so a long file
 # collected last would run alone at the end while the other worker idles.

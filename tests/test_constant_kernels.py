@@ -134,27 +134,21 @@ def saved_variables(saved_model_dir):
 
 
 @pytest.fixture(scope="module")
-def classifier():
-    model = BertClassifier(tiny_config(vocab_size=30522, max_position_embeddings=64), num_labels=3)
-    randomize(model, seed=3, scale=0.2)
-    return model
+def classifier(tiny_classifier):
+    """The tiny classifier of conftest (seed 3), shared with test_serving_precision and test_int8."""
+    return tiny_classifier
 
 
 @pytest.fixture(scope="module")
-def kernel_exports(tmp_path_factory, bert_vocab_file, classifier):
-    """`classifier` exported with its kernels as graph constants and as variables; what the latter logged."""
-    root = tmp_path_factory.mktemp("kernels")
+def kernel_exports(tmp_path_factory, bert_vocab_file, classifier, tiny_classifier_float32_export):
+    """`classifier` exported with its kernels as graph constants and as variables (conftest's float32 export,
+    shared with other files); what the latter logged."""
     constants = export_saved_model(
-        classifier, "classifier", bert_vocab_file, root / "constants",
+        classifier, "classifier", bert_vocab_file, tmp_path_factory.mktemp("kernels") / "constants",
         ExportOptions(max_seq_length=SEQ, precision="float32", constant_kernels=True),
     )
-    said = []
-    variables = export_saved_model(
-        classifier, "classifier", bert_vocab_file, root / "variables",
-        ExportOptions(max_seq_length=SEQ, precision="float32", constant_kernels=False, packed_kernels=False),
-        log=said.append,
-    )
-    return constants, variables, said
+    variables, said = tiny_classifier_float32_export
+    return constants, variables, list(said)
 
 
 def test_export_holds_its_kernels_as_constants_and_answers_the_same(kernel_exports, classifier, served):

@@ -10,7 +10,6 @@ graph keeps on the CPU (`HOST_OPS`).
 import json
 import os
 
-import numpy as np
 import pytest
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow.python.framework import kernels
@@ -26,9 +25,7 @@ from keras_bert_impl.serving.export import (
     export_saved_model,
     threads_hint,
 )
-from keras_bert_impl.tasks.text_classifier import TextClassifier
 from tests.helpers import X86_ONLY, randomize, tiny_config
-from tests.test_serving import SENTENCES, probe
 
 SEQ = 24
 # Ops without a GPU kernel that a GPU-served graph runs on the host, before or around the encoder; no product,
@@ -125,21 +122,9 @@ def test_this_cpus_form_is_asked_for_by_name_and_says_what_it_needs(tmp_path, re
     assert "_MklNativeFusedMatMul" in ops_without_a_gpu_kernel(graph_op_types(path)) - HOST_OPS
 
 
-def test_the_default_export_serves_the_float32_models_values(tmp_path, bert_vocab_file, release):
-    from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
-
-    model = release[0]
-    with open(bert_vocab_file, encoding="utf-8") as f:
-        vocabulary = [line.rstrip("\n") for line in f]
-    classifier = TextClassifier(model.bert_config, 3, BertPreprocessor(vocabulary, max_seq_length=SEQ))
-    classifier.set_weights(model.get_weights())
-    path = classifier.export(tmp_path / "text_classifier")
-    assert metadata_of(path)["precision"] == "float32"
-    assert ops_without_a_gpu_kernel(graph_op_types(path)) <= HOST_OPS
-    served = probe(path, [{"signature": "serving_default", "inputs": {"text": SENTENCES}}])[0]
-    expected = classifier.predict(SENTENCES, verbose=0)  # float32 probabilities, in Python
-    assert np.asarray(served["probabilities"]).shape == (len(SENTENCES), 3)
-    np.testing.assert_allclose(served["probabilities"], expected, atol=1e-4, rtol=0)
+# A default export serves the float32 model's values under TF Serving's loader (a TextClassifier, its preprocessor
+# in the graph): test_serving_precision.test_the_default_export_serves_the_float32_models_values, served there in
+# one process with that file's other exports.
 
 
 def test_an_unknown_target_is_refused_before_anything_is_written(tmp_path, release):

@@ -203,12 +203,13 @@ def test_calibrated_ranges_end_at_the_percentile(model):
 
 
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory, bert_vocab_file, model):
+def exports(tmp_path_factory, bert_vocab_file, model, tiny_classifier_float32_export):
+    """`model` in float32 (conftest's export, shared with other files) and in int8, three ways: dynamic ranges,
+    calibrated, calibrated with its kernels as graph constants; and the int8 exports' log lines."""
     root = tmp_path_factory.mktemp("saved_models")
     logged = []
     paths = {
-        "float32": export_saved_model(model, "classifier", bert_vocab_file, root / "float32",
-                                      ExportOptions(max_seq_length=SEQ, precision="float32")),
+        "float32": tiny_classifier_float32_export[0],
         "int8": export_saved_model(model, "classifier", bert_vocab_file, root / "int8",
                                    ExportOptions(max_seq_length=SEQ, precision="int8"), log=logged.append),
         "int8_calibrated": export_saved_model(

@@ -26,6 +26,7 @@ from tests.helpers import (
     tiny_release_export_tool,
     weight_casts,
 )
+from tests.test_export_portable import HOST_OPS, graph_op_types, ops_without_a_gpu_kernel
 from tests.test_serving import SENTENCES, probe_many
 from tools import export_saved_model as export_tool
 
@@ -134,21 +135,20 @@ def test_onednn_rewrites_state_is_what_tensorflow_runs(setting):
 
 
 @pytest.fixture(scope="module")
-def model():
-    model = BertClassifier(tiny_config(vocab_size=30522, max_position_embeddings=64), num_labels=3)
-    randomize(model, seed=3, scale=0.2)
-    return model
+def model(tiny_classifier):
+    """The tiny classifier of conftest (seed 3), shared with test_int8 and test_constant_kernels."""
+    return tiny_classifier
 
 
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory, bert_vocab_file, model):
-    root = tmp_path_factory.mktemp("saved_models")
+def exports(tmp_path_factory, bert_vocab_file, model, tiny_classifier_float32_export):
+    """`model` exported in float32 (conftest's export, shared with other files) and in bfloat16."""
     return {
-        precision: export_saved_model(
-            model, "classifier", bert_vocab_file, root / precision,
-            ExportOptions(max_seq_length=SEQ, precision=precision),
-        )
-        for precision in ("float32", "bfloat16")
+        "float32": tiny_classifier_float32_export[0],
+        "bfloat16": export_saved_model(
+            model, "classifier", bert_vocab_file, tmp_path_factory.mktemp("saved_models") / "bfloat16",
+            ExportOptions(max_seq_length=SEQ, precision="bfloat16"),
+        ),
     }
 
 
@@ -186,8 +186,9 @@ def test_bfloat16_export_computes_in_bfloat16_and_says_so(exports):
 
 
 @pytest.fixture(scope="module")
-def text_classifier_export(tmp_path_factory, bert_vocab_file, model):
-    """`model` as a `TextClassifier` (its preprocessor in the model), exported in bfloat16: (classifier, path)."""
+def text_classifier_exports(tmp_path_factory, bert_vocab_file, model):
+    """`model` as a `TextClassifier` (its preprocessor in the model), exported by default (float32, portable)
+    and in bfloat16; and its probabilities for `SENTENCES` in Python (float32): `({precision: path}, expected)`."""
     from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
 
     with open(bert_vocab_file, encoding="utf-8") as f:
@@ -195,8 +196,10 @@ def text_classifier_export(tmp_path_factory, bert_vocab_file, model):
     preprocessor = BertPreprocessor(vocabulary, max_seq_length=SEQ)
     classifier = TextClassifier(model.bert_config, 3, preprocessor)
     classifier.set_weights(model.get_weights())
-    return classifier, classifier.export(tmp_path_factory.mktemp("saved_models") / "text_classifier",
-                                         precision="bfloat16")
+    root = tmp_path_factory.mktemp("saved_models")
+    paths = {"float32": classifier.export(root / "text_classifier_default"),
+             "bfloat16": classifier.export(root / "text_classifier", precision="bfloat16")}
+    return paths, classifier.predict(SENTENCES, verbose=0)
 
 
 REQUESTS = [{"signature": "serving_default", "inputs": {"text": SENTENCES}},
@@ -204,11 +207,13 @@ REQUESTS = [{"signature": "serving_default", "inputs": {"text": SENTENCES}},
 
 
 @pytest.fixture(scope="module")
-def answers(exports, text_classifier_export):
-    """`REQUESTS` to each of `exports` and to `text_classifier_export` ("text_classifier"), under TF Serving's
-    loader in one process without our Python."""
+def answers(exports, text_classifier_exports):
+    """`REQUESTS` to each of `exports` and to `text_classifier_exports` ("text_classifier" in bfloat16,
+    "text_classifier_default" in float32), under TF Serving's loader in one process without our Python."""
     jobs = {precision: (path, REQUESTS) for precision, path in exports.items()}
-    jobs["text_classifier"] = (text_classifier_export[1], REQUESTS[:1])
+    paths, _ = text_classifier_exports
+    jobs["text_classifier"] = (paths["bfloat16"], REQUESTS[:1])
+    jobs["text_classifier_default"] = (paths["float32"], REQUESTS[:1])
     return probe_many(jobs)
 
 
@@ -257,14 +262,25 @@ def test_a_model_that_is_not_the_tasks_is_refused_in_another_precision(tmp_path,
     assert not any((tmp_path / "m").glob("[0-9]*"))
 
 
-def test_text_classifier_exports_in_bfloat16(text_classifier_export, answers):
-    classifier, path = text_classifier_export
-    with open(os.path.join(path, "assets.extra", METADATA_FILE)) as f:
+def test_text_classifier_exports_in_bfloat16(text_classifier_exports, answers):
+    paths, expected = text_classifier_exports  # expected: float32 probabilities, in Python
+    with open(os.path.join(paths["bfloat16"], "assets.extra", METADATA_FILE)) as f:
         assert json.load(f)["precision"] == "bfloat16"
     (served,) = answers["text_classifier"]
-    expected = classifier.predict(SENTENCES, verbose=0)  # float32 probabilities
     np.testing.assert_allclose(served["probabilities"], expected, atol=BF16_ATOL)
     assert np.abs(np.asarray(served["probabilities"]) - expected).max() > 1e-6
+
+
+def test_the_default_export_serves_the_float32_models_values(text_classifier_exports, answers):
+    # test_export_portable's check of a default export's values, here to be served in the process that serves
+    # this file's other exports (one TensorFlow start-up fewer), with the Python probabilities computed once.
+    paths, expected = text_classifier_exports  # expected: float32 probabilities, in Python
+    with open(os.path.join(paths["float32"], "assets.extra", METADATA_FILE)) as f:
+        assert json.load(f)["precision"] == "float32"
+    assert ops_without_a_gpu_kernel(graph_op_types(paths["float32"])) <= HOST_OPS
+    (served,) = answers["text_classifier_default"]
+    assert np.asarray(served["probabilities"]).shape == (len(SENTENCES), 3)
+    np.testing.assert_allclose(served["probabilities"], expected, atol=1e-4, rtol=0)
 
 
 def test_export_tool_precision_flag(tmp_path, bert_vocab_file, capsys):

@@ -11,8 +11,6 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -28,7 +26,6 @@ from keras_bert_impl.config import BertConfig
 from tests.hub_fixture import wordpiece_vocab
 from tests.kaggle_fixture import KaggleServer
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOLERANCE = 1e-4
 TEXTS = ["the film was good", "a very bad film , not great", "the"]
 HANDLE = "keras/bert/keras/tiny_bert_en_uncased"
@@ -208,15 +205,19 @@ def test_a_download_killed_midway_leaves_nothing_complete_and_the_next_load_comp
     assert sorted(os.listdir(versions_dir)) == ["1", "refs"]  # no download, conversion or probe left behind
 
 
-def test_a_tool_prints_one_line_for_a_bad_kaggle_source(kaggle, tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "tools.export_saved_model", "--model_dir=kaggle://keras/none/keras/nothing/1",
-         "--task=embeddings", f"--export_dir={tmp_path}/saved_models/none"],
-        capture_output=True, text=True, cwd=REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), timeout=300)
-    assert result.returncode != 0 and "Traceback" not in result.stderr
+def test_a_tool_prints_one_line_for_a_bad_kaggle_source(kaggle, tmp_path, capfd):
+    """The tool in this process, as its console script runs it (`run_tool`)."""
+    from keras_bert_impl.cli import run_tool
+    from tools.export_saved_model import main as export_main
+
+    capfd.readouterr()
+    code = run_tool(export_main, ["--model_dir=kaggle://keras/none/keras/nothing/1", "--task=embeddings",
+                                  f"--export_dir={tmp_path}/saved_models/none"], prog="export_saved_model")
+    stderr = capfd.readouterr().err
+    assert code != 0 and "Traceback" not in stderr
     assert re.fullmatch(r"export_saved_model\S*: error: kaggle://keras/none/keras/nothing/1: Kaggle "
                         r"\(http://localhost\) has no config\.json in it: no such model or version, or not a keras-hub "
-                        r"preset", result.stderr.strip().splitlines()[-1])
+                        r"preset", stderr.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("model_type", ["roberta", "albert", "distilbert"])

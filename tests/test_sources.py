@@ -200,14 +200,23 @@ def test_bad_sources_are_one_line_each(hub, tmp_path, monkeypatch):
         find_release(f"hf://tiny/bert@{commit}")
 
 
-def test_the_tools_print_one_line_for_a_bad_source(hub, tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "tools.export_saved_model", "--model_dir=hf://tiny/none", "--task=embeddings",
-         f"--export_dir={tmp_path}/saved_models/none"],
-        capture_output=True, text=True, cwd=REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), timeout=300)
-    assert result.returncode != 0 and "Traceback" not in result.stderr
+def _run_here(main, argv, prog, capfd):
+    """A tool in this process, as its console script runs it (`run_tool`): `(exit code, stderr)`."""
+    from keras_bert_impl.cli import run_tool
+
+    capfd.readouterr()
+    code = run_tool(main, argv, prog=prog)
+    return code, capfd.readouterr().err
+
+
+def test_the_tools_print_one_line_for_a_bad_source(hub, tmp_path, capfd):
+    from tools.export_saved_model import main as export_main
+
+    code, stderr = _run_here(export_main, ["--model_dir=hf://tiny/none", "--task=embeddings",
+                                           f"--export_dir={tmp_path}/saved_models/none"], "export_saved_model", capfd)
+    assert code != 0 and "Traceback" not in stderr
     assert re.fullmatch(r"export_saved_model\S*: error: hf://tiny/none: no repository tiny/none on \S+ \(a private "
-                        r"one needs HF_TOKEN\)", result.stderr.strip().splitlines()[-1])
+                        r"one needs HF_TOKEN\)", stderr.strip().splitlines()[-1])
 
 
 # -- faults -------------------------------------------------------------------
@@ -338,7 +347,7 @@ def test_sharded_safetensors_are_read_as_one(hub, tmp_path):
 # -- the cache and the tools --------------------------------------------------
 
 
-def test_bert_cache_lists_and_removes(hub, tmp_path):
+def test_bert_cache_lists_and_removes(hub, tmp_path, capfd):
     from keras_bert_impl.checkpoints.sources import find_release
     from tools.cache import main as cache_main
 
@@ -347,9 +356,12 @@ def test_bert_cache_lists_and_removes(hub, tmp_path):
     find_release("hf://tiny/bert@v1.0")
     (cached,) = list_cached_releases()
     assert cached.source == f"hf://tiny/bert@{commit}" and cached.revisions == ("v1.0",) and cached.size > 0
-    result = subprocess.run([sys.executable, "-m", "tools.cache", "list"], capture_output=True, text=True, cwd=REPO,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), timeout=120)
-    assert result.returncode == 0 and f"hf://tiny/bert@{commit}" in result.stdout and "v1.0" in result.stdout
+    capfd.readouterr()
+    from keras_bert_impl.cli import run_tool
+
+    assert run_tool(cache_main, ["list"], prog="cache") == 0
+    listed = capfd.readouterr().out
+    assert f"hf://tiny/bert@{commit}" in listed and "v1.0" in listed
     cache_main(["rm", "hf://tiny/bert"])
     assert list_cached_releases() == [] and remove_cached_release("hf://tiny/bert") == []
     assert parse_hub_source(cached.source).revision == commit
@@ -365,21 +377,21 @@ def _reviews(tmp_path, copies):
     return data_dir
 
 
-def test_bert_export_and_run_classifier_take_a_hub_id(hub, tmp_path):
+def test_bert_export_and_run_classifier_take_a_hub_id(hub, tmp_path, capfd):
     import tensorflow as tf
 
     from keras_bert_impl.tasks.text_embedder import TextEmbedder
+    from tools.export_saved_model import main as export_main
+    from tools.run_classifier import main as run_classifier_main
 
     files, _ = bert_repository(tmp_path)
     hub.add("tiny/bert", files)
     mlm_files, _ = bert_repository(tmp_path, seed=1, architecture="BertForMaskedLM", pooler=False, masked_lm=True)
     hub.add("tiny/bert-mlm", mlm_files)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    export = subprocess.run(
-        [sys.executable, "-m", "tools.export_saved_model", "--model_dir=hf://tiny/bert", "--task=embeddings",
-         "--precision=float32", "--max_seq_length=64", f"--export_dir={tmp_path}/saved_models/tiny"],
-        capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
-    assert export.returncode == 0, export.stderr
+    code, stderr = _run_here(export_main, ["--model_dir=hf://tiny/bert", "--task=embeddings", "--precision=float32",
+                                           "--max_seq_length=64", f"--export_dir={tmp_path}/saved_models/tiny"],
+                             "export_saved_model", capfd)
+    assert code == 0, stderr
     served = tf.saved_model.load(str(tmp_path / "saved_models" / "tiny" / "1")).signatures["serving_default"]
     mean = served(text=tf.constant(TEXTS))["mean_pooled"].numpy()
     embedder = TextEmbedder.from_release("hf://tiny/bert", pooling="mean", max_seq_length=64)
@@ -387,16 +399,16 @@ def test_bert_export_and_run_classifier_take_a_hub_id(hub, tmp_path):
 
     data_dir = _reviews(tmp_path, copies=4)
     output_dir = tmp_path / "out"
-    fine_tune = subprocess.run(
-        [sys.executable, "-m", "tools.run_classifier", "--init_checkpoint=hf://tiny/bert-mlm", "--task_name=csv",
-         f"--data_dir={data_dir}", "--text_a_column=text", "--label_column=label", f"--output_dir={output_dir}",
-         "--max_seq_length=16", "--train_batch_size=8", "--num_train_epochs=1", "--learning_rate=1e-3",
-         "--do_train", "--do_eval"],
-        capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
-    assert fine_tune.returncode == 0, fine_tune.stderr
+    code, stderr = _run_here(
+        run_classifier_main,
+        ["--init_checkpoint=hf://tiny/bert-mlm", "--task_name=csv", f"--data_dir={data_dir}", "--text_a_column=text",
+         "--label_column=label", f"--output_dir={output_dir}", "--max_seq_length=16", "--train_batch_size=8",
+         "--num_train_epochs=1", "--learning_rate=1e-3", "--do_train", "--do_eval"],
+        "run_classifier", capfd)
+    assert code == 0, stderr
     assert (output_dir / "model.ckpt.index").exists() and "eval_accuracy" in (output_dir / "eval_results.txt").read_text()
     # The pooler that BertForMaskedLM lacks started fresh with the head, and the load report said so.
-    assert re.search(r"bert_model\.ckpt: \d+ loaded, 4 missing \(e\.g\. [^)]*bert/pooler/dense/kernel", fine_tune.stderr)
+    assert re.search(r"bert_model\.ckpt: \d+ loaded, 4 missing \(e\.g\. [^)]*bert/pooler/dense/kernel", stderr)
 
 
 def test_bert_extract_features_takes_a_hub_id_as_init_checkpoint(hub, tmp_path):

@@ -112,6 +112,21 @@ X86_ONLY = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"),
                               reason="TensorFlow's oneDNN graph rewrites are an x86 build's")
 
 
+def run_tool_here(main, args, capfd, prog):
+    """A tool's `main` run in this process as its console script runs it (`cli.run_tool`), for its exit code and
+    output: a `subprocess.CompletedProcess` as a run in a fresh process gives, without its TensorFlow start-up
+    (~3-5 s of CPU). For tests of what a tool computes, writes or says, not of the process boundary."""
+    from keras_bert_impl.cli import run_tool
+
+    capfd.readouterr()
+    try:
+        code = run_tool(main, [str(a) for a in args], prog=prog)
+    except SystemExit as stop:  # absl's own flag errors
+        code = stop.code
+    captured = capfd.readouterr()
+    return subprocess.CompletedProcess([prog, *args], code, stdout=captured.out, stderr=captured.err)
+
+
 def run_python(code, timeout=300):
     """Runs Python `code` from the repository root in a fresh process (for
     what must happen before TensorFlow starts, or would change this process's

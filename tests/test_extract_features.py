@@ -19,7 +19,7 @@ from keras_bert_impl.data.text_pairs import (
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.tokenization import FullTokenizer
-from tests.helpers import randomize, tiny_config
+from tests.helpers import randomize, run_tool_here, tiny_config
 from tools import extract_features
 
 LINES = [
@@ -141,14 +141,9 @@ def run_tool(args):
     )
 
 
-def run_tool_here(args, capfd):
-    """Runs the tool in this process, as its console script does (`cli.run_tool`): a `CompletedProcess`
-    with its exit code and stderr."""
-    from keras_bert_impl.cli import run_tool as run_main
-
-    capfd.readouterr()
-    code = run_main(extract_features.main, [str(a) for a in args], prog="extract_features")
-    return subprocess.CompletedProcess(args, code, stdout="", stderr=capfd.readouterr().err)
+def extract_here(args, capfd):
+    """The tool in this process (`tests.helpers.run_tool_here`)."""
+    return run_tool_here(extract_features.main, args, capfd, "extract_features")
 
 
 def assert_one_line_error(result, *fragments):
@@ -187,7 +182,7 @@ def test_bad_flags_and_files_are_one_line_errors(release, tmp_path, capfd, chang
     input_file = tmp_path / "input.txt"
     input_file.write_text("hello world\n")
     args = flags(release_dir, input_file, tmp_path / "out.jsonl", **change)
-    assert_one_line_error(run_tool_here(args, capfd), *fragments)
+    assert_one_line_error(extract_here(args, capfd), *fragments)
     assert not (tmp_path / "out.jsonl").exists()
 
 
@@ -197,7 +192,7 @@ def test_vocab_without_special_tokens(release, tmp_path, capfd):
     vocab.write_text("\n".join(t for t in (release_dir / "vocab.txt").read_text().splitlines() if t != "[MASK]") + "\n")
     input_file = tmp_path / "input.txt"
     input_file.write_text("hello\n")
-    result = run_tool_here(flags(release_dir, input_file, tmp_path / "o.jsonl", vocab_file=vocab), capfd)
+    result = extract_here(flags(release_dir, input_file, tmp_path / "o.jsonl", vocab_file=vocab), capfd)
     assert_one_line_error(result, str(vocab), "[MASK]")
 
 
@@ -210,7 +205,7 @@ def test_vocab_longer_than_vocab_size(release, tmp_path, capfd):
     vocab.write_text("\n".join(tokens + ["extra1", "extra2"]) + "\n")
     input_file = tmp_path / "input.txt"
     input_file.write_text("extra1 extra2\n")
-    result = run_tool_here(flags(release_dir, input_file, tmp_path / "o.jsonl", vocab_file=vocab), capfd)
+    result = extract_here(flags(release_dir, input_file, tmp_path / "o.jsonl", vocab_file=vocab), capfd)
     vocab_size = json.loads((release_dir / "bert_config.json").read_text())["vocab_size"]
     assert vocab_size == len(tokens)
     assert_one_line_error(

@@ -17,7 +17,7 @@ from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.models.classifier import BertClassifier
 from keras_bert_impl.training.run_settings import ChangedSettingsError
-from tests.helpers import kill_9_mid_run, tiny_config
+from tests.helpers import kill_9_mid_run, run_tool_here, tiny_config
 from tools import run_classifier
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -346,13 +346,9 @@ def run_tool_process(args, code=None):
     return subprocess.run(command + [str(a) for a in args], capture_output=True, text=True, env=env, cwd=REPO_ROOT, check=False)
 
 
-def run_tool_here(args, capfd):
-    """The tool in this process, as its console script runs it (`run_tool`): `(exit code, stderr)`."""
-    from keras_bert_impl.cli import run_tool
-
-    capfd.readouterr()
-    code = run_tool(run_classifier.main, [str(a) for a in args], prog="run_classifier")
-    return subprocess.CompletedProcess(args, code, stdout="", stderr=capfd.readouterr().err)
+def classify_here(args, capfd):
+    """The tool in this process (`tests.helpers.run_tool_here`)."""
+    return run_tool_here(run_classifier.main, args, capfd, "run_classifier")
 
 
 def assert_one_line_error(result, expected):
@@ -396,7 +392,7 @@ def test_bad_input_is_one_line(release, tmp_path, capfd, overrides, appended_lin
     overrides = dict(overrides)
     if "data_dir" in overrides:
         data_dir = tmp_path / overrides.pop("data_dir")
-    result = run_tool_here(flags(release, data_dir, tmp_path / "out", **overrides) + list(do_flags), capfd)
+    result = classify_here(flags(release, data_dir, tmp_path / "out", **overrides) + list(do_flags), capfd)
     assert_one_line_error(result, expected)
     assert not (tmp_path / "out").exists()  # refused before anything was written
 
@@ -404,7 +400,7 @@ def test_bad_input_is_one_line(release, tmp_path, capfd, overrides, appended_lin
 def test_checkpoint_of_another_size_is_one_line(release, mrpc_dir, tmp_path, capfd):
     other = tiny_config(vocab_size=30522, hidden_size=8, num_attention_heads=2, max_position_embeddings=64)
     save_original_checkpoint(BertModel(other), str(tmp_path / "other" / "bert_model.ckpt"))
-    result = run_tool_here(
+    result = classify_here(
         flags(release, mrpc_dir, tmp_path / "out", init_checkpoint=tmp_path / "other" / "bert_model.ckpt") + ["--do_train"],
         capfd,
     )
@@ -418,7 +414,7 @@ def test_vocab_longer_than_vocab_size_is_one_line(release, mrpc_dir, tmp_path, c
     shutil.copytree(release, other)
     with open(other / "vocab.txt", "a", encoding="utf-8") as f:
         f.write("extra1\nextra2\n")
-    result = run_tool_here(flags(other, mrpc_dir, tmp_path / "out") + ["--do_train"], capfd)
+    result = classify_here(flags(other, mrpc_dir, tmp_path / "out") + ["--do_train"], capfd)
     assert_one_line_error(result, f"{other / 'vocab.txt'}: 30524 tokens (ids up to 30523), more than vocab_size 30522 of")
     assert not (tmp_path / "out").exists()
 
@@ -457,13 +453,13 @@ def test_kill_9_then_rerun_finishes_the_same_fine_tuning(release, tmp_path, capf
             release, data_dir, output_dir, num_train_epochs=3, save_checkpoints_steps=4, learning_rate=1e-3)]
 
     # The uninterrupted run and the rerun in this process; the run killed in a process of its own.
-    straight = run_tool_here(command(tmp_path / "straight")[2:], capfd)
+    straight = classify_here(command(tmp_path / "straight")[2:], capfd)
     assert straight.returncode == 0, straight.stderr
 
     output_dir = kill_9_mid_run(command, [tmp_path / f"killed{n}" for n in range(3)], "model.ckpt-8.index",
                                 "model.ckpt.index", env=env)
 
-    resumed = run_tool_here(command(output_dir)[2:], capfd)
+    resumed = classify_here(command(output_dir)[2:], capfd)
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming from" in resumed.stderr and "of 24)" in resumed.stderr
     assert read_eval_results(output_dir / "eval_results.txt") == read_eval_results(tmp_path / "straight" / "eval_results.txt")

@@ -28,6 +28,7 @@ from keras_bert_impl.checkpoints.sources import (
     parse_hub_source,
     remove_cached_release,
 )
+from tests.helpers import run_tool_here
 from tests.hub_fixture import HubServer, bert_repository, directory_files, safetensors_bytes, wordpiece_vocab
 from tests.test_transformers_oracle import ORACLE, _with_tokenizer_files
 
@@ -201,12 +202,9 @@ def test_bad_sources_are_one_line_each(hub, tmp_path, monkeypatch):
 
 
 def _run_here(main, argv, prog, capfd):
-    """A tool in this process, as its console script runs it (`run_tool`): `(exit code, stderr)`."""
-    from keras_bert_impl.cli import run_tool
-
-    capfd.readouterr()
-    code = run_tool(main, argv, prog=prog)
-    return code, capfd.readouterr().err
+    """A tool in this process (`run_tool_here`): `(exit code, stderr)`."""
+    result = run_tool_here(main, argv, capfd, prog)
+    return result.returncode, result.stderr
 
 
 def test_the_tools_print_one_line_for_a_bad_source(hub, tmp_path, capfd):

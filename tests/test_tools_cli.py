@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+from tests.helpers import run_tool_here
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOLS = sorted(name for name in os.listdir(os.path.join(REPO, "tools")) if name.endswith(".py") and name != "__init__.py")
 
@@ -65,18 +67,9 @@ def run(tool, *flags, stdin=None):
 
 
 def run_here(capfd, tool, *flags):
-    """`tool` in this process, as its console script runs it (`run_tool`), for what it prints and its exit code:
-    a TensorFlow start-up less than `run` (~3-5 s of CPU for the tools that import it)."""
-    from keras_bert_impl.cli import run_tool
-
-    module = importlib.import_module(f"tools.{tool.removesuffix('.py')}")
-    capfd.readouterr()
-    try:
-        code = run_tool(module.main, list(flags), prog=tool.removesuffix(".py"))
-    except SystemExit as stop:
-        code = stop.code
-    captured = capfd.readouterr()
-    return subprocess.CompletedProcess([tool, *flags], code, stdout=captured.out, stderr=captured.err)
+    """`tool` (`name.py`) in this process (`run_tool_here`): a TensorFlow start-up less than `run`."""
+    name = tool.removesuffix(".py")
+    return run_tool_here(importlib.import_module(f"tools.{name}").main, flags, capfd, name)
 
 
 def assert_one_line_error(result, fragment):

@@ -148,31 +148,49 @@ def _rebuild(ragged, flat_values):
     return tf.RaggedTensor.from_row_splits(flat_values, ragged.row_splits, validate=False)
 
 
-def _keep(cps, keep):
-    """Ragged boolean mask on the flat values (row structure kept)."""
-    row_ids = cps.value_rowids()
-    values = tf.boolean_mask(cps.flat_values, keep)
-    rows = tf.boolean_mask(row_ids, keep)
-    return tf.RaggedTensor.from_value_rowids(values, rows, nrows=cps.nrows(), validate=False)
+# The full path works on flat code points with the row of each ([n] values,
+# [n] int64 row ids, sorted), not on RaggedTensors: a ragged tensor's
+# `value_rowids()` and `tf.boolean_mask` each add ~30-75 graph ops, and the
+# path needs a dozen of them (843 ops in all before, 1,249 with the rest of
+# the tokenizer: ~0.5 s of every export's tracing, and a larger graph for
+# TF Serving to load and optimise).
 
 
-def _surround_with_spaces(cps, selected):
-    """Replaces each selected code point c by ' ', c, ' ' (others unchanged)."""
-    values = cps.flat_values
+def _row_ids(row_splits, count):
+    """[count] int64: the row of each of `count` flat values, from [rows + 1] int64 `row_splits`."""
+    # Row r holds positions splits[r] <= p < splits[r + 1]: the number of splits[1:] at or below p.
+    return tf.raw_ops.UpperBound(
+        sorted_inputs=row_splits[tf.newaxis, 1:], values=tf.range(count, dtype=tf.int64)[tf.newaxis], out_type=tf.int64
+    )[0]
+
+
+def _row_splits(row_ids, nrows):
+    """[nrows + 1] int64 row splits of sorted int64 `row_ids` (empty rows included)."""
+    return tf.raw_ops.LowerBound(
+        sorted_inputs=row_ids[tf.newaxis], values=tf.range(nrows + 1, dtype=tf.int64)[tf.newaxis], out_type=tf.int64
+    )[0]
+
+
+def _select(keep, *tensors):
+    """The entries of each [n] tensor where [n] bool `keep` is true (order kept)."""
+    indices = tf.reshape(tf.where(keep), [-1])
+    return tuple(tf.gather(tensor, indices) for tensor in tensors)
+
+
+def _surround_with_spaces(values, row_ids, selected):
+    """Replaces each selected code point c by ' ', c, ' ' (others unchanged): new `(values, row_ids)`."""
     spaces = tf.fill(tf.shape(values), _SPACE_CP)
-    triples = tf.stack([spaces, values, spaces], axis=1)  # [n, 3]
-    keep = tf.stack([selected, tf.ones_like(selected), selected], axis=1)
-    row_ids = tf.repeat(cps.value_rowids()[:, None], 3, axis=1)
-    return tf.RaggedTensor.from_value_rowids(
-        tf.boolean_mask(triples, keep), tf.boolean_mask(row_ids, keep), nrows=cps.nrows(), validate=False
-    )
+    triples = tf.reshape(tf.stack([spaces, values, spaces], axis=1), [-1])  # [3n]
+    keep = tf.reshape(tf.stack([selected, tf.ones_like(selected), selected], axis=1), [-1])
+    rows = tf.reshape(tf.tile(row_ids[:, tf.newaxis], [1, 3]), [-1])
+    return _select(keep, triples, rows)
 
 
 def lower_code_points(cps, classes_table, lower_table):
     """Python's `str.lower` of each row, final sigma included, on code points.
 
     Args:
-        cps: Ragged [texts, (chars)] int32 code points.
+        cps: Ragged [texts, (chars)] int32 code points (int64 row splits).
         classes_table: `build_tables()["classes"]` as a tensor (its `CASED`
             and `CASE_IGNORABLE` bits decide the final sigma).
         lower_table: Hash table code point -> its lower case (-1: unchanged);
@@ -181,7 +199,14 @@ def lower_code_points(cps, classes_table, lower_table):
     Returns:
         Ragged [texts, (chars)] int32, `cps`'s row structure.
     """
+    splits = tf.cast(cps.row_splits, tf.int64)
     values = cps.flat_values
+    row_ids = _row_ids(splits, tf.size(values, out_type=tf.int64))
+    return _rebuild(cps, _lower_values(values, row_ids, splits, classes_table, lower_table))
+
+
+def _lower_values(values, row_ids, row_splits, classes_table, lower_table):
+    """`lower_code_points` on flat [n] code points, their [n] int64 rows and the rows' int64 splits."""
     classes = tf.gather(classes_table, values)
     lowered = lower_table.lookup(values)
     lowered = tf.where(lowered >= 0, lowered, values)
@@ -192,10 +217,10 @@ def lower_code_points(cps, classes_table, lower_table):
         # before it is cased and the nearest one after it is not.
         count = tf.shape(values)[0]
         positions = tf.range(count)
-        row_starts = tf.cast(tf.gather(cps.row_splits, cps.value_rowids()), tf.int32)
-        row_ends = tf.cast(tf.gather(cps.row_splits[1:], cps.value_rowids()), tf.int32)
+        row_starts = tf.cast(tf.gather(row_splits, row_ids), tf.int32)
+        row_ends = tf.cast(tf.gather(row_splits[1:], row_ids), tf.int32)
         relevant = tf.equal(tf.bitwise.bitwise_and(classes, CASE_IGNORABLE), 0)
-        relevant_positions = tf.boolean_mask(positions, relevant)
+        (relevant_positions,) = _select(relevant, positions)
         before = tf.cumsum(tf.cast(relevant, tf.int32), exclusive=True)
         upto = tf.cumsum(tf.cast(relevant, tf.int32))
         cased = tf.not_equal(tf.bitwise.bitwise_and(classes, CASED), 0)
@@ -206,8 +231,7 @@ def lower_code_points(cps, classes_table, lower_table):
         final = sigma & has_prev & ~has_next
         return tf.where(final, _FINAL_SIGMA, lowered)
 
-    lowered = tf.cond(tf.reduce_any(sigma), with_final_sigma, lambda: lowered)
-    return _rebuild(cps, lowered)
+    return tf.cond(tf.reduce_any(sigma), with_final_sigma, lambda: lowered)
 
 
 class InGraphTokenizer(tf.Module):
@@ -266,25 +290,25 @@ class InGraphTokenizer(tf.Module):
             split_unknown_characters=False,
         )
 
-    # -- the basic tokenizer, on ragged code points --------------------------
+    # -- the basic tokenizer, on flat code points and their rows ------------
 
     def _classes_of(self, values):
         return tf.gather(self.classes, values)
 
-    def _lower(self, cps):
-        return lower_code_points(cps, self.classes, self.lower_table)
-
-    def _nfd_without_marks(self, cps):
-        values = cps.flat_values
+    def _nfd_without_marks(self, values, row_ids):
+        """Canonical decomposition of [n] code points (rows [n]) less its `Mn` marks: new `(values, row_ids)`."""
         index = self.nfd_index.lookup(values)
         own = tf.stack([values] + [tf.fill(tf.shape(values), -1)] * (_MAX_DECOMPOSITION - 1), axis=1)
-        rows = tf.where((index >= 0)[:, None], tf.gather(self.nfd_values, tf.maximum(index, 0)), own)
-        valid = rows >= 0
-        row_ids = tf.repeat(cps.value_rowids()[:, None], _MAX_DECOMPOSITION, axis=1)
-        decomposed = tf.boolean_mask(rows, valid)
-        decomposed_rows = tf.boolean_mask(row_ids, valid)
+        rows = tf.where((index >= 0)[:, None], tf.gather(self.nfd_values, tf.maximum(index, 0)), own)  # [n, 4]
+        # [n * 4] -> the valid code points, in order, with their rows.
+        decomposed, decomposed_rows = _select(
+            tf.reshape(rows >= 0, [-1]),
+            tf.reshape(rows, [-1]),
+            tf.reshape(tf.tile(row_ids[:, tf.newaxis], [1, _MAX_DECOMPOSITION]), [-1]),
+        )
         # Canonical ordering: stable sort of each run of non-starters by
-        # combining class (starters, class 0, never move).
+        # combining class (starters, class 0, never move; nor does a row's
+        # first code point, so no run crosses rows and the rows stay as they are).
         ccc = tf.gather(self.ccc, decomposed)
         row_start = tf.concat([[True], decomposed_rows[1:] != decomposed_rows[:-1]], axis=0)
         group = tf.cumsum(tf.cast((ccc == 0) | row_start, tf.int64))
@@ -292,12 +316,9 @@ class InGraphTokenizer(tf.Module):
         # within a class: no position term, so no int64 overflow however many
         # characters a batch holds (a position term overflowed past 2**23 starters).
         key = group * 256 + tf.cast(ccc, tf.int64)
-        order = tf.argsort(key, stable=True)
-        decomposed = tf.gather(decomposed, order)
+        decomposed = tf.gather(decomposed, tf.argsort(key, stable=True))
         keep = tf.equal(tf.bitwise.bitwise_and(tf.gather(self.classes, decomposed), MARK), 0)
-        return tf.RaggedTensor.from_value_rowids(
-            tf.boolean_mask(decomposed, keep), tf.boolean_mask(decomposed_rows, keep), nrows=cps.nrows(), validate=False
-        )
+        return _select(keep, decomposed, decomposed_rows)
 
     def _ascii_words(self, texts):
         """[batch] ASCII strings -> ragged [batch, (words)] strings (fast path).
@@ -317,19 +338,22 @@ class InGraphTokenizer(tf.Module):
     def _unicode_words(self, texts):
         """[batch] strings -> ragged [batch, (words)] strings, any UTF-8 (full path)."""
         cps = tf.strings.unicode_decode(texts, "UTF-8", errors="ignore")
-        classes = self._classes_of(cps.flat_values)
-        cps = _keep(cps, tf.equal(tf.bitwise.bitwise_and(classes, REMOVE), 0))
-        classes = self._classes_of(cps.flat_values)
-        cps = _rebuild(
-            cps, tf.where(tf.bitwise.bitwise_and(classes, SPACE) > 0, _SPACE_CP, cps.flat_values)
+        nrows = tf.shape(cps.row_splits, out_type=tf.int64)[0] - 1
+        values = cps.flat_values  # [n] int32
+        row_ids = _row_ids(cps.row_splits, tf.size(values, out_type=tf.int64))  # [n] int64
+        classes = self._classes_of(values)
+        values, row_ids, classes = _select(
+            tf.equal(tf.bitwise.bitwise_and(classes, REMOVE), 0), values, row_ids, classes
         )
-        cps = _surround_with_spaces(cps, tf.bitwise.bitwise_and(classes, CJK) > 0)
+        values = tf.where(tf.bitwise.bitwise_and(classes, SPACE) > 0, _SPACE_CP, values)
+        values, row_ids = _surround_with_spaces(values, row_ids, tf.bitwise.bitwise_and(classes, CJK) > 0)
         if self.do_lower_case:
-            cps = self._nfd_without_marks(self._lower(cps))
-        classes = self._classes_of(cps.flat_values)
-        cps = _surround_with_spaces(cps, tf.bitwise.bitwise_and(classes, PUNCT) > 0)
-        text = tf.strings.unicode_encode(cps, "UTF-8")
-        return tf.strings.split(text)
+            values = _lower_values(values, row_ids, _row_splits(row_ids, nrows), self.classes, self.lower_table)
+            values, row_ids = self._nfd_without_marks(values, row_ids)
+        classes = self._classes_of(values)
+        values, row_ids = _surround_with_spaces(values, row_ids, tf.bitwise.bitwise_and(classes, PUNCT) > 0)
+        cps = tf.RaggedTensor.from_row_splits(values, _row_splits(row_ids, nrows), validate=False)
+        return tf.strings.split(tf.strings.unicode_encode(cps, "UTF-8"))
 
     # Plain TensorFlow ops and Python-level branches only: autograph has
     # nothing to convert here, and skipping it (and the TF Text code called

@@ -1,9 +1,7 @@
 """`layers.layer_norm`: the original's layer_norm in the arrangement oneDNN fuses into one kernel.
 
-Checked against a float64 NumPy layer norm written here, and by what
-TensorFlow ran: with the oneDNN rewrites on, a BERT inference graph runs one
-`_MklLayerNorm` per LayerNorm (Keras' ops for a small request) and no
-softmax casts; with them off, Keras' element-wise LayerNorm as before.
+Checked against a float64 NumPy layer norm written here; what a whole model
+runs with and without the oneDNN rewrites: tests/test_onednn_kernels.py.
 """
 
 import keras
@@ -12,7 +10,6 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_impl.layers.layer_norm import LayerNorm, fused_layer_norm
-from tests.helpers import TINY_MODEL_PROFILE, X86_ONLY, run_with_onednn_rewrites
 
 
 def numpy_layer_norm(x, gamma, beta, epsilon):
@@ -59,56 +56,6 @@ def test_layer_norm_keeps_keras_variables_and_config():
     with tf.GradientTape() as tape:
         loss = tf.reduce_sum(layer(x, training=True) ** 2)
     assert all(gradient is not None for gradient in tape.gradient(loss, layer.trainable_variables))
-
-
-MODEL_OPS = TINY_MODEL_PROFILE + """
-from keras_bert_impl.layers.attention import SelfAttention
-# 16 x 12 tokens: past FUSED_MIN_ROWS; 2 x 12 (one small request): below it.
-large = {k: tf.tile(v, [8, 1]) for k, v in inputs.items()}
-for dtype in ("float32", "mixed_bfloat16"):
-    for padding_free in (False, True):
-        for size, batch in (("large", large), ("small", inputs)):
-            inference = BertModel(config, dtype=dtype).make_inference_function(
-                jit_compile=False, padding_free=padding_free, freeze_kernels=True)
-            op_seconds, _ = profile_forward.profile(tf.function(lambda x: tuple(inference(x).values())), batch, steps=1)
-            ops = {op for _, op in op_seconds}
-            ran[f"{dtype} {padding_free} {size}"] = [sum(op == "_MklLayerNorm" for _, op in op_seconds),
-                                                     sorted(ops & {"SquaredDifference", "Rsqrt"}),
-                                                     sum(op == "_MklTranspose" for _, op in op_seconds)]
-# The dtype the attention's softmax takes, in inference and in training, with
-# the forms the inference plan sets on this machine (as a model's constructor does).
-from keras_bert_impl.inference.plan import Machine
-from keras_bert_impl.layers.onednn_forms import set_onednn_forms
-attention = SelfAttention(num_attention_heads=2, size_per_head=8, dtype="mixed_bfloat16")
-set_onednn_forms(attention, Machine().onednn_runs_graphs)
-heads = tf.cast(tf.random.normal([1, 2, 5, 8]), tf.bfloat16)
-for training in (False, True):
-    graph = tf.function(lambda q: attention.attend(q, q, q, training=training)).get_concrete_function(heads).graph
-    ran[f"softmax training={training}"] = [op.get_attr("T").name for op in graph.get_operations() if op.type == "Softmax"]
-print(json.dumps(ran))
-"""
-
-
-@X86_ONLY
-@pytest.mark.parametrize("setting", ["1", "0"])
-def test_the_models_layer_norms_and_softmax_run_on_onednn_kernels_with_the_rewrites(setting):
-    ran = run_with_onednn_rewrites(MODEL_OPS, setting)
-    keras_ops = ["Rsqrt", "SquaredDifference"]
-    for dtype in ("float32", "mixed_bfloat16"):
-        for padding_free in (False, True):
-            key = f"{dtype} {padding_free}"
-            # Embeddings and two per layer: one kernel each with the rewrites (where the
-            # rows are many: a small request takes Keras' element-wise ops), else Keras'
-            # element-wise ops. No transpose runs on oneDNN with the rewrites (the heads
-            # move as integer bits): Eigen's.
-            if setting == "1":
-                assert ran[f"{key} large"] == [5, [], 0], key
-                assert ran[f"{key} small"] == [0, keras_ops, 0], key
-            else:
-                assert ran[f"{key} large"] == ran[f"{key} small"] == [0, keras_ops, 0], key
-    # oneDNN's softmax takes bfloat16 (float32 inside): no casts around it, for inference only.
-    assert ran["softmax training=False"] == (["bfloat16"] if setting == "1" else ["float32"])
-    assert ran["softmax training=True"] == ["float32"]
 
 
 @pytest.mark.parametrize("rows", [3, 300])

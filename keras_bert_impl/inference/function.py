@@ -6,6 +6,7 @@ from keras_bert_impl.inference.calling_thread import SessionFunction
 from keras_bert_impl.inference.forward import apply_plan
 from keras_bert_impl.inference.int8 import calibrate
 from keras_bert_impl.inference.padding_free import make_padding_free_function
+from keras_bert_impl.layers.graph_checks import check, ids_in_range
 
 
 def rebuilt(bert_model, dtype):
@@ -154,15 +155,12 @@ def with_id_checks(function, config, max_length=None):
         checks = []
         if max_length is not None:
             length = tf.shape(inputs["input_ids"])[1]
-            checks.append(tf.debugging.assert_less_equal(
-                length, max_length, message=f"sequence length exceeds max_position_embeddings {max_length}"))
+            checks.append(check(length <= max_length, f"sequence length exceeds max_position_embeddings {max_length}",
+                                "sequence length:", length))
         for key, (name, size) in bounds.items():
             if key in inputs:
-                ids = tf.cast(inputs[key], tf.int32)
-                checks += [
-                    tf.debugging.assert_non_negative(ids, message=f"{key} holds a negative id"),
-                    tf.debugging.assert_less(ids, size, message=f"{key} holds an id >= {name} {size}"),
-                ]
+                checks += ids_in_range(tf.cast(inputs[key], tf.int32), size, f"{key} holds a negative id",
+                                       f"{key} holds an id >= {name} {size}")
         with tf.control_dependencies(checks):
             inputs = {key: tf.identity(value) for key, value in inputs.items()}
         return function(inputs)

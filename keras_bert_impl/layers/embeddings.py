@@ -5,6 +5,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_bert_impl.errors import SequenceLengthError
+from keras_bert_impl.layers.graph_checks import check, ids_in_range
 from keras_bert_impl.layers.layer_norm import LayerNorm
 
 _PACKAGE = "keras_bert_impl"
@@ -192,13 +193,7 @@ class EmbeddingPostprocessor(keras.layers.Layer):
             if seq_length > limit:
                 raise SequenceLengthError(f"sequence length {seq_length} exceeds {what} {limit}")
             return []
-        return [
-            tf.debugging.assert_less_equal(
-                seq_length,
-                limit,
-                message=f"sequence length exceeds {what}",
-            )
-        ]
+        return [check(seq_length <= limit, f"sequence length exceeds {what}", "sequence length:", seq_length)]
 
     def call(self, word_embeddings, segment_ids, training=None):
         seq_length = word_embeddings.shape[1]
@@ -228,12 +223,8 @@ class EmbeddingPostprocessor(keras.layers.Layer):
         An id outside [0, type_vocab_size) is an error (the original's one-hot
         rows would be silently zero)."""
         ids = ops.cast(segment_ids, "int32")
-        checks = [
-            tf.debugging.assert_non_negative(ids, message="segment_ids holds a negative id"),
-            tf.debugging.assert_less(
-                ids, self.type_vocab_size, message=f"segment_ids holds an id >= type_vocab_size {self.type_vocab_size}"
-            ),
-        ]
+        checks = ids_in_range(ids, self.type_vocab_size, "segment_ids holds a negative id",
+                              f"segment_ids holds an id >= type_vocab_size {self.type_vocab_size}")
         table = ops.convert_to_tensor(self.token_type_embeddings)
         with tf.control_dependencies(checks):
             # [batch_size * seq_length, type_vocab_size]

@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from keras_bert_impl.inference.forward import PlannedModel
 from keras_bert_impl.inference.padding_free import call_skipping_padding, drop_unused_padding, real_tokens_only_set_to
+from keras_bert_impl.layers.graph_checks import check, ids_in_range
 from keras_bert_impl.tasks.registry import exported_task_names, get_task
 from keras_bert_impl.tasks.spec import CHOICE_REQUESTS
 from keras_bert_impl.tokenization.in_graph import InGraphTokenizer
@@ -239,8 +240,9 @@ class BertServingModule(tf.Module):
         config = self.model.bert_config
         checks = [
             # A narrower input_mask would cut the ids to its width unseen.
-            tf.debugging.assert_equal(tf.shape(inputs[name]), tf.shape(inputs["input_ids"]),
-                                      message=f"{name} must have the shape of input_ids")
+            check(tf.equal(tf.shape(inputs[name]), tf.shape(inputs["input_ids"])),
+                  f"{name} must have the shape of input_ids", "shapes:", tf.shape(inputs[name]),
+                  tf.shape(inputs["input_ids"]))
             for name in ("input_mask", "segment_ids")
         ]
         # A mask value of 2 would add +10000 to an attention score.
@@ -248,8 +250,7 @@ class BertServingModule(tf.Module):
         ranges = (("input_ids", config.vocab_size), ("input_mask", 2), ("segment_ids", config.type_vocab_size or 2))
         for name, size in ranges:
             message = f"{name} must lie in [0, {size})"
-            checks.append(tf.debugging.assert_non_negative(inputs[name], message=message))
-            checks.append(tf.debugging.assert_less(inputs[name], tf.constant(size, inputs[name].dtype), message=message))
+            checks += ids_in_range(inputs[name], size, message, message)
         # BERT answers at position 0 ([CLS]) and reads the padding after the
         # real tokens: a left-padded or all-zero mask gave one fixed answer
         # whatever the ids. Ones first, then zeros, position 0 real.
@@ -257,8 +258,7 @@ class BertServingModule(tf.Module):
         message = ("input_mask must be 1 at position 0 ([CLS]) and hold its 1s before its 0s (padding on the "
                    "right, as BERT's inputs are made)")
         with tf.control_dependencies(checks):  # after the range checks, so a mask of 2 is named as such
-            layout = [tf.debugging.assert_equal(mask[..., :1], tf.ones_like(mask[..., :1]), message=message),
-                      tf.debugging.assert_less_equal(mask[..., 1:], mask[..., :-1], message=message)]
+            layout = [check(tf.equal(mask[..., :1], 1), message), check(mask[..., 1:] <= mask[..., :-1], message)]
         with tf.control_dependencies(layout):
             return {name: tf.identity(value) for name, value in inputs.items()}
 

@@ -121,8 +121,11 @@ def classifier(long_text, max_seq_length=16, seed=1, **options):
     from keras_bert_impl.tasks.text_classifier import TextClassifier
     from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
 
-    model = TextClassifier(tiny_config(vocab_size=len(VOCAB), max_position_embeddings=32), num_classes=3,
-                           preprocessor=BertPreprocessor(VOCAB, max_seq_length=max_seq_length), long_text=long_text,
+    # One encoder layer: what is read, pooled and exported does not depend on the layers, and each model's
+    # tracing (most of these tests' time) grows with them.
+    model = TextClassifier(tiny_config(vocab_size=len(VOCAB), max_position_embeddings=32, num_hidden_layers=1),
+                           num_classes=3, preprocessor=BertPreprocessor(VOCAB, max_seq_length=max_seq_length),
+                           long_text=long_text,
                            label_names=("neg", "mixed", "pos"), **options)
     randomize(model, seed=seed, scale=0.4)
     return model
@@ -295,7 +298,7 @@ def tiny_release(tmp_path_factory):
 
     directory = tmp_path_factory.mktemp("release")
     keras.utils.set_random_seed(0)
-    config = tiny_config(vocab_size=len(VOCAB), max_position_embeddings=32)
+    config = tiny_config(vocab_size=len(VOCAB), max_position_embeddings=32, num_hidden_layers=1)
     save_original_checkpoint(BertModel(config), str(directory / "bert_model.ckpt"))
     config.to_json_file(directory / "bert_config.json")
     (directory / "vocab.txt").write_text("".join(t + "\n" for t in VOCAB), encoding="utf-8")
@@ -403,7 +406,7 @@ def test_multi_label_and_regression_pool_their_windows_in_the_export_too(tmp_pat
     texts = long_texts(11, 3, 50)
     for name, options in (("tags", {"num_classes": 3, "multi_label": True, "threshold": 0.4}),
                           ("score", {"num_classes": 1})):
-        model = TextClassifier(tiny_config(vocab_size=len(VOCAB), max_position_embeddings=32),
+        model = TextClassifier(tiny_config(vocab_size=len(VOCAB), max_position_embeddings=32, num_hidden_layers=1),
                                preprocessor=BertPreprocessor(VOCAB, max_seq_length=16), long_text="windows",
                                window_pooling="max", **options)
         randomize(model, seed=4, scale=0.4)

@@ -26,6 +26,9 @@ from tests.helpers import tiny_config
 from tests.test_multiple_choice import release  # noqa: F401 (a fixture: a small release, the real vocab)
 from tools import run_classifier
 
+# The models built here have one encoder layer: what is tested (the loss, thresholds, the export's answers) does
+# not depend on the layers, and each model's tracing (most of these tests' time) grows with them.
+
 TOPICS = {
     "sports": ["football", "tennis", "goal", "match"],
     "politics": ["election", "senate", "vote", "minister"],
@@ -114,7 +117,7 @@ def test_keras_loss_of_the_model_is_the_same_formula(tmp_path):
     from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
 
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "goal", "vote", "theory", "news"]
-    model = TextClassifier(tiny_config(vocab_size=len(vocab)), num_classes=3, multi_label=True,
+    model = TextClassifier(tiny_config(vocab_size=len(vocab), num_hidden_layers=1), num_classes=3, multi_label=True,
                            preprocessor=BertPreprocessor(vocab, max_seq_length=8))
     model.compile(optimizer="sgd")
     texts = ["goal news", "vote theory", "news"]
@@ -269,7 +272,7 @@ def test_export_answers_predicts_probabilities_and_its_threshold(tmp_path):
     from tests.helpers import randomize
 
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "goal", "vote", "theory", "news", "today"]
-    model = TextClassifier(tiny_config(vocab_size=len(vocab)), num_classes=3, multi_label=True,
+    model = TextClassifier(tiny_config(vocab_size=len(vocab), num_hidden_layers=1), num_classes=3, multi_label=True,
                            threshold=(0.5, 0.3, 0.7), label_names=("sports", "politics", "science"),
                            preprocessor=BertPreprocessor(vocab, max_seq_length=10))
     randomize(model, seed=2, scale=0.4)
@@ -338,7 +341,7 @@ def random_tagger():
     from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
     from tests.helpers import randomize
 
-    model = TextClassifier(tiny_config(vocab_size=len(VOCAB)), num_classes=3, multi_label=True,
+    model = TextClassifier(tiny_config(vocab_size=len(VOCAB), num_hidden_layers=1), num_classes=3, multi_label=True,
                            label_names=TAG_NAMES, preprocessor=BertPreprocessor(VOCAB, max_seq_length=10))
     randomize(model, seed=2, scale=0.4)
     rng = random.Random(3)

@@ -7,8 +7,6 @@ import csv
 import json
 import os
 import random
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -18,12 +16,10 @@ from keras_bert_impl.data.multiple_choice import ChoiceColumns, read_multiple_ch
 from keras_bert_impl.errors import InputFileError
 from keras_bert_impl.models.bert_model import BertModel
 from keras_bert_impl.models.multiple_choice import BertMultipleChoice
-from tests.helpers import random_inputs, randomize, tiny_config
+from tests.helpers import random_inputs, randomize, run_tool_here, tiny_config
 from tests.numpy_bert import bert_forward, softmax
 from tools import run_multiple_choice
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOOL = os.path.join(REPO_ROOT, "tools", "run_multiple_choice.py")
 SWAG_HEADER = ["video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
                "ending0", "ending1", "ending2", "ending3", "label"]
 
@@ -202,10 +198,11 @@ def test_python_api_learns_and_round_trips_a_release(release, tmp_path):
 
     model = MultipleChoice.from_release(str(release), max_seq_length=16, learning_rate=1e-3, warmup_proportion=0.5)
     model.compile()
-    model.fit(as_x(rows), [r[3] for r in rows], batch_size=16, epochs=6, verbose=0)
+    model.fit(as_x(rows), [r[3] for r in rows], batch_size=16, epochs=3, verbose=0)
     probabilities = model.predict(as_x(dev), verbose=0)
     accuracy = float(np.mean(probabilities.argmax(1) == [r[3] for r in dev]))
-    assert accuracy >= 0.8, accuracy  # chance: 0.25
+    # chance: 0.25. Three epochs give 1.0 here and with the questions of seeds 2 and 3 (six gave 1.0 too).
+    assert accuracy >= 0.8, accuracy
     prefix = model.save_release(str(tmp_path / "mc"))
     again = MultipleChoice.from_release(os.path.dirname(prefix), max_seq_length=16)
     np.testing.assert_allclose(again.predict(as_x(dev[:5]), verbose=0), probabilities[:5], atol=1e-5)
@@ -319,15 +316,14 @@ def test_tool_reads_named_columns_and_five_choices(release, tmp_path):
     assert values["global_step"] == "2"
 
 
-def test_tool_bad_row_is_one_line(release, tmp_path):
+def test_tool_bad_row_is_one_line(release, tmp_path, capfd):
+    """The tool as its console script runs it, in this process (test_tools_cli starts each tool's script)."""
     data_dir = tmp_path / "swag"
     data_dir.mkdir()
     write_swag(data_dir / "train.csv", [("Ok.", "He", ["a.", "b.", "c.", "d."], 0),
                                         ("Bad.", "He", ["a.", "b.", "c.", "d."], 7)])
-    result = subprocess.run(
-        [sys.executable, TOOL, *tool_flags(release, tmp_path / "out", data_dir=data_dir), "--do_train"],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": REPO_ROOT},
-    )
+    result = run_tool_here(run_multiple_choice.main, [*tool_flags(release, tmp_path / "out", data_dir=data_dir),
+                                                      "--do_train"], capfd, "bert-run-multiple-choice")
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -495,7 +491,9 @@ def test_export_tool_writes_a_served_version_and_refuses_int8(scored_model, tmp_
     release_dir = tmp_path / "release"
     scored_model.save_release(str(release_dir))
     flags = [f"--model_dir={release_dir}", "--task=multiple_choice", "--max_seq_length=16"]
-    export_saved_model.main(flags + [f"--export_dir={tmp_path / 'saved_models' / 'swag'}"])
+    # --noverify: what is checked here is what the tool writes (a multiple-choice export verified as TF Serving
+    # loads it: test_export_serves_predicts_probabilities_and_choice).
+    export_saved_model.main(flags + [f"--export_dir={tmp_path / 'saved_models' / 'swag'}", "--noverify"])
     served = tf.saved_model.load(str(tmp_path / "saved_models" / "swag" / "1"))
     outputs = served_outputs(served.signatures["serving_default"], context=EXPORT_CONTEXTS, choices=EXPORT_CHOICES)
     np.testing.assert_allclose(outputs["probabilities"],

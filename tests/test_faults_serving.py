@@ -43,9 +43,10 @@ SEQ = 12
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
-    """A tiny classifier release written by our tools: config, vocab, checkpoint."""
+    """A tiny classifier release written by our tools: config, vocab, checkpoint (one layer: nothing here is
+    about layers, and each export traces the model)."""
     directory = tmp_path_factory.mktemp("release")
-    config = tiny_config(vocab_size=len(VOCAB), max_position_embeddings=SEQ)
+    config = tiny_config(vocab_size=len(VOCAB), max_position_embeddings=SEQ, num_hidden_layers=1)
     model = BertClassifier(config, num_labels=2)
     randomize(model, seed=3, scale=0.1)
     save_original_checkpoint(model, str(directory / "model.ckpt"))
@@ -726,7 +727,7 @@ def failing_warmup(exported, tmp_path_factory):
 # The tool's `main` on each job in turn, in one process of its own (importing the tool blocks keras_bert_impl's
 # import there): per job its exit code and what reached file descriptors 1 and 2 (TensorFlow's native writes
 # too), its standard input the job's. As a process per job would show them, for one TensorFlow start-up (each
-# was ~5 s of the suite's CPU).
+# was ~5 s of the suite's CPU). Then, in the same process, what its `_finite_json` makes of non-finite floats.
 _TOOL_RUNS = """
 import importlib.util, io, json, os, sys, tempfile
 spec = importlib.util.spec_from_file_location("predict_saved_model", sys.argv[1])
@@ -747,7 +748,8 @@ for argv, stdin in jobs:
             os.close(saved[0]), os.close(saved[1])
         out.seek(0), err.seek(0)
         answers.append([code, out.read().decode(), err.read().decode()])
-os.write(stdout, json.dumps(answers).encode())
+finite = json.dumps(tool._finite_json({"score": [float("inf"), float("-inf"), float("nan"), 0.5]}), allow_nan=False)
+os.write(stdout, json.dumps({"answers": answers, "finite_json": finite}).encode())
 """
 
 
@@ -765,10 +767,13 @@ def tool_runs(exported, damaged, failing_warmup):
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd="/",
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    answers = json.loads(result.stdout)
+    ran = json.loads(result.stdout)
+    answers = ran["answers"]
     assert len(answers) == len(jobs)
-    return {name: subprocess.CompletedProcess(argv, code, stdout, stderr)
+    runs = {name: subprocess.CompletedProcess(argv, code, stdout, stderr)
             for (name, (argv, _)), (code, stdout, stderr) in zip(jobs.items(), answers)}
+    runs["finite_json"] = ran["finite_json"]
+    return runs
 
 
 # `{job: (directory, standard input)}` for `tool_runs`: the directory one of the export's version ("export"), its
@@ -881,13 +886,9 @@ def test_predict_saved_model_tool_refuses_an_export_whose_warmup_fails(tool_runs
                                "so TF Serving would not load this version: "), lines
 
 
-def test_predict_saved_model_tool_writes_strict_json():
-    # In a process of its own: importing the tool blocks keras_bert_impl's import there.
-    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); from predict_saved_model import _finite_json; "
-            "print(json.dumps(_finite_json({'score': [float('inf'), float('-inf'), float('nan'), 0.5]}), allow_nan=False))")
-    result = subprocess.run([sys.executable, "-c", code, os.path.join(REPO, "tools")], capture_output=True, text=True,
-                            timeout=60, cwd="/")
-    assert result.stdout.strip() == '{"score": ["Infinity", "-Infinity", "NaN", 0.5]}', result.stderr
+def test_predict_saved_model_tool_writes_strict_json(tool_runs):
+    # In the tool's process (`_TOOL_RUNS`): importing the tool blocks keras_bert_impl's import there.
+    assert tool_runs["finite_json"] == '{"score": ["Infinity", "-Infinity", "NaN", 0.5]}'
 
 
 # -- 9: messages that name the flag and say what to do -----------------------------

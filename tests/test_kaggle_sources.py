@@ -89,9 +89,8 @@ def _keras_hub_mean(backbone, tokenizer, embedder):
 def test_a_kaggle_handle_equals_keras_hubs_model_then_loads_with_the_server_stopped(kaggle, tmp_path, capfd):
     from keras_bert_impl.tasks.text_embedder import TextEmbedder
 
-    _, _, older = _tiny_preset(tmp_path / "older", seed=1)
     backbone, tokenizer, files = _tiny_preset(tmp_path / "preset", seed=2)
-    kaggle.add(HANDLE, older, version=1)
+    kaggle.add(HANDLE, {"config.json": b"{}"}, version=1)  # an older one: not taken (not a preset this could load)
     kaggle.add(HANDLE, dict(files, **{"extra.py": b"import os\n"}), version=2)
     logged = []
     directory = find_release(f"kaggle://{HANDLE}", log=logged.append).checkpoint.rsplit(os.sep, 1)[0]

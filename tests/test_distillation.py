@@ -91,16 +91,17 @@ def test_the_student_learns_from_the_teacher_and_is_an_ordinary_release(teacher,
     teacher_accuracy = teacher.evaluate(*dev, verbose=0, return_dict=True)["accuracy"]
     assert teacher_accuracy >= 0.9
     # Two epochs: the student answers the dev texts as well as its teacher after its first (measured: 1.0, 1.0).
-    student = teacher.distill(*train, num_hidden_layers=2, batch_size=16, epochs=2, verbose=0, validation_data=dev)
-    assert student.bert_config.num_hidden_layers == 2 and student.num_classes == 2
+    # One layer (of the teacher's 4): which layers a student takes is the test below; each layer costs tracing.
+    student = teacher.distill(*train, num_hidden_layers=1, batch_size=16, epochs=2, verbose=0, validation_data=dev)
+    assert student.bert_config.num_hidden_layers == 1 and student.num_classes == 2
     assert set(student.history.history) >= {"soft_loss", "hard_loss", "hidden_loss", "val_accuracy"}
     assert student.evaluate(*dev, verbose=0, return_dict=True)["accuracy"] >= 0.97 * teacher_accuracy
 
-    # Its release: an original-layout checkpoint of 2 layers, and their config.
+    # Its release: an original-layout checkpoint of its 1 layer, and its config.
     prefix = student.save_release(str(tmp_path / "student"))
-    assert BertConfig.from_json_file(str(tmp_path / "student" / "bert_config.json")).num_hidden_layers == 2
+    assert BertConfig.from_json_file(str(tmp_path / "student" / "bert_config.json")).num_hidden_layers == 1
     names = [name for name, _ in tf.train.list_variables(prefix)]
-    assert not any("layer_2/" in name for name in names)
+    assert "bert/encoder/layer_0/output/dense/kernel" in names and not any("layer_1/" in name for name in names)
     reloaded = TextClassifier.from_release(str(tmp_path / "student"), num_classes=2, max_seq_length=10)
     np.testing.assert_allclose(reloaded.predict(dev[0], verbose=0), student.predict(dev[0], verbose=0), atol=1e-5)
 
@@ -122,7 +123,7 @@ def test_the_students_layers_start_from_the_teachers_chosen_layers(teacher, tmp_
 def test_unlabelled_texts_alone_teach_the_student(teacher):
     dev = sentiment(80, seed=2)
     texts, _ = sentiment(240, seed=3)
-    student = teacher.distill(None, unlabeled_texts=texts, num_hidden_layers=2, batch_size=16, epochs=2, verbose=0)
+    student = teacher.distill(None, unlabeled_texts=texts, num_hidden_layers=1, batch_size=16, epochs=2, verbose=0)
     assert "hard_loss" not in student.history.history
     teacher_accuracy = teacher.evaluate(*dev, verbose=0, return_dict=True)["accuracy"]
     assert student.evaluate(*dev, verbose=0, return_dict=True)["accuracy"] >= 0.97 * teacher_accuracy
@@ -208,14 +209,14 @@ def test_bert_distill_writes_a_student_release_that_run_classifier_takes(classif
     data_dir, teacher = classifier_release
     out = tmp_path / "student"
     distill.main([f"--teacher_dir={teacher}", "--task_name=csv", f"--data_dir={data_dir}", "--max_seq_length=10",
-                  f"--unlabeled_file={data_dir}/more.txt", "--num_hidden_layers=2", "--train_batch_size=16",
+                  f"--unlabeled_file={data_dir}/more.txt", "--num_hidden_layers=1", "--train_batch_size=16",
                   "--learning_rate=2e-3", "--num_train_epochs=2", "--do_eval", f"--output_dir={out}"])
     student, teacher_results = results(out / "eval_results.txt"), results(out / "teacher" / "eval_results.txt")
     assert teacher_results == results(teacher / "eval_results.txt")
     # (240 labelled + 120 unlabelled) / 16 * 2 epochs.
     assert student["global_step"] == "45"
     assert float(student["eval_accuracy"]) >= 0.97 * float(teacher_results["eval_accuracy"])
-    assert BertConfig.from_json_file(str(out / "bert_config.json")).num_hidden_layers == 2
+    assert BertConfig.from_json_file(str(out / "bert_config.json")).num_hidden_layers == 1
     assert (out / "label_list.txt").read_text() == (teacher / "label_list.txt").read_text()
 
     # The student is a release as any other: run_classifier's eval of it gives the same results.
@@ -227,7 +228,7 @@ def test_bert_distill_writes_a_student_release_that_run_classifier_takes(classif
 
     # A finished run rerun trains nothing more.
     distill.main([f"--teacher_dir={teacher}", "--task_name=csv", f"--data_dir={data_dir}", "--max_seq_length=10",
-                  f"--unlabeled_file={data_dir}/more.txt", "--num_hidden_layers=2", "--train_batch_size=16",
+                  f"--unlabeled_file={data_dir}/more.txt", "--num_hidden_layers=1", "--train_batch_size=16",
                   "--learning_rate=2e-3", "--num_train_epochs=2", "--do_eval", f"--output_dir={out}"])
     assert results(out / "eval_results.txt") == student
 

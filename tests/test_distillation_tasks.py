@@ -190,7 +190,17 @@ def numpy_objective(teacher_dir, student_dir, texts):
 
 
 @pytest.mark.parametrize("teacher_model", [BertPretrainingModel, BertModel], ids=["with_cls_predictions", "encoder"])
-def test_a_general_student_moves_toward_its_teacher(tmp_path, teacher_model):
+def test_a_general_student_moves_toward_its_teacher_after_an_interrupted_run(tmp_path, teacher_model, monkeypatch,
+                                                                             capsys):
+    """The student's run killed between its last step and the release: no release, and the same command finishes
+    it. The finished student rerun with another temperature, loss weight or depth: refused, naming it (was:
+    "resuming (step 8 of 8)", exit 0, nothing applied); the same command resumes as before. Its layers' states
+    (and masked-LM distributions) then lie nearer the teacher's than where it started. One run of each teacher
+    for both (each run costs its tracing; the rerun of a finished run trains nothing)."""
+    from keras_bert_impl.checkpoints.sources import find_release
+    from keras_bert_impl.cli import run_tool
+    from keras_bert_impl.errors import CheckpointError
+    from keras_bert_impl.jobs import run_fine_tuning
     from keras_bert_impl.tasks.distillation import evenly_spaced_layers, initialise_from_teacher
 
     vocab = SPECIALS + WORDS
@@ -211,9 +221,37 @@ def test_a_general_student_moves_toward_its_teacher(tmp_path, teacher_model):
     write_release(student_net, start, student_net.bert_config, vocab)
 
     out = tmp_path / "student"
-    distill.main(["--task=general", f"--teacher_dir={teacher}", f"--input_file={corpus}", "--max_seq_length=24",
-                  "--max_predictions_per_seq=4", "--dupe_factor=2", "--num_hidden_layers=1",
-                  "--train_batch_size=8", "--learning_rate=1e-3", "--num_train_epochs=3", f"--output_dir={out}"])
+    argv = ["--task=general", f"--teacher_dir={teacher}", f"--input_file={corpus}", "--max_seq_length=24",
+            "--max_predictions_per_seq=4", "--dupe_factor=2", "--num_hidden_layers=1",
+            "--train_batch_size=8", "--learning_rate=1e-3", "--num_train_epochs=3", f"--output_dir={out}"]
+    trained = run_fine_tuning.fine_tune
+
+    def killed_after_training(*args, **kwargs):
+        trained(*args, **kwargs)
+        raise KeyboardInterrupt  # As a kill between the last step and the release.
+
+    monkeypatch.setattr(run_fine_tuning, "fine_tune", killed_after_training)
+    with pytest.raises(KeyboardInterrupt):
+        distill.main(argv)
+    assert list(out.glob("model.ckpt-*.index"))
+    with pytest.raises(CheckpointError, match="not a release, it has no bert_config.json"):
+        find_release(out)
+    monkeypatch.setattr(run_fine_tuning, "fine_tune", trained)
+    distill.main(argv)
+    assert find_release(out).checkpoint == str(out / "model.ckpt")
+
+    recorded = json.loads((out / "training_settings.json").read_text())
+    assert {name: recorded[name] for name in ("temperature", "student_num_hidden_layers", "soft_weight")} == {
+        "temperature": 2.0, "student_num_hidden_layers": 1, "soft_weight": 1.0}
+    for changed, fragment in [("--temperature=5", "temperature 2.0 (now 5.0)"),
+                              ("--hidden_weight=0.5", "hidden_weight 1.0 (now 0.5)"),
+                              ("--num_hidden_layers=2", "student_num_hidden_layers 1 (now 2)")]:
+        capsys.readouterr()
+        assert run_tool(distill.main, [*argv, changed], prog="distill") == 1
+        error = capsys.readouterr().err.strip().splitlines()[-1]  # after the progress lines
+        assert error.startswith("distill: error: ") and fragment in error and "allow_changed_settings" in error
+    assert run_tool(distill.main, argv, prog="distill") == 0
+
     assert BertConfig.from_json_file(str(out / "bert_config.json")).num_hidden_layers == 1
     names = list_original_variables(str(out / "model.ckpt"))
     assert ("cls/predictions/output_bias" in names) == (teacher_model is BertPretrainingModel)
@@ -226,50 +264,6 @@ def test_a_general_student_moves_toward_its_teacher(tmp_path, teacher_model):
 
     classifier = TextClassifier.from_release(str(out), num_classes=2, max_seq_length=12)
     assert classifier.bert_config.num_hidden_layers == 1
-
-
-def test_an_interrupted_run_leaves_no_release_a_rerun_finishes_it_and_refuses_a_changed_setting(tmp_path, monkeypatch,
-                                                                                                 capsys):
-    """Killed between its last step and the release: no release, and the same command finishes it. The finished
-    student rerun with another temperature, loss weight or depth: refused, naming it (was: "resuming (step 8 of
-    8)", exit 0, nothing applied); the same command resumes as before. One student (each run costs its tracing)."""
-    from keras_bert_impl.checkpoints.sources import find_release
-    from keras_bert_impl.cli import run_tool
-    from keras_bert_impl.errors import CheckpointError
-    from keras_bert_impl.jobs import run_fine_tuning
-
-    teacher = two_layer_release(tmp_path / "teacher", SPECIALS + WORDS)
-    corpus = raw_text(tmp_path / "corpus.txt", 30, seed=1)
-    argv = ["--task=general", f"--teacher_dir={teacher}", f"--input_file={corpus}", "--max_seq_length=24",
-            "--max_predictions_per_seq=4", "--num_hidden_layers=1", "--train_batch_size=8",
-            "--num_train_epochs=2", "--save_checkpoints_steps=2", f"--output_dir={tmp_path / 'out'}"]
-    trained = run_fine_tuning.fine_tune
-
-    def killed_after_training(*args, **kwargs):
-        trained(*args, **kwargs)
-        raise KeyboardInterrupt  # As a kill between the last step and the release.
-
-    monkeypatch.setattr(run_fine_tuning, "fine_tune", killed_after_training)
-    with pytest.raises(KeyboardInterrupt):
-        distill.main(argv)
-    assert list((tmp_path / "out").glob("model.ckpt-*.index"))
-    with pytest.raises(CheckpointError, match="not a release, it has no bert_config.json"):
-        find_release(tmp_path / "out")
-    monkeypatch.setattr(run_fine_tuning, "fine_tune", trained)
-    distill.main(argv)
-    assert find_release(tmp_path / "out").checkpoint == str(tmp_path / "out" / "model.ckpt")
-
-    recorded = json.loads((tmp_path / "out" / "training_settings.json").read_text())
-    assert {name: recorded[name] for name in ("temperature", "student_num_hidden_layers", "soft_weight")} == {
-        "temperature": 2.0, "student_num_hidden_layers": 1, "soft_weight": 1.0}
-    for changed, fragment in [("--temperature=5", "temperature 2.0 (now 5.0)"),
-                              ("--hidden_weight=0.5", "hidden_weight 1.0 (now 0.5)"),
-                              ("--num_hidden_layers=2", "student_num_hidden_layers 1 (now 2)")]:
-        capsys.readouterr()
-        assert run_tool(distill.main, [*argv, changed], prog="distill") == 1
-        error = capsys.readouterr().err.strip().splitlines()[-1]  # after the progress lines
-        assert error.startswith("distill: error: ") and fragment in error and "allow_changed_settings" in error
-    assert run_tool(distill.main, argv, prog="distill") == 0
 
 
 def _files(directory):

@@ -17,7 +17,8 @@ from tests.numpy_bert import bert_forward
 
 @pytest.fixture(scope="module")
 def model():
-    bert = BertModel(tiny_config(hidden_size=32, intermediate_size=64))
+    # One encoder layer: the Session and its thread are tested here, not the layers.
+    bert = BertModel(tiny_config(hidden_size=32, intermediate_size=64, num_hidden_layers=1))
     randomize(bert, seed=11, scale=0.2)
     return bert
 
@@ -129,7 +130,7 @@ def test_a_captured_tensor_becomes_a_constant_of_the_session():
 
 def test_bfloat16_in_the_calling_thread_answers_as_the_bfloat16_function():
     # A mixed_bfloat16 model's weights held in bfloat16 (`freeze_kernels`), in the Session as in the function.
-    model = BertModel(tiny_config(hidden_size=32, intermediate_size=64), dtype="mixed_bfloat16")
+    model = BertModel(tiny_config(hidden_size=32, intermediate_size=64, num_hidden_layers=1), dtype="mixed_bfloat16")
     randomize(model, seed=11, scale=0.2)
     inputs = random_inputs(model.bert_config, batch=3, seq=10, seed=4)
     mask = inputs["input_mask"].astype(bool)

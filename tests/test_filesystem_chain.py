@@ -59,8 +59,10 @@ def write_inputs(root, rng):
         for _ in range(12)
     ]
     write_text_atomically(f"{root}/corpus/news.txt", "\n\n".join(documents) + "\n")
+    # One encoder layer: the chain is about file systems, not layers.
     config = tiny_config(
-        vocab_size=len(vocab) + 1, max_position_embeddings=SEQ, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+        vocab_size=len(vocab) + 1, max_position_embeddings=SEQ, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        num_hidden_layers=1,
     )
     config.to_json_file(f"{root}/bert_config.json")
     for split, size in (("train", 16), ("dev", 8)):
@@ -259,7 +261,7 @@ def test_extract_features_reads_and_writes_ram(ram_root):
     from keras_bert_impl.models.bert_model import BertModel
 
     vocab = SPECIAL + WORDS
-    config = tiny_config(vocab_size=len(vocab))
+    config = tiny_config(vocab_size=len(vocab), num_hidden_layers=1)
     prefix = write_release(BertModel(config), f"{ram_root}/release", config, vocab)
     write_text_atomically(f"{ram_root}/input.txt", "the cat sat\nthe dog ran ||| on the mat\n")
     count = extract_features(

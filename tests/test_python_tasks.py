@@ -37,7 +37,9 @@ MAX_SEQ_LENGTH = 24
 
 def write_tiny_release(directory, seed=0):
     """A random-weight release with both `cls/` heads: `model.ckpt`, `bert_config.json`, `vocab.txt`."""
-    config = tiny_config(vocab_size=len(TINY_VOCAB), max_position_embeddings=128, hidden_act="gelu_exact")
+    # One encoder layer: the heads and the text handling are tested here, not the layers.
+    config = tiny_config(vocab_size=len(TINY_VOCAB), max_position_embeddings=128, hidden_act="gelu_exact",
+                         num_hidden_layers=1)
     model = BertPretrainingModel(config)
     randomize(model, seed=seed, scale=0.3)
     write_release(model, directory, config, TINY_VOCAB)
@@ -92,6 +94,13 @@ def next_sentence(tiny_release):
 @pytest.fixture(scope="module")
 def embedder(tiny_release):
     return TextEmbedder.from_release(tiny_release, max_seq_length=MAX_SEQ_LENGTH)
+
+
+@pytest.fixture(scope="module")
+def classifier(tiny_release):
+    from keras_bert_impl.tasks.text_classifier import TextClassifier
+
+    return TextClassifier.from_release(tiny_release, num_classes=3, max_seq_length=MAX_SEQ_LENGTH)
 
 
 @pytest.fixture(scope="module")
@@ -196,14 +205,11 @@ def test_keras_file_round_trip(task, tmp_path, request):
 
 
 
-def test_one_string_one_pair_and_no_texts_on_every_task(tiny_release, embedder, next_sentence, masked_lm):
+def test_one_string_one_pair_and_no_texts_on_every_task(classifier, embedder, next_sentence, masked_lm):
     """One string is a batch of one and a tuple of two strings one pair, as
     keras-hub reads them; no texts give no rows. Were: one row per character
     of a string; a tuple of two strings read as two single texts; Keras'
     `UnboundLocalError` or an `AxisError` for no texts."""
-    from keras_bert_impl.tasks.text_classifier import TextClassifier
-
-    classifier = TextClassifier.from_release(tiny_release, num_classes=3, max_seq_length=MAX_SEQ_LENGTH)
     a, b = "the man went to the store .", "he bought a gallon of milk ."
     for model in (classifier, embedder):
         np.testing.assert_array_equal(model.predict(a, verbose=0), model.predict([a], verbose=0))
@@ -270,21 +276,18 @@ def test_tokenized_runs_the_preprocessor_eagerly_then_traced_once_per_kind(tiny_
     assert preprocessor_ref() is None
 
 
-def test_predict_shows_a_progress_bar_on_a_terminal_unless_verbose_is_0(tiny_release, embedder, capsys, monkeypatch):
+def test_predict_shows_a_progress_bar_on_a_terminal_unless_verbose_is_0(classifier, embedder, capsys, monkeypatch):
     # Was: `TextClassifier.predict(texts, verbose=0)` drew its bar on a terminal all the same.
-    from keras_bert_impl.tasks.text_classifier import TextClassifier
-
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
     texts = ["good film", "bad film", "the film"]
-    for model in (TextClassifier.from_release(tiny_release, num_classes=2, max_seq_length=MAX_SEQ_LENGTH),
-                  embedder):
+    for model in (classifier, embedder):
         model.predict(texts, verbose=0)
         assert capsys.readouterr().out == ""
         model.predict(texts)
         assert "3/3" in capsys.readouterr().out
 
 
-def test_a_classifier_at_the_full_width_predicts_as_keras_without_a_dataset(tiny_release, monkeypatch):
+def test_a_classifier_at_the_full_width_predicts_as_keras_without_a_dataset(tiny_release, classifier, monkeypatch):
     """`real_tokens_only=False` predicts every batch at `max_seq_length` through the same traced function
     (was: Keras' `predict`, a `tf.data` pipeline per call): Keras' own outputs, and those of the cut batches."""
     import tensorflow as tf
@@ -297,8 +300,8 @@ def test_a_classifier_at_the_full_width_predicts_as_keras_without_a_dataset(tiny
     texts = ["the man went to the store .", "bert is a model .", "it rained ."]
     full = TextClassifier.from_release(tiny_release, num_classes=3, max_seq_length=MAX_SEQ_LENGTH,
                                        real_tokens_only=False)
-    cut = TextClassifier.from_release(tiny_release, num_classes=3, max_seq_length=MAX_SEQ_LENGTH)
-    cut.set_weights(full.get_weights())
+    cut = classifier  # real tokens only (the default)
+    full.set_weights(cut.get_weights())
     got = full.predict(texts, batch_size=2, verbose=0)
     assert made == []
     keras_own = full.predict(texts, batch_size=2, verbose=0, callbacks=[keras.callbacks.Callback()])

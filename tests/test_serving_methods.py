@@ -63,7 +63,8 @@ def exports(tmp_path_factory):
     """A classifier (`sentiment`) and a regression (`similarity`) under one export base."""
     base = tmp_path_factory.mktemp("saved_models")
     (base / "vocab.txt").write_text("".join(f"{token}\n" for token in VOCAB), encoding="utf-8")
-    config = tiny_config(vocab_size=len(VOCAB), max_position_embeddings=SEQ)
+    # One encoder layer: what is tested is the serving layout and methods, not the layers.
+    config = tiny_config(vocab_size=len(VOCAB), max_position_embeddings=SEQ, num_hidden_layers=1)
     models = {"sentiment": BertClassifier(config, num_labels=len(LABELS)), "similarity": BertClassifier(config, num_labels=1)}
     paths = {}
     for seed, (name, task) in enumerate((("sentiment", "classifier"), ("similarity", "regression"))):
@@ -73,6 +74,16 @@ def exports(tmp_path_factory):
             ExportOptions(max_seq_length=SEQ, label_names=LABELS if task == "classifier" else None),
         )
     return base, models, paths
+
+
+@pytest.fixture(scope="module")
+def served(exports):
+    """Each export loaded once as TF Serving loads it, shared by the request and client tests."""
+    _, _, paths = exports
+    fixtures = {name: LoopbackServingFixture(path, name) for name, path in paths.items()}
+    yield fixtures
+    for fixture in fixtures.values():
+        fixture.stop()
 
 
 # -- models.config ----------------------------------------------------------------
@@ -226,7 +237,7 @@ def test_fingerprint_matches_the_rewritten_saved_model(exports):
     assert written == fresh and written.saved_model_checksum != 0
 
 
-def test_classification_request_as_tf_serving_answers_it(exports):
+def test_classification_request_as_tf_serving_answers_it(exports, served):
     _, models, paths = exports
     from tensorflow_serving.apis import classification_pb2
 
@@ -235,7 +246,7 @@ def test_classification_request_as_tf_serving_answers_it(exports):
     request.model_spec.signature_name = "classify"
     for features in feature_dicts():
         request.input.example_list.examples.add().CopyFrom(example(features))
-    fixture = LoopbackServingFixture(paths["sentiment"], "sentiment")
+    fixture = served["sentiment"]
     response = fixture.classify(request)
 
     # The model's own predictions: the predict signature on the same ids, the label list in its assets.
@@ -258,7 +269,7 @@ def test_classification_request_as_tf_serving_answers_it(exports):
             fixture.classify(request)
 
 
-def test_regression_request_as_tf_serving_answers_it(exports):
+def test_regression_request_as_tf_serving_answers_it(exports, served):
     _, models, paths = exports
     from tensorflow_serving.apis import regression_pb2
 
@@ -274,7 +285,7 @@ def test_regression_request_as_tf_serving_answers_it(exports):
         request.input.example_list_with_context.examples.add().CopyFrom(
             example({k: v for k, v in f.items() if k != "input_type_ids"})
         )
-    fixture = LoopbackServingFixture(paths["similarity"], "similarity")
+    fixture = served["similarity"]
     response = fixture.regress(request)
 
     inputs = id_features()
@@ -289,31 +300,28 @@ def test_regression_request_as_tf_serving_answers_it(exports):
         fixture.regress(request)
 
 
-def test_rest_and_grpc_classify_and_regress(exports):
-    _, models, paths = exports
+def test_rest_and_grpc_classify_and_regress(exports, served):
+    _, models, _ = exports
     expected_scores = tf.nn.softmax(models["sentiment"](id_features())).numpy()
     expected_values = models["similarity"](id_features()).numpy()[:, 0]
     for name in ("sentiment", "similarity"):
-        fixture = LoopbackServingFixture(paths[name], name)
-        try:
-            rest = RestClient(fixture.start_rest(), name)
-            grpc_client = GrpcClient(fixture.start_grpc(), name, timeout=30)
-            if name == "sentiment":
-                for client, examples in ((rest, feature_dicts()), (grpc_client, [example(f) for f in feature_dicts()])):
-                    results = client.classify(examples)
-                    assert [[label for label, _ in classes] for classes in results] == [LABELS, LABELS]
-                    np.testing.assert_allclose([[s for _, s in classes] for classes in results], expected_scores, atol=1e-5)
-                with pytest.raises(ServingError, match="HTTP 400: .*method_name to be tensorflow/serving/regress"):
-                    rest.regress(feature_dicts(), signature_name="classify")
-                with pytest.raises(ServingError, match="INVALID_ARGUMENT: .*tensorflow/serving/classify. Was: tensorflow/serving/predict"):
-                    grpc_client.classify(feature_dicts(), signature_name="")
-            else:
-                for client in (rest, grpc_client):
-                    np.testing.assert_allclose(client.regress(feature_dicts()), expected_values, atol=1e-5)
-            assert rest.method_url("classify").endswith(f"/v1/models/{name}:classify")
-            grpc_client.close()
-        finally:
-            fixture.stop()
+        fixture = served[name]  # its servers are stopped with the module's fixture
+        rest = RestClient(fixture.start_rest(), name)
+        grpc_client = GrpcClient(fixture.start_grpc(), name, timeout=30)
+        if name == "sentiment":
+            for client, examples in ((rest, feature_dicts()), (grpc_client, [example(f) for f in feature_dicts()])):
+                results = client.classify(examples)
+                assert [[label for label, _ in classes] for classes in results] == [LABELS, LABELS]
+                np.testing.assert_allclose([[s for _, s in classes] for classes in results], expected_scores, atol=1e-5)
+            with pytest.raises(ServingError, match="HTTP 400: .*method_name to be tensorflow/serving/regress"):
+                rest.regress(feature_dicts(), signature_name="classify")
+            with pytest.raises(ServingError, match="INVALID_ARGUMENT: .*tensorflow/serving/classify. Was: tensorflow/serving/predict"):
+                grpc_client.classify(feature_dicts(), signature_name="")
+        else:
+            for client in (rest, grpc_client):
+                np.testing.assert_allclose(client.regress(feature_dicts()), expected_values, atol=1e-5)
+        assert rest.method_url("classify").endswith(f"/v1/models/{name}:classify")
+        grpc_client.close()
 
 
 # -- remote file systems ------------------------------------------------------------

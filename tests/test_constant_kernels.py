@@ -280,9 +280,7 @@ def served(tmp_path_factory, bert_vocab_file, kernel_exports):
     export of variable kernels ("fill_mask"), and `Product` ("product")."""
     root = tmp_path_factory.mktemp("served")
     constants, variables, _ = kernel_exports
-    # One layer: its products read weights as the classifier's do; the output product, tied to the word
-    # embeddings, is what it adds here.
-    fill_mask = BertPretrainingModel(tiny_config(vocab_size=30522, max_position_embeddings=64, num_hidden_layers=1))
+    fill_mask = BertPretrainingModel(tiny_config(vocab_size=30522, max_position_embeddings=64))
     randomize(fill_mask, seed=1, scale=0.2)
     jobs = {
         "variables": (variables, VARIABLE_KERNEL_TEXTS["classifier"]),

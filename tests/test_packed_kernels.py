@@ -162,11 +162,7 @@ def test_this_cpus_export_here_packs_variable_kernels_once_and_answers_as_consta
     # variables that oneDNN's products pack once: it answers as the export of constant kernels does, under TF
     # Serving's loader, with TensorFlow's oneDNN rewrites on or off (the op is oneDNN's own kernel either way).
     config = tiny_config(vocab_size=30522, max_position_embeddings=64)
-    # The fill-mask model with one layer: the classifier's two carry the per-layer checks below; it adds the
-    # MLM head's products.
-    models = {"classifier": BertClassifier(config, num_labels=3),
-              "fill_mask": BertPretrainingModel(tiny_config(vocab_size=30522, max_position_embeddings=64,
-                                                            num_hidden_layers=1))}
+    models = {"classifier": BertClassifier(config, num_labels=3), "fill_mask": BertPretrainingModel(config)}
     requests = {"classifier": [{"signature": "serving_default", "inputs": {"text": SENTENCES}}],
                 "fill_mask": [{"signature": "serving_default", "inputs": {"text": [FILL_MASK_TEXT]}}]}
     jobs = {}

@@ -152,11 +152,12 @@ def run_with_onednn_rewrites(code, setting):
 def tiny_release_export_tool(tmp_path, vocab_file):
     """`run(*flags)`: `bert-export` (`python -m tools.export_saved_model`) in a fresh process, on a tiny
     classifier release written to `tmp_path/release` (with `vocab_file`), exporting to
-    `tmp_path/saved_models/tiny`; returns the `subprocess.CompletedProcess`."""
+    `tmp_path/saved_models/tiny`; returns the `subprocess.CompletedProcess`. The release has one layer: its
+    tests are of the tool's flags and what it writes and says, whatever the model's depth."""
     from keras_bert_impl.checkpoints.original import save_original_checkpoint
     from keras_bert_impl.models.classifier import BertClassifier
 
-    config = tiny_config(vocab_size=30522, max_position_embeddings=64)
+    config = tiny_config(vocab_size=30522, max_position_embeddings=64, num_hidden_layers=1)
     save_original_checkpoint(BertClassifier(config, num_labels=2), str(tmp_path / "release" / "model.ckpt"))
     config.to_json_file(tmp_path / "release" / "bert_config.json")
     (tmp_path / "release" / "vocab.txt").write_bytes(pathlib.Path(vocab_file).read_bytes())

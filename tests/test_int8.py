@@ -15,7 +15,7 @@ from keras_bert_impl.serving import int8_gate
 from keras_bert_impl.serving.export import (
     METADATA_FILE, ONLINE_THREADS_HINT, ExportError, ExportOptions, export_saved_model,
 )
-from tests.helpers import X86_ONLY, random_inputs, randomize, tiny_config, tiny_release_export_tool
+from tests.helpers import X86_ONLY, random_inputs, randomize, run_tool_here, tiny_config, tiny_release_export_tool
 from tests.test_serving import SENTENCES, probe
 from tests.test_packed_kernels import probe_many_and_onednn_primitives
 from tests.test_serving_precision import model, saved_graph_def  # noqa: F401 (`model`: a fixture)
@@ -421,14 +421,14 @@ def test_int8_refusals_name_the_cause(tmp_path, bert_vocab_file, model):
     assert not (tmp_path / "m").exists()
 
 
-def test_export_tool_int8_flags(tmp_path, bert_vocab_file, capsys):
+def test_export_tool_int8_flags(tmp_path, bert_vocab_file, capfd):
     from keras_bert_impl.cli import parse_flags
 
     # The tool defines its flags without loading TensorFlow: its default is written there again.
     defaults = parse_flags(export_tool.define_flags, [])
     assert defaults.calibration_percentile == int8.DEFAULT_CALIBRATION_PERCENTILE
     assert defaults.smoothing_alpha == int8.DEFAULT_SMOOTHING_ALPHA
-    run = tiny_release_export_tool(tmp_path, bert_vocab_file)
+    tiny_release_export_tool(tmp_path, bert_vocab_file)  # the release; the tool runs through its `main` here
 
     calibration = tmp_path / "calibration.txt"
     calibration.write_text("a fine film\n\nnot good at all\n", encoding="utf-8")
@@ -437,17 +437,18 @@ def test_export_tool_int8_flags(tmp_path, bert_vocab_file, capsys):
     # The export through the tool's `main` in this process (the code after the parse, as its process runs it).
     export_tool.main(release + ["--precision=int8", f"--calibration_file={calibration}",
                                 "--calibration_percentile=100", "--smoothing_alpha=0"])
-    stderr = capsys.readouterr().err
+    stderr = capfd.readouterr().err
     assert "computing in int8 (CPU: " in stderr
     held_out = int8_gate.held_out_texts(["a fine film", "not good at all"], ExportOptions().warmup_texts)
     assert f"int8 vs float32 on {len(held_out)} texts: argmax agrees on " in stderr
     assert "(activation ranges calibrated on 2 texts, smallest to largest value)" in stderr
-    # Refused in one line, naming the file and line, before anything is written: the tool's own process once
-    # (its exit status and its one line of stderr), then each refusal through its `main` in this process (the
-    # same message; no process start each).
+    # Refused in one line, naming the file and line, before anything is written: once as its console script runs
+    # it (`run_tool_here`: its exit status and its one line of stderr; tests/test_tools_cli.py runs the tools'
+    # processes), then each refusal through its `main` (the same message).
     broken = tmp_path / "broken.txt"
     broken.write_bytes(b"a fine film\nnot \xff good\n")
-    bad = run("--precision=int8", f"--calibration_file={broken}")
+    bad = run_tool_here(export_tool.main, release + ["--precision=int8", f"--calibration_file={broken}"], capfd,
+                        "export_saved_model")
     lines = bad.stderr.strip().splitlines()
     assert bad.returncode != 0 and len(lines) == 1 and f"error: {broken}:2: not valid UTF-8" in lines[0], bad.stderr
     empty = tmp_path / "empty.txt"

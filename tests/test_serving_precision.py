@@ -3,6 +3,7 @@ export's metadata. A bfloat16 export computes its products in bfloat16 with
 stock TensorFlow ops and answers within bfloat16 rounding of the float32
 export, through the same signatures, in a process without our Python."""
 
+import dataclasses
 import json
 import os
 
@@ -27,7 +28,7 @@ from tests.helpers import (
     weight_casts,
 )
 from tests.test_export_portable import HOST_OPS, graph_op_types, ops_without_a_gpu_kernel
-from tests.test_serving import SENTENCES, probe_many
+from tests.test_serving import SENTENCES, probe_many, signature_defs
 from tools import export_saved_model as export_tool
 
 SEQ = 24
@@ -187,15 +188,20 @@ def test_bfloat16_export_computes_in_bfloat16_and_says_so(exports):
 
 @pytest.fixture(scope="module")
 def text_classifier_exports(tmp_path_factory, bert_vocab_file, model):
-    """`model` as a `TextClassifier` (its preprocessor in the model), exported by default (float32, portable)
-    and in bfloat16; and its probabilities for `SENTENCES` in Python (float32): `({precision: path}, expected)`."""
+    """A one-layer `model` as a `TextClassifier` (its preprocessor in the model), exported by default (float32,
+    portable) and in bfloat16; and its probabilities for `SENTENCES` in Python (float32): `({precision: path},
+    expected)`. (One layer: what is checked is that the exports answer as the model does in Python, whatever its
+    depth; each export and the Python predict trace a layer less.)"""
     from keras_bert_impl.tokenization.preprocessor import BertPreprocessor
 
     with open(bert_vocab_file, encoding="utf-8") as f:
         vocabulary = [line.rstrip("\n") for line in f]
     preprocessor = BertPreprocessor(vocabulary, max_seq_length=SEQ)
-    classifier = TextClassifier(model.bert_config, 3, preprocessor)
-    classifier.set_weights(model.get_weights())
+    config = dataclasses.replace(model.bert_config, num_hidden_layers=1)
+    weights = BertClassifier(config, num_labels=3)
+    randomize(weights, seed=3, scale=0.2)
+    classifier = TextClassifier(config, 3, preprocessor)
+    classifier.set_weights(weights.get_weights())
     root = tmp_path_factory.mktemp("saved_models")
     paths = {"float32": classifier.export(root / "text_classifier_default"),
              "bfloat16": classifier.export(root / "text_classifier", precision="bfloat16")}
@@ -225,9 +231,8 @@ def test_bfloat16_answers_within_bfloat16_rounding_of_float32(exports, model, an
         assert np.abs(half - full).max() > 1e-6  # really rounded: not the float32 graph again
         np.testing.assert_allclose(half.sum(axis=1), 1.0, atol=1e-6)  # the softmax itself is float32
     # Signatures keep float32 outputs, whatever the precision inside.
-    loaded = tf.saved_model.load(exports["bfloat16"])
-    outputs = loaded.signatures["serving_default"].structured_outputs
-    assert outputs["probabilities"].dtype == tf.float32
+    outputs = signature_defs(exports["bfloat16"])["serving_default"].outputs
+    assert outputs["probabilities"].dtype == tf.float32.as_datatype_enum
     # The source model was not changed by the bfloat16 export.
     assert model.bert.word_embedding.compute_dtype == "float32"
 

@@ -1,6 +1,7 @@
 """`serving.verification`: an export checked as TF Serving loads it before its version is published."""
 
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -24,9 +25,23 @@ def vocab_file(tmp_path_factory):
 
 
 def classifier(seed):
-    model = BertClassifier(tiny_config(vocab_size=len(VOCAB), max_position_embeddings=SEQ), num_labels=2)
+    # One layer: what is checked is the export as TF Serving loads it, whatever the model's depth.
+    model = BertClassifier(tiny_config(vocab_size=len(VOCAB), max_position_embeddings=SEQ, num_hidden_layers=1),
+                           num_labels=2)
     randomize(model, seed=seed, scale=0.3)
     return model
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory, vocab_file):
+    """`classifier(1)` exported in float32 and verified, as `saved_models/sentiment/1`: `(the export base, the
+    version directory, the lines the export logged)`. Read by the tests below; the one that publishes more
+    versions works on a copy of the export base."""
+    base = tmp_path_factory.mktemp("published") / "saved_models"
+    said = []
+    path = export_saved_model(classifier(1), "classifier", vocab_file, base / "sentiment",
+                              ExportOptions(max_seq_length=SEQ, precision="float32", verify=True), log=said.append)
+    return base, path, said
 
 
 def test_relative_difference_against_hand_computed_values():
@@ -38,10 +53,13 @@ def test_relative_difference_against_hand_computed_values():
 
 
 @pytest.mark.parametrize("precision", ["float32", "int8"])
-def test_a_verified_export_is_published_and_says_so(tmp_path, vocab_file, precision):
-    said = []
-    path = export_saved_model(classifier(1), "classifier", vocab_file, tmp_path / "sentiment",
-                              ExportOptions(max_seq_length=SEQ, precision=precision, verify=True), log=said.append)
+def test_a_verified_export_is_published_and_says_so(tmp_path, vocab_file, published, precision):
+    if precision == "float32":
+        _, path, said = published
+    else:
+        said = []
+        path = export_saved_model(classifier(1), "classifier", vocab_file, tmp_path / "sentiment",
+                                  ExportOptions(max_seq_length=SEQ, precision=precision, verify=True), log=said.append)
     assert os.path.basename(path) == "1" and os.path.isfile(os.path.join(path, "saved_model.pb"))
     (line,) = [line for line in said if line.startswith("loaded as TF Serving loads it: ")]
     assert line.startswith("loaded as TF Serving loads it: 1 warmup request answered as the model, ")
@@ -50,9 +68,8 @@ def test_a_verified_export_is_published_and_says_so(tmp_path, vocab_file, precis
     assert largest < (1e-5 if precision == "float32" else 0.05), line
 
 
-def test_answers_that_are_not_the_models_are_named(tmp_path, vocab_file):
-    path = export_saved_model(classifier(1), "classifier", vocab_file, tmp_path / "sentiment",
-                              ExportOptions(max_seq_length=SEQ))
+def test_answers_that_are_not_the_models_are_named(published):
+    _, path, _ = published  # `classifier(1)`'s export (its verification changed none of its files)
     other = export_module.BertServingModule(
         classifier(2), "classifier", export_module.InGraphTokenizer(VOCAB, do_lower_case=True), SEQ,
         {"cls": 2, "sep": 3, "mask": 4}, labels_path=os.path.join(path, "assets", "labels.txt"))
@@ -63,10 +80,11 @@ def test_answers_that_are_not_the_models_are_named(tmp_path, vocab_file):
         "does" in str(raised.value)
 
 
-def test_a_version_tf_serving_would_refuse_is_not_published(tmp_path, vocab_file, monkeypatch):
+def test_a_version_tf_serving_would_refuse_is_not_published(tmp_path, vocab_file, published, monkeypatch):
     base = tmp_path / "saved_models"
-    first = export_saved_model(classifier(1), "classifier", vocab_file, base / "sentiment",
-                               ExportOptions(max_seq_length=SEQ, verify=True))
+    shutil.copytree(published[0], base)  # a base whose `sentiment` has a verified version 1, and its models.config
+    first = base / "sentiment" / "1"
+    assert (base / "models.config").is_file() and os.path.basename(published[1]) == "1"
     models_config = (base / "models.config").read_text()
     write_warmup = export_module.write_warmup_requests
 

@@ -68,23 +68,48 @@ def tiny_classifier_float32_export(tmp_path_factory, bert_vocab_file, tiny_class
     return path, tuple(said)
 
 
-# The files that take longest (measured with --durations), first. `make test`
-# hands whole files to two workers in collection order, so a long file
-# collected last would run alone at the end while the other worker idles.
+# The files that take longest (per-file sums of `--durations`, full suite), longest first. `make test` hands
+# whole files to two workers in collection order, each its next file when it finishes one: a long file collected
+# late would run alone at the end while the other worker idles. Files not named (each under ~20 s) follow in
+# their own order.
 LONGEST_FILES_FIRST = (
-    "test_run_pretraining.py",
-    "test_predict_corpus.py",
-    "test_text_classifier.py",
-    "test_serving.py",
-    "test_run_classifier.py",
-    "test_faults_serving.py",
-    "test_variant_distillation.py",
     "test_variant_tasks.py",
     "test_variant_span_tagging.py",
-    "test_extract_features.py",
+    "test_text_classifier.py",
+    "test_variant_distillation.py",
+    "test_run_pretraining.py",
+    "test_serving.py",
+    "test_predict_corpus.py",
+    "test_int8.py",
+    "test_faults_serving.py",
+    "test_constant_kernels.py",
+    "test_serving_precision.py",
+    "test_packed_kernels.py",
+    "test_multi_label_distillation.py",
+    "test_distillation_tasks.py",
+    "test_multiple_choice.py",
+    "test_sources.py",
+    "test_real_tokens.py",
+    "test_distillation.py",
+    "test_run_classifier.py",
+    "test_session_model.py",
+    "test_long_text.py",
+    "test_tutorials.py",
+    "test_multi_label.py",
+    "test_kaggle_sources.py",
+    "test_verification.py",
     "test_serving_methods.py",
+    "test_python_tasks.py",
+    "test_hf_classifier_heads.py",
+    "test_padding_free.py",
+    "test_build_vocab.py",
+    "test_keras_files.py",
+    "test_faults_assets.py",
     "test_filesystem_chain.py",
-    "test_sources.py",  # 231 s alone on the loaded 2-core machine (its tools and two processes run apart)
+    "test_packaging.py",
+    "test_inference_memory.py",
+    "test_docstring_examples.py",
+    "test_run_squad.py",
 )
 
 

@@ -32,14 +32,22 @@ def check(condition, message, *data):
     condition = tf.reduce_all(condition)
     if tf.executing_eagerly():  # as traced, without tf.debugging.Assert's eager wording around the message
         if not bool(condition):
-            shown = " ".join(str(value.numpy()) if hasattr(value, "numpy") else str(value) for value in data)
+            shown = " ".join(_shown(value) for value in data)
             raise tf.errors.InvalidArgumentError(None, None, f"{message} {shown}".strip())
         return None
     return tf.debugging.Assert(condition, [message, *data])
 
 
+def _shown(value, first=3):
+    """A Python string, or a tensor's first values (as `tf.debugging.Assert` shows them)."""
+    if not hasattr(value, "numpy"):
+        return str(value)
+    values = value.numpy().reshape(-1)
+    return "[" + " ".join(str(v) for v in values[:first]) + (" ...]" if values.size > first else "]")
+
+
 def ids_in_range(ids, size, negative_message, too_large_message):
-    """Two checks of integer `ids`: none negative, none `size` or more; each error shows the offending extreme.
+    """Two checks of integer `ids`: none negative, none `size` or more; each error shows the ids that fail.
 
     Args:
         ids: Integer tensor of any shape.
@@ -51,8 +59,15 @@ def ids_in_range(ids, size, negative_message, too_large_message):
     """
     ids = tf.convert_to_tensor(ids)
     # Shown as int32 (see `check`); an int64 id beyond int32 shows as int32's extreme.
-    shown = ids if ids.dtype == tf.int32 else tf.cast(tf.clip_by_value(ids, -2**31, 2**31 - 1), tf.int32)
+    flat = tf.reshape(ids if ids.dtype == tf.int32 else tf.cast(tf.clip_by_value(ids, -2**31, 2**31 - 1), tf.int32),
+                      [-1])
+
+    def failing(bad):
+        # [k] the ids where `bad` holds (none when the check passes; no Min/Max reduction in the graph).
+        return tf.gather(flat, tf.reshape(tf.where(tf.reshape(bad, [-1])), [-1]))
+
+    negative, too_large = ids < 0, ids >= tf.constant(size, ids.dtype)
     return [
-        check(ids >= 0, negative_message, "smallest id:", tf.reduce_min(shown)),
-        check(ids < tf.constant(size, ids.dtype), too_large_message, "largest id:", tf.reduce_max(shown)),
+        check(tf.logical_not(negative), negative_message, "ids:", failing(negative)),
+        check(tf.logical_not(too_large), too_large_message, "ids:", failing(too_large)),
     ]

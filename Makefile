@@ -37,9 +37,11 @@ demo: $(VENV)/.installed-demo
 	$(BIN)/python tools/demo.py
 
 # Two worker processes, each taking whole files (a module's fixtures are
-# built once): on 2 cores the suite's tracing and subprocesses overlap.
+# built once): on 2 cores the suite's tracing and subprocesses overlap. Files
+# go out in the order tests/conftest.py sets (longest first), not re-sorted by
+# their number of tests, so no long file runs alone at the end.
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/bench_tokenizer.py

@@ -37,9 +37,10 @@ TOKENIZER_FILES = {"roberta": ("vocab.json", "merges.txt"), "albert": ("spiece.m
 # ALBERT's teacher has 4 layers in 2 groups: a student of 2 keeps both groups.
 STUDENT_LAYERS = {"roberta": 1, "albert": 2, "distilbert": 1}
 # The general students' epochs: each student's distance to its teacher falls far below the test's 0.8 of where it
-# started in 4 (seeds fixed: ALBERT 0.25 after 4 epochs and 8, RoBERTa 0.44 after 4, 0.35 after 8); DistilBERT's
-# needs 8 (0.59; 0.78 after 4).
-GENERAL_EPOCHS = {"roberta": 4, "albert": 4, "distilbert": 8}
+# started (seeds fixed: ALBERT 0.35 after 2 epochs, 0.25 after 4 and 8; RoBERTa 0.44 after 4, 0.35 after 8, 0.67
+# after 2); DistilBERT's needs 8 (0.59; 0.78 after 4). A higher learning rate does not make them faster (5e-3:
+# RoBERTa 0.68 after 2, DistilBERT 0.96 after 2).
+GENERAL_EPOCHS = {"roberta": 4, "albert": 2, "distilbert": 8}
 CORPUS = {
     "roberta": ["the the he", "he the", "x q z k", "the x", "k z he the"],
     "albert": ["the quick brown fox", "lorem ipsum dolor", "hello world again", "a b c d", "the lazy dog"],

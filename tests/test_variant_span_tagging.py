@@ -314,6 +314,9 @@ def _is_variant_release(output_dir, release):
     assert os.path.basename(fine_tuned) == os.path.basename(original)
 
 
+# run_squad's epochs over the 64 questions (8 steps each): RoBERTa's tiny release answers 12 of 12 after 10 or 12
+# (10 of 12 after 6); ALBERT's none after 15, nor after 10 at twice the learning rate: it keeps 30.
+SQUAD_EPOCHS = {"roberta": 12, "albert": 30}
 SQUAD_SHAPE = ["--max_seq_length=32", "--doc_stride=8", "--max_query_length=4", "--max_answer_length=6",
                "--n_best_size=4"]
 
@@ -321,7 +324,7 @@ SQUAD_SHAPE = ["--max_seq_length=32", "--doc_stride=8", "--max_query_length=4", 
 @pytest.fixture(scope="module")
 def squad_runs(releases, tmp_path_factory):  # noqa: F811
     """`{model_type: (output directory, dev file)}`: `run_squad` fine-tuned on each tiny release (64 generated
-    questions, 30 epochs), predicting 12 others; the fine-tuned releases also teach the SQuAD students below."""
+    questions, `SQUAD_EPOCHS`), predicting 12 others; the fine-tuned releases also teach the SQuAD students below."""
     runs = {}
     for model_type in ("roberta", "albert"):
         root = tmp_path_factory.mktemp(f"squad_{model_type}")
@@ -330,7 +333,8 @@ def squad_runs(releases, tmp_path_factory):  # noqa: F811
         dev.write_text(json.dumps({"data": generated_squad(model_type, 12, seed=2)}), encoding="utf-8")
         output_dir = root / "out"
         run_squad.main([f"--model_dir={releases[model_type]}", f"--output_dir={output_dir}", "--do_train",
-                        "--do_predict", f"--train_file={train}", "--train_batch_size=8", "--num_train_epochs=30",
+                        "--do_predict", f"--train_file={train}", "--train_batch_size=8",
+                        f"--num_train_epochs={SQUAD_EPOCHS[model_type]}",
                         "--learning_rate=1e-3", *SQUAD_SHAPE, f"--predict_file={dev}"])
         runs[model_type] = output_dir, dev
     return runs
@@ -350,7 +354,8 @@ def test_run_squad_fine_tunes_and_predicts_a_variant_release(releases, squad_run
     # Every answer is text of its context, cut at the characters of its tokens.
     assert all(entry["text"] in contexts[qid] for qid, entries in nbest.items() for entry in entries)
     results = dict(line.split(" = ") for line in (output_dir / "eval_results.txt").read_text().splitlines())
-    assert set(results) == {"exact_match", "f1", "global_step"} and results["global_step"] == "240"
+    assert set(results) == {"exact_match", "f1", "global_step"}
+    assert results["global_step"] == str(8 * SQUAD_EPOCHS[model_type])  # 64 questions in batches of 8
     assert float(results["exact_match"]) >= 90.0, results  # the name, cut from the context as written
 
     # Predicting only, from the fine-tuned release as --model_dir: the same answers.

@@ -327,7 +327,12 @@ def distill(teacher, texts, labels=None, unlabeled_texts=None, options=Distillat
             match the texts, or options it cannot train with.
         TypeError: texts that are not strings.
     """
-    from keras_bert_impl.training.fine_tuning import FineTuningSettings, TrainingData, training_dataset
+    from keras_bert_impl.training.fine_tuning import (
+        FineTuningSettings,
+        TrainingData,
+        build_optimizer_before_tracing,
+        training_dataset,
+    )
     from keras_bert_impl.training.optimization import create_optimizer
 
     check_teacher(teacher)
@@ -402,6 +407,7 @@ def distill(teacher, texts, labels=None, unlabeled_texts=None, options=Distillat
     callbacks = list(callbacks or [])
     if validation_data is not None:
         callbacks.insert(0, student_validation(student, validation_data))
+    build_optimizer_before_tracing(trainer)
     history = trainer.fit(dataset, epochs=options.epochs, steps_per_epoch=steps_per_epoch, verbose=verbose,
                           callbacks=callbacks, shuffle=False)
     student.history = history

@@ -176,8 +176,11 @@ def test_export_holds_its_kernels_as_constants_and_answers_the_same(kernel_expor
         np.testing.assert_allclose(held["probabilities"], read["probabilities"], atol=1e-5)
 
 
-def test_constants_past_the_savedmodel_budget_are_refused_or_left_out(tmp_path, bert_vocab_file, classifier,
-                                                                     monkeypatch):
+def test_constants_past_the_savedmodel_budget_are_refused_or_left_out(tmp_path, bert_vocab_file, monkeypatch):
+    # One layer: what is checked is the export's choice against the budget its kernels' bytes set, whatever the
+    # depth (each of its three exports traces a layer less).
+    classifier = BertClassifier(tiny_config(vocab_size=30522, max_position_embeddings=64, num_hidden_layers=1),
+                                num_labels=3)
     budget = ConstantKernels(classifier).nbytes - 1  # one copy does not fit
     monkeypatch.setattr(plan, "MAX_CONSTANT_BYTES", budget)
     with pytest.raises(ExportError, match="kernels as constants would take .* MiB of the SavedModel's graph"):
@@ -280,7 +283,8 @@ def served(tmp_path_factory, bert_vocab_file, kernel_exports):
     export of variable kernels ("fill_mask"), and `Product` ("product")."""
     root = tmp_path_factory.mktemp("served")
     constants, variables, _ = kernel_exports
-    fill_mask = BertPretrainingModel(tiny_config(vocab_size=30522, max_position_embeddings=64))
+    # One layer: its answers with and without the setting are compared, whatever its depth.
+    fill_mask = BertPretrainingModel(tiny_config(vocab_size=30522, max_position_embeddings=64, num_hidden_layers=1))
     randomize(fill_mask, seed=1, scale=0.2)
     jobs = {
         "variables": (variables, VARIABLE_KERNEL_TEXTS["classifier"]),
@@ -350,7 +354,7 @@ def test_training_is_refused_where_the_process_assumes_frozen_weights(monkeypatc
     # TensorFlow reads the variable once per process, at its first oneDNN
     # product: read it now, unset, so that no later test here trains with it.
     fused_product(tf.ones([1, 2]), tf.ones([2, 2]))
-    config = tiny_config()
+    config = tiny_config(num_hidden_layers=1)  # the refusal is before any step, whatever the depth
     classifier = BertClassifier(config, num_labels=2)
     classifier.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     inputs, labels = random_inputs(config, batch=2, seq=6), np.array([0, 1])

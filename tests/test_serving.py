@@ -369,7 +369,8 @@ def test_export_tool_from_a_release(tmp_path, bert_vocab_file, capsys):
     from keras_bert_impl.checkpoints.original import save_original_checkpoint
     from tools import export_saved_model as export_tool
 
-    config = tiny_config(vocab_size=30522, max_position_embeddings=64)
+    # One layer: the tool's flags and what it writes and says are checked, whatever the model's depth.
+    config = tiny_config(vocab_size=30522, max_position_embeddings=64, num_hidden_layers=1)
     model = BertClassifier(config, num_labels=2)
     save_original_checkpoint(model, str(tmp_path / "release" / "model.ckpt"))
     config.to_json_file(tmp_path / "release" / "bert_config.json")
@@ -379,7 +380,9 @@ def test_export_tool_from_a_release(tmp_path, bert_vocab_file, capsys):
     # The export through the tool's `main` in this process (the code its process runs after the parse); the
     # refusal below as its console script runs it (`run_tool`: its exit status and one line of stderr; a process
     # of its own was ~5 s of the suite's CPU, and tests/test_tools_cli.py runs the tools' processes).
-    export_tool.main(command[3:] + ["--serving_base_path=/srv/models/"])
+    # --noverify: what is checked here is what the tool writes and says (the check as TF Serving loads a version,
+    # ~2 s of CPU, is test_verification's; this file's `probed` serves its exports as TF Serving loads them).
+    export_tool.main(command[3:] + ["--serving_base_path=/srv/models/", "--noverify"])
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith("/saved_models/tiny/1: it needs portable: "
                                                                       "stock TensorFlow ops, CPU and GPU")
     assert (tmp_path / "saved_models" / "tiny" / "1" / "saved_model.pb").exists()
@@ -397,16 +400,30 @@ def test_bad_requests_have_defined_results(probed):
     assert "error" in mismatched  # text/text_b batch sizes differ: an error status
 
 
-def test_saved_model_cli_lists_signatures(exports):
+def test_saved_model_cli_lists_signatures(exports, capsys):
+    """`saved_model_cli show --dir ... --all`: its own parser and `show` command, run in this process as its
+    console script runs them (the SavedModel read from disk; a process of its own was a TensorFlow start-up,
+    ~4 s of the suite's CPU, for a listing)."""
+    from absl import flags
+    from tensorflow.python.tools import saved_model_cli
+
     _, _, paths = exports
-    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-    result = subprocess.run([cli, "show", "--dir", paths["classifier"], "--all"], capture_output=True, text=True,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-    assert result.returncode == 0, result.stderr
+    capsys.readouterr()
+    parsed = flags.FLAGS.is_parsed()
+    try:
+        args = saved_model_cli.create_parser().parse_args(["show", "--dir", paths["classifier"], "--all"])
+        assert args.func is saved_model_cli.show
+        args.func()
+    finally:  # absl's global flags as they were: the CLI's two back to their defaults
+        flags.FLAGS["dir"].unparse()
+        flags.FLAGS["all"].unparse()
+        if not parsed:
+            flags.FLAGS.unparse_flags()
+    stdout = capsys.readouterr().out
     for name in ("serving_default", "serve_text_pair", "serve_ids", "serve_examples", "classify"):
-        assert f"signature_def['{name}']" in result.stdout
+        assert f"signature_def['{name}']" in stdout
     # TF Serving's Classify runs only a signature of its method.
-    classify = result.stdout.split("signature_def['classify']")[1].split("signature_def[")[0]
+    classify = stdout.split("signature_def['classify']")[1].split("signature_def[")[0]
     assert "Method name is: tensorflow/serving/classify" in classify
 
 

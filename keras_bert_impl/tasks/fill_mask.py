@@ -28,11 +28,18 @@ def mask_positions(input_ids, mask_id, max_masks):
     """
     import tensorflow as tf
 
+    # Dense ops only: the `max_masks` smallest of each row's mask positions, every other column standing at
+    # `seq` (past the row), with `max_masks` more such columns for rows of fewer masks. (Was: ragged masks and
+    # a ragged comparison, ~540 graph nodes to trace and optimize in each fill-mask signature; this is ~40.)
     is_mask = tf.equal(input_ids, mask_id)
-    positions = tf.ragged.boolean_mask(tf.broadcast_to(tf.range(tf.shape(is_mask)[1]), tf.shape(is_mask)), is_mask)
-    count = tf.minimum(tf.cast(positions.row_lengths(), tf.int32), max_masks)
-    kept = tf.ragged.range(positions.row_lengths()) < tf.cast(count, tf.int64)[:, None]
-    return tf.ragged.boolean_mask(positions, kept).to_tensor(0, shape=[None, max_masks]), count
+    seq = tf.shape(input_ids)[1]
+    past = tf.cast(seq, tf.float32)  # positions are exact in float32 (below 2**24), which top_k takes anywhere
+    candidates = tf.where(is_mask, tf.cast(tf.range(seq), tf.float32)[None, :], past)
+    candidates = tf.concat([candidates, tf.fill([tf.shape(input_ids)[0], max_masks], past)], axis=1)
+    smallest = -tf.math.top_k(-candidates, k=max_masks, sorted=True).values  # ascending
+    positions = tf.where(smallest < past, tf.cast(smallest, tf.int32), 0)
+    count = tf.minimum(tf.reduce_sum(tf.cast(is_mask, tf.int32), axis=1), max_masks)
+    return positions, count
 
 
 def fill_mask_serving_outputs(serving, inputs, padded_length):

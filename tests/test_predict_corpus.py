@@ -24,6 +24,7 @@ from tools import predict
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MULTI_PROCESS = ["--runner=DirectRunner", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+ONE_WORKER_PROCESS = ["--runner=DirectRunner", "--direct_num_workers=1", "--direct_running_mode=multi_processing"]
 TEXTS = ["the weather is good .", "a film", "the film is bad", "bad bad weather", "good good good film .",
          "the the the", "is a film good ?", "weather"]
 
@@ -181,17 +182,18 @@ def test_the_model_handler_runs_where_keras_bert_impl_cannot_be_imported(exporte
 
 
 def test_a_beam_run_killed_mid_way_is_rerun_with_each_row_once(exported, tmp_path, capsys):  # noqa: F811
-    """kill -9 (the whole process group: the runner and its workers) once Beam has written rows: no manifest,
-    nothing final-looking; a shard as a kill during the final renames would leave it (a stale row) is added;
-    the rerun (on the DirectRunner in this process), without --overwrite, writes each key exactly once and
-    leaves no temporary files."""
+    """kill -9 (the whole process group: the runner and its worker process) once Beam has written rows: no
+    manifest, nothing final-looking; a shard as a kill during the final renames would leave it (a stale row) is
+    added; the rerun (on the DirectRunner in this process), without --overwrite, writes each key exactly once and
+    leaves no temporary files. One worker process: what two do side by side is the test above's, and each is a
+    TensorFlow start-up (~5 s of CPU)."""
     path, loaded = exported
     corpus = tmp_path / "corpus.txt"
     texts = {f"{corpus}:{i + 1}": f"{TEXTS[i % len(TEXTS)]} {i}" for i in range(400)}
     corpus.write_text("".join(f"{t}\n" for t in texts.values()), encoding="utf-8")
     out = tmp_path / "out"
     command = [sys.executable, "-m", "tools.predict", "--beam", f"--input_file={corpus}", f"--saved_model_dir={path}",
-               f"--output_prefix={out / 'rows'}", "--num_shards=2", "--batch_size=4", *MULTI_PROCESS]
+               f"--output_prefix={out / 'rows'}", "--num_shards=2", "--batch_size=4", *ONE_WORKER_PROCESS]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
                PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
     process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -206,7 +208,7 @@ def test_a_beam_run_killed_mid_way_is_rerun_with_each_row_once(exported, tmp_pat
     stale = out / "rows-00000-of-00002.jsonl"
     stale.write_text(json.dumps({"key": f"{corpus}:1", "probabilities": [0.0, 1.0]}) + "\n", encoding="utf-8")
 
-    rerun = [arg for arg in command[3:] if arg not in MULTI_PROCESS] + ["--runner=DirectRunner"]
+    rerun = [arg for arg in command[3:] if arg not in ONE_WORKER_PROCESS] + ["--runner=DirectRunner"]
     code, lines = tool(rerun, capsys)
     assert code == 0, lines[-20:]
     assert sorted(os.listdir(out)) == ["rows-00000-of-00002.jsonl", "rows-00001-of-00002.jsonl", "rows.manifest.json"]

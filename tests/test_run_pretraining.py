@@ -262,16 +262,61 @@ def unclipped(setup):
     return final_weights(output_dir, 6)
 
 
-def test_mirrored_on_two_logical_cpus_matches_one_device(setup, unclipped, tmp_path):
+# The two runs on two logical CPUs (set before TensorFlow starts) in one process of their own, in turn: per run
+# its exit code and what reached file descriptor 2 (TensorFlow's native writes too), the first run's from the
+# process's start (its imports included), as a process per run would show them, for one TensorFlow start-up (each
+# was ~4 s of CPU). The second run splits the CPU as the first did: the same split again is no change.
+_TWO_CPU_RUNS = """
+import json, os, sys, tempfile
+answers = []
+for argv in json.loads(sys.argv[1]):
+    with tempfile.TemporaryFile() as err:
+        saved = os.dup(2)
+        os.dup2(err.fileno(), 2)
+        try:
+            from keras_bert_impl.cli import run_tool
+            from tools import run_pretraining
+            code = run_tool(run_pretraining.main, argv, prog="run_pretraining")
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+        err.seek(0)
+        answers.append([code, err.read().decode()])
+with open(sys.argv[2], "w") as f:
+    json.dump(answers, f)
+"""
+TWO_CPU_BAD_FLAGS = ["--train_batch_size=3", "--strategy=mirrored", "--num_cpu_devices=2"]
+
+
+@pytest.fixture(scope="module")
+def two_cpu_runs(setup, tmp_path_factory):
+    """`({run: subprocess.CompletedProcess}, directory)`: in `_TWO_CPU_RUNS`'s process, "bad_batch" (flags
+    `TWO_CPU_BAD_FLAGS`, refused) then "mirrored" (6 steps without clipping under MirroredStrategy, into
+    `directory / "mirrored"`)."""
+    root, _ = setup
+    directory = tmp_path_factory.mktemp("two_cpus")
+    runs = {
+        "bad_batch": flags(root, directory / "out", *TWO_CPU_BAD_FLAGS),
+        "mirrored": flags(root, directory / "mirrored", "--clip_norm=0", "--strategy=mirrored", "--num_cpu_devices=2",
+                          steps=6, save=6),
+    }
+    result = run([sys.executable, "-c", _TWO_CPU_RUNS, json.dumps(list(runs.values())), str(directory / "runs.json")])
+    assert result.returncode == 0, result.stderr[-3000:]
+    answers = json.loads((directory / "runs.json").read_text())
+    assert len(answers) == len(runs)
+    return {name: subprocess.CompletedProcess(argv, code, "", stderr)
+            for (name, argv), (code, stderr) in zip(runs.items(), answers)}, directory
+
+
+def test_mirrored_on_two_logical_cpus_matches_one_device(unclipped, two_cpu_runs):
     """Same global batches, gradients summed over replicas: the same training
     as one device. Clipping is off here because Keras (like the original on
     TPU cores) clips each replica's gradient before the all-reduce. Two
     logical CPUs are set before TensorFlow starts: a process of its own."""
-    root, _ = setup
-    result = run(command(root, tmp_path / "mirrored", "--clip_norm=0", "--strategy=mirrored", "--num_cpu_devices=2",
-                         steps=6, save=6))
-    assert result.returncode == 0, result.stderr
-    mirrored = final_weights(tmp_path / "mirrored", 6)
+    runs, directory = two_cpu_runs
+    assert runs["mirrored"].returncode == 0, runs["mirrored"].stderr
+    mirrored = final_weights(directory / "mirrored", 6)
     for name in unclipped:
         np.testing.assert_allclose(mirrored[name], unclipped[name], rtol=1e-4, atol=1e-5, err_msg=name)
 
@@ -323,16 +368,17 @@ def test_two_process_multi_worker_mirrored(setup, tmp_path):
 @pytest.mark.parametrize(
     "extra, fragment",
     [
-        # Two logical CPUs are set before TensorFlow starts: a process of its own (its whole stderr one line).
-        (["--train_batch_size=3", "--strategy=mirrored", "--num_cpu_devices=2"], "--train_batch_size=3 is not divisible by the 2 replicas"),
+        # Two logical CPUs are set before TensorFlow starts: a process of its own (its whole stderr one line),
+        # `two_cpu_runs`'s.
+        (TWO_CPU_BAD_FLAGS, "--train_batch_size=3 is not divisible by the 2 replicas"),
         (["--strategy=warp"], "--strategy 'warp' is unknown"),
         (["--max_seq_length=64"], "--max_seq_length 64 exceeds max_position_embeddings 16"),
     ],
 )
-def test_bad_flags_are_one_line_errors(setup, tmp_path, capfd, extra, fragment):
+def test_bad_flags_are_one_line_errors(setup, tmp_path, capfd, request, extra, fragment):
     root, _ = setup
-    if "--num_cpu_devices=2" in extra:
-        result = run(command(root, tmp_path / "out", *extra))
+    if extra is TWO_CPU_BAD_FLAGS:
+        result = request.getfixturevalue("two_cpu_runs")[0]["bad_batch"]
         code, stderr = result.returncode, result.stderr
     else:
         code, stderr = run_here(flags(root, tmp_path / "out", *extra), capfd)

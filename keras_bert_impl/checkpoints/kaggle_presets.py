@@ -40,6 +40,7 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
 
 from keras_bert_impl import extras
@@ -125,8 +126,8 @@ def _keras_hub(needed_by):
 
 
 def our_backbones():
-    """keras-hub's backbone class names whose presets we compute: BERT's and `keras_hub_variants`'."""
-    from keras_bert_impl.checkpoints.keras_hub_variants import KERAS_HUB_VARIANTS
+    """keras-hub's backbone class names whose presets we compute: BERT's and `keras_hub_variant_table`'s."""
+    from keras_bert_impl.checkpoints.keras_hub_variant_table import KERAS_HUB_VARIANTS  # Data: no TensorFlow.
 
     return ("BertBackbone",) + tuple(variant.backbone for variant in KERAS_HUB_VARIANTS.values())
 
@@ -223,18 +224,44 @@ def _quiet_unless_terminal():
         logger.setLevel(level)
 
 
+def _in_a_thread_of_its_own(function, *args):
+    """`function(*args)` run in a new thread: its result, or its exception raised here."""
+    outcome = {}
+
+    def run():
+        try:
+            outcome["result"] = function(*args)
+        except BaseException as error:  # noqa: BLE001: raised again in the caller's thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, name="kagglehub", daemon=True)  # daemon: an interrupt ends the process
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
+
+
+def _resolve(handle, path, output_dir):
+    from kagglehub import registry
+    from kagglehub.handle import parse_model_handle
+
+    return registry.model_resolver(parse_model_handle(handle.kagglehub_handle()), path, output_dir=output_dir)
+
+
 def _kaggle_download(handle, path, output_dir):
     """`(local path, version)` of `path` (None: every file) of `handle`, downloaded into `output_dir`.
 
     Through kagglehub's model resolver, which `kagglehub.model_download` calls and which also says the
-    version it resolved (a handle without one is asked for the newest).
+    version it resolved (a handle without one is asked for the newest). In a thread of its own: for its
+    user agent, kagglehub looks for libraries in the whole call stack with `inspect.stack()` (each frame's
+    source line read, its module looked up among all those loaded) six times a request: under a deep stack
+    with TensorFlow loaded, as a test runner's, most of the CPU a fetch takes. A new thread's stack is the
+    few frames from `_resolve` on, whose module (keras_bert_impl) it names as before ("keras").
     """
     extras.import_extra("kagglehub", "keras-hub", str(handle))
-    from kagglehub import registry
-    from kagglehub.handle import parse_model_handle
-
     with _quiet_unless_terminal():
-        return registry.model_resolver(parse_model_handle(handle.kagglehub_handle()), path, output_dir=output_dir)
+        return _in_a_thread_of_its_own(_resolve, handle, path, output_dir)
 
 
 def _status(error):

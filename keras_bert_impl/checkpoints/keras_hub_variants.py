@@ -1,7 +1,7 @@
 """keras-hub's RoBERTa, ALBERT and DistilBERT presets <-> releases of those variants.
 
 The same conversions as `keras_hub` (BERT), with each variant's names written
-out as data: `KERAS_HUB_VARIANTS` says which keras-hub classes hold it and
+out as data: `KERAS_HUB_VARIANTS` (`keras_hub_variant_table`) says which keras-hub classes hold it and
 where its embeddings, blocks and pooler live; the blocks' own sub-paths are
 BERT's (`keras_hub.TRANSFORMER_LAYER_VARIABLES`: keras-hub builds all four
 from one `TransformerEncoder`), joined to ALBERT's TF1 names through
@@ -27,7 +27,6 @@ Example:
 ('group_0_inner_layer_0/feedforward_output_dense/kernel', None)
 """
 
-import dataclasses
 import os
 
 import numpy as np
@@ -35,88 +34,13 @@ import numpy as np
 from keras_bert_impl import extras, filesystem
 from keras_bert_impl.checkpoints import keras_hub as bert_hub
 from keras_bert_impl.checkpoints import name_map
+from keras_bert_impl.checkpoints.keras_hub_variant_table import KERAS_HUB_VARIANTS, VARIANTS_BY_BACKBONE
 from keras_bert_impl.checkpoints.original import write_checkpoint_tensors
 from keras_bert_impl.checkpoints.release import TOKENIZER_FILES, begin_release
 from keras_bert_impl.config import BertConfig
 from keras_bert_impl.errors import CheckpointError, ConfigError
 from keras_bert_impl.io import copy_atomically
 
-
-@dataclasses.dataclass(frozen=True)
-class KerasHubVariant:
-    """Where keras-hub keeps one variant, and what its backbone computes.
-
-    Attributes:
-        model_type: Our `BertConfig.model_type`.
-        backbone, masked_lm, tokenizer, masked_lm_preprocessor,
-        classifier_preprocessor: keras-hub class names.
-        embeddings: Original name -> keras-hub variable path.
-        block: keras-hub path of block `(group, inner)` or `(layer, 0)`.
-        pooler: keras-hub path prefix of the pooler's dense layer, or None.
-        hidden_act, layer_norm_eps: What the backbone computes.
-        tokenizer_assets: keras-hub's tokenizer asset file -> our release file name.
-    """
-
-    model_type: str
-    backbone: str
-    masked_lm: str
-    tokenizer: str
-    masked_lm_preprocessor: str
-    classifier_preprocessor: str
-    embeddings: dict
-    block: str
-    pooler: str
-    hidden_act: str
-    layer_norm_eps: float
-    tokenizer_assets: dict
-
-
-KERAS_HUB_VARIANTS = {
-    "roberta": KerasHubVariant(
-        model_type="roberta", backbone="RobertaBackbone", masked_lm="RobertaMaskedLM",
-        tokenizer="RobertaTokenizer", masked_lm_preprocessor="RobertaMaskedLMPreprocessor",
-        classifier_preprocessor="RobertaTextClassifierPreprocessor",
-        embeddings={
-            "bert/embeddings/word_embeddings": "embeddings/token_embedding/embeddings",
-            # Rows from `position_offset` on (`_ROWS_FROM_OFFSET`).
-            "bert/embeddings/position_embeddings": "embeddings/position_embedding/embeddings",
-            "bert/embeddings/LayerNorm/gamma": "embeddings_layer_norm/gamma",
-            "bert/embeddings/LayerNorm/beta": "embeddings_layer_norm/beta",
-        },
-        block="transformer_layer_{layer}", pooler=None, hidden_act="gelu_exact", layer_norm_eps=1e-5,
-        tokenizer_assets={"vocabulary.json": "vocab.json", "merges.txt": "merges.txt"},
-    ),
-    "albert": KerasHubVariant(
-        model_type="albert", backbone="AlbertBackbone", masked_lm="AlbertMaskedLM",
-        tokenizer="AlbertTokenizer", masked_lm_preprocessor="AlbertMaskedLMPreprocessor",
-        classifier_preprocessor="AlbertTextClassifierPreprocessor",
-        embeddings={
-            "bert/embeddings/word_embeddings": "token_embedding/embeddings",
-            "bert/embeddings/position_embeddings": "position_embedding/embeddings",
-            "bert/embeddings/token_type_embeddings": "segment_embedding/embeddings",
-            "bert/embeddings/LayerNorm/gamma": "embeddings_layer_norm/gamma",
-            "bert/embeddings/LayerNorm/beta": "embeddings_layer_norm/beta",
-            "bert/encoder/embedding_hidden_mapping_in/kernel": "embedding_projection/kernel",
-            "bert/encoder/embedding_hidden_mapping_in/bias": "embedding_projection/bias",
-        },
-        block="group_{group}_inner_layer_{inner}", pooler="pooled_dense", hidden_act="gelu", layer_norm_eps=1e-12,
-        tokenizer_assets={"vocabulary.spm": "spiece.model"},
-    ),
-    "distilbert": KerasHubVariant(
-        model_type="distilbert", backbone="DistilBertBackbone", masked_lm="DistilBertMaskedLM",
-        tokenizer="DistilBertTokenizer", masked_lm_preprocessor="DistilBertMaskedLMPreprocessor",
-        classifier_preprocessor="DistilBertTextClassifierPreprocessor",
-        embeddings={
-            "bert/embeddings/word_embeddings": "token_and_position_embedding/token_embedding/embeddings",
-            "bert/embeddings/position_embeddings": "token_and_position_embedding/position_embedding/embeddings",
-            "bert/embeddings/LayerNorm/gamma": "embeddings_layer_norm/gamma",
-            "bert/embeddings/LayerNorm/beta": "embeddings_layer_norm/beta",
-        },
-        block="transformer_layer_{layer}", pooler=None, hidden_act="gelu_exact", layer_norm_eps=1e-12,
-        tokenizer_assets={"vocabulary.txt": "vocab.txt"},
-    ),
-}
-VARIANTS_BY_BACKBONE = {variant.backbone: variant for variant in KERAS_HUB_VARIANTS.values()}
 
 # Tensors held in keras-hub from the `position_offset`-th row on.
 _ROWS_FROM_OFFSET = ("bert/embeddings/position_embeddings",)
@@ -134,7 +58,7 @@ def variant_variable_map(variant, num_layers, num_groups=None, inner_group_num=1
     """Original checkpoint name -> `(keras-hub variable path, head axes)` of a variant.
 
     Args:
-        variant: A `KerasHubVariant`.
+        variant: A `keras_hub_variant_table.KerasHubVariant`.
         num_layers: `num_hidden_layers` (one block each but in ALBERT).
         num_groups, inner_group_num: ALBERT's layer groups.
         masked_lm: Also map `cls/predictions` to the `*MaskedLM` head.

@@ -95,14 +95,17 @@ def find_local_release(path):
         if not filesystem.exists(required):
             raise CheckpointError(f"{directory}: not a release, it has no {filesystem.basename(required)}")
     if prefix is None:
-        import tensorflow as tf
-
-        latest = tf.train.latest_checkpoint(directory)
         candidates = [filesystem.join(directory, name) for name in _PREFIXES]
         candidates = [c for c in candidates if filesystem.exists(c + ".index")]
-        if latest is not None and filesystem.basename(latest) in _PREFIXES and len(candidates) > 1:
-            candidates = [filesystem.join(directory, filesystem.basename(latest))]
-        prefix = candidates[0] if candidates else latest
+        if len(candidates) == 1:
+            prefix = candidates[0]  # Whatever the state file names: no TensorFlow start-up to read it.
+        else:
+            import tensorflow as tf
+
+            latest = tf.train.latest_checkpoint(directory)
+            if latest is not None and filesystem.basename(latest) in _PREFIXES and candidates:
+                candidates = [filesystem.join(directory, filesystem.basename(latest))]
+            prefix = candidates[0] if candidates else latest
     if prefix is None or not filesystem.exists(prefix + ".index"):
         raise CheckpointError(f"{directory}: not a release, it has no checkpoint ({' or '.join(_PREFIXES)})")
     return ReleaseFiles(config_file, vocab_file, prefix)

@@ -184,6 +184,7 @@ class BertConfigModel(keras.Model):
             # (x,), (x, y) or (x, y, sample_weight): what Keras unpacks from a dataset's elements.
             parts = (x,) if y is None else (x, y) if sample_weight is None else (x, y, sample_weight)
             x, y, sample_weight, batch_size = array_batches(parts, batch_size or 32), None, None, None
+        self._build_metrics(x)
         return super().evaluate(x, y, batch_size=batch_size, verbose=verbose, sample_weight=sample_weight,
                                 steps=steps, callbacks=callbacks, return_dict=return_dict, **kwargs)
 
@@ -252,28 +253,46 @@ class BertConfigModel(keras.Model):
         Keras creates them now only under a distribution strategy; otherwise
         while tracing the first step. The optimizer's slots were each lifted
         out of the graph being traced, which took a one-layer tiny
-        classifier's first `fit` from 3.3 to 4.7 s of CPU; and a variable
-        created while tracing (a metric's, such as "accuracy"'s total and
-        count) makes TensorFlow trace the whole step again, without creating
-        any: 2.8 -> 2.1 s for the same fit. The metrics are built as Keras
-        builds them under a strategy (`_symbolic_build`, from the shapes of
-        the dataset's elements); the variables, and the training, are the same.
+        classifier's first `fit` from 3.3 to 4.7 s of CPU; and a metric's
+        variables: see `_build_metrics`. The variables, and the training, are
+        the same.
         """
         if self._under_a_strategy() or not self.built:
             return
-        metrics = getattr(self, "_compile_metrics", None)
-        if metrics is not None and not metrics.built and hasattr(x, "element_spec"):
-            import tensorflow as tf
-
-            def symbolic(spec):
-                return keras.KerasTensor(spec.shape, spec.dtype.name) if isinstance(spec, tf.TensorSpec) else None
-
-            specs = tf.nest.map_structure(symbolic, x.element_spec)
-            if all(spec is not None for spec in tf.nest.flatten(specs)):
-                self._symbolic_build(data_batch=specs)  # also builds the optimizer
+        self._build_metrics(x)
         optimizer = getattr(self, "optimizer", None)
         if optimizer is not None and not optimizer.built:
             optimizer.build(self.trainable_variables)
+
+    def _build_metrics(self, x):
+        """Builds the compiled metrics (e.g. "accuracy"'s total and count) for the dataset `x`, before `fit` or
+        `evaluate` traces its step.
+
+        Keras builds them while tracing the first step, unless under a
+        distribution strategy; a variable created while tracing makes
+        TensorFlow trace the whole step again, without creating any (a
+        one-layer tiny classifier's first `fit`: 2.8 -> 2.1 s of CPU). Built
+        as Keras builds them under a strategy (`Trainer._symbolic_build`):
+        from the shapes of the dataset's elements, through the model's
+        output spec. Anything else (no dataset, no labels, a strategy) is
+        left to Keras.
+        """
+        metrics = getattr(self, "_compile_metrics", None)
+        if (metrics is None or metrics.built or not self.built or self._under_a_strategy()
+                or not hasattr(x, "element_spec")):
+            return
+        import tensorflow as tf
+        from keras.src import backend
+
+        def symbolic(spec):
+            return keras.KerasTensor(spec.shape, spec.dtype.name) if isinstance(spec, tf.TensorSpec) else None
+
+        specs = tf.nest.map_structure(symbolic, x.element_spec)
+        inputs, y, sample_weight = keras.utils.unpack_x_y_sample_weight(specs)
+        if y is None or any(spec is None for spec in tf.nest.flatten(specs)):
+            return
+        y_pred = backend.compute_output_spec(self, inputs, training=False)
+        backend.compute_output_spec(self.compute_metrics, inputs, y, y_pred, sample_weight=sample_weight)
 
     def _under_a_strategy(self):
         import tensorflow as tf

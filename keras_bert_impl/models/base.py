@@ -272,27 +272,24 @@ class BertConfigModel(keras.Model):
         distribution strategy; a variable created while tracing makes
         TensorFlow trace the whole step again, without creating any (a
         one-layer tiny classifier's first `fit`: 2.8 -> 2.1 s of CPU). Built
-        as Keras builds them under a strategy (`Trainer._symbolic_build`):
-        from the shapes of the dataset's elements, through the model's
-        output spec. Anything else (no dataset, no labels, a strategy) is
-        left to Keras.
+        as under a strategy (`Trainer._symbolic_build`): from the shapes of
+        the dataset's elements and the model's output spec. Anything else
+        (no dataset, no labels, a strategy) is left to Keras.
         """
         metrics = getattr(self, "_compile_metrics", None)
         if (metrics is None or metrics.built or not self.built or self._under_a_strategy()
                 or not hasattr(x, "element_spec")):
             return
         import tensorflow as tf
-        from keras.src import backend
 
         def symbolic(spec):
             return keras.KerasTensor(spec.shape, spec.dtype.name) if isinstance(spec, tf.TensorSpec) else None
 
         specs = tf.nest.map_structure(symbolic, x.element_spec)
-        inputs, y, sample_weight = keras.utils.unpack_x_y_sample_weight(specs)
+        inputs, y, _ = keras.utils.unpack_x_y_sample_weight(specs)
         if y is None or any(spec is None for spec in tf.nest.flatten(specs)):
             return
-        y_pred = backend.compute_output_spec(self, inputs, training=False)
-        backend.compute_output_spec(self.compute_metrics, inputs, y, y_pred, sample_weight=sample_weight)
+        metrics.build(y, self.compute_output_spec(inputs, training=False))  # as its first `update_state` would
 
     def _under_a_strategy(self):
         import tensorflow as tf

@@ -212,11 +212,16 @@ def test_one_schedule_over_several_fits_and_none_past_its_end(tmp_path):
 
 def test_mixed_float16_trains_with_loss_scaling(tmp_path):
     """float16 gradients underflow without loss scaling, which Keras adds at
-    `compile` for a mixed_float16 model; ours said float32 and got none."""
+    `compile` for a mixed_float16 model; ours said float32 and got none. The
+    train step is traced once (was twice: its metric's variables were made
+    while tracing it, and TensorFlow then traces again without making any)."""
     release = _tiny_release(tmp_path, VOCAB)
     model = TextClassifier.from_release(release, num_classes=2, max_seq_length=12, seed=1, dtype="mixed_float16")
     model.compile()
+    traced, train_step = [], model.train_step
+    model.train_step = lambda data: (traced.append(1), train_step(data))[1]
     model.fit(["good film", "bad film"] * 4, [1, 0] * 4, batch_size=4, epochs=1, verbose=0)
+    assert len(traced) == 1 and model.metrics_names == ["loss", "compile_metrics"]
     assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
     assert int(model.optimizer.iterations.numpy()) == 2
     functional = BertClassifier(tiny_config(), num_labels=2, dtype="mixed_float16")
@@ -507,7 +512,13 @@ def test_labels_and_datasets_are_checked_as_keras_would(tmp_path):
         model.fit([], [], verbose=0)
     with pytest.raises(ValueError, match="evaluate needs at least one text"):
         model.evaluate([], [], verbose=0)
-    history = model.fit(texts, [1, 0, 1, 0], batch_size=2, verbose=0)  # still fits after the refusals
+    # Still evaluates after the refusals, its test step traced once (was twice: "accuracy"'s variables were made
+    # while tracing it, and TensorFlow then traced it again without making any); and still fits.
+    traced, test_step = [], model.test_step
+    model.test_step = lambda data: (traced.append(1), test_step(data))[1]
+    assert set(model.evaluate(texts, [1, 0, 1, 0], batch_size=2, verbose=0, return_dict=True)) == {"loss", "accuracy"}
+    assert len(traced) == 1
+    history = model.fit(texts, [1, 0, 1, 0], batch_size=2, verbose=0)
     assert len(history.history["loss"]) == 1
 
 
